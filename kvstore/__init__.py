@@ -1,0 +1,78 @@
+"""kvstore: an embedded LSM key-value store in the style of SlateDB.
+
+>>> import kvstore
+>>> with kvstore.open("memory://doc") as db:
+...     seq = db.put(b"k", b"v")
+...     db.get(b"k")
+b'v'
+
+See ``README.md`` and ``docs/`` for the design, the formats and the numbers.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from kvstore.batch import WriteBatch
+from kvstore.db import DB, Snapshot
+from kvstore.errors import (
+    ClosedError,
+    CorruptionError,
+    FencedError,
+    KvError,
+    SnapshotTooOld,
+    TransactionConflict,
+    TransactionExpired,
+)
+from kvstore.objstore import ObjectStore, open_store
+from kvstore.options import Options
+from kvstore.reader import Reader, ReadOnlyError
+
+__all__ = [
+    "DB",
+    "ClosedError",
+    "CorruptionError",
+    "FencedError",
+    "KvError",
+    "Options",
+    "ReadOnlyError",
+    "Reader",
+    "Snapshot",
+    "SnapshotTooOld",
+    "TransactionConflict",
+    "TransactionExpired",
+    "WriteBatch",
+    "open",
+    "open_reader",
+]
+
+__version__ = "0.1.0"
+
+
+def open(url: str | os.PathLike[str] | ObjectStore, **options: Any) -> DB:  # noqa: A001
+    """Open (creating if missing) the store at ``url`` as its single writer.
+
+    ``url`` is a local directory, ``file:///abs/dir``, ``memory://name``,
+    ``s3://bucket/prefix`` (pass ``storage_options=`` for s3fs) or an
+    :class:`~kvstore.objstore.ObjectStore`. Opening fences any earlier writer.
+    Options are those of :class:`Options`; unknown names raise TypeError.
+    """
+    opts = Options.from_kwargs(options)
+    store = open_store(url, opts.storage_options)
+    if not opts.fsync and hasattr(store, "_fsync"):
+        store._fsync = False
+    return DB(store, opts)
+
+
+def open_reader(url: str | os.PathLike[str] | ObjectStore, *,
+                refresh_interval: float | None = None,
+                storage_options: dict[str, Any] | None = None,
+                block_cache_bytes: int = 64 << 20) -> Reader:
+    """A read-only view of what the writer has made durable.
+
+    Call :meth:`Reader.refresh` to see newer writes, or pass
+    ``refresh_interval`` (seconds) to refresh automatically on reads.
+    """
+    store = open_store(url, storage_options)
+    return Reader(store, block_cache_bytes=block_cache_bytes, refresh_interval=refresh_interval)

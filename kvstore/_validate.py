@@ -1,0 +1,54 @@
+"""Argument checks shared by every public call: typed errors that name the argument."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kvstore.format.sst import MAX_KEY_LEN
+
+_BYTES_LIKE = (bytes, bytearray, memoryview)
+
+
+def key(value: Any, name: str = "key") -> bytes:
+    if type(value) is not bytes:
+        if not isinstance(value, _BYTES_LIKE):
+            raise TypeError(f"{name} must be bytes, not {type(value).__name__}")
+        value = bytes(value)
+    if not value:
+        raise ValueError(f"{name} must not be empty")
+    if len(value) > MAX_KEY_LEN:
+        raise ValueError(f"{name} is {len(value)} bytes; the limit is {MAX_KEY_LEN}")
+    return value
+
+
+def value(v: Any, name: str = "value") -> bytes:
+    if type(v) is bytes:
+        return v
+    if not isinstance(v, _BYTES_LIKE):
+        raise TypeError(f"{name} must be bytes, not {type(v).__name__}")
+    return bytes(v)
+
+
+def bound(v: Any, name: str) -> bytes | None:
+    if v is None:
+        return None
+    if not isinstance(v, _BYTES_LIKE):
+        raise TypeError(f"{name} must be bytes or None, not {type(v).__name__}")
+    return bytes(v)
+
+
+def flag(v: Any, name: str) -> bool:
+    if not isinstance(v, bool):
+        raise TypeError(f"{name} must be a bool, not {type(v).__name__}")
+    return v
+
+
+def prefix_end(prefix: bytes) -> bytes | None:
+    """Smallest key greater than every key starting with ``prefix`` (None: no bound)."""
+    p = bytearray(prefix)
+    while p and p[-1] == 0xFF:
+        p.pop()
+    if not p:
+        return None
+    p[-1] += 1
+    return bytes(p)

@@ -1,0 +1,640 @@
+"""The database: write path, flush, recovery and fencing.
+
+Write path (one step under the commit lock, so seq order = WAL order =
+memtable order)::
+
+    put/delete/write ──► seq = last_seq + 1 ──► WAL.append(frame) ──► memtable.apply
+                                                       │
+                        durable=True: WAL.sync(lsn) ◄──┘  (group commit, see wal.py)
+
+The memtable is frozen at ``memtable_bytes`` (the WAL rotates with it, so
+each frozen memtable owns a contiguous run of WAL segments); a background
+thread flushes the oldest frozen memtable to an L0 SST, then advances the
+manifest (new SST, ``last_flushed_seq``, ``wal_replay_from``) and deletes the
+WAL segments the SST now covers. Writers stall while
+``max_immutable_memtables`` frozen memtables wait (bounded memory).
+
+Opening a writer (recovery and fencing)::
+
+    1. load the latest manifest M (create manifest 1 for a new store)
+    2. create manifest M.id+1 with writer_epoch+1       -> fences the old writer
+    3. object WAL only: create an empty fence object at the next WAL id
+    4. replay WAL segments >= M.wal_replay_from (torn tails cut), records with
+       seq > last_flushed_seq
+    5. flush the replayed records to an L0 SST, open a fresh WAL segment, and
+       write a manifest whose wal_replay_from is that segment
+
+Anything the old writer appends after step 4 lies below the new
+``wal_replay_from`` and is never read; the old writer learns of the fence at
+its next sync (journal: manifest check after fsync; object WAL: its next WAL id
+is taken) or manifest write, and raises :class:`FencedError`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import weakref
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import replace
+from typing import Any
+
+from kvstore import _validate, paths
+from kvstore import readpath as rp
+from kvstore.batch import WriteBatch
+from kvstore.cache import BlockCache
+from kvstore.errors import ClosedError, CorruptionError, FencedError, KvError, SnapshotTooOld
+from kvstore.format.manifest import Manifest, SstMeta
+from kvstore.format.sst import SstReader, build_sst
+from kvstore.format.wal import encode_record
+from kvstore.ids import IdGenerator
+from kvstore.iterators import retain
+from kvstore.manifest_store import ManifestStore
+from kvstore.memtable import Memtable
+from kvstore.objstore import LocalStore, MemoryStore, ObjectStore
+from kvstore.options import Options
+from kvstore.wal import JournalWal, ObjectWal, list_wal_ids, replay
+
+log = logging.getLogger("kvstore")
+
+
+class SeqRegistry:
+    """Sequence numbers pinned by open snapshots (a multiset)."""
+
+    def __init__(self) -> None:
+        self._counts: Counter[int] = Counter()
+        self.lock = threading.Lock()
+
+    def add(self, seq: int) -> None:
+        self._counts[seq] += 1
+
+    def remove(self, seq: int) -> None:
+        with self.lock:
+            self._counts[seq] -= 1
+            if self._counts[seq] <= 0:
+                del self._counts[seq]
+
+    def seqs(self) -> list[int]:
+        return sorted(self._counts)
+
+    def __len__(self) -> int:
+        return sum(self._counts.values())
+
+
+def open_sst(store: ObjectStore, meta: SstMeta, cache: BlockCache | None) -> rp.SstHandle:
+    name = paths.sst_name(meta.id)
+    reader = store.open_range_reader(name)
+    sst = SstReader(reader.read, meta.size, name=name, block_cache=cache)
+    if (sst.count, sst.min_seq, sst.max_seq, sst.first_key, sst.last_key) != (
+        meta.count, meta.min_seq, meta.max_seq, meta.first_key, meta.last_key
+    ):
+        raise CorruptionError("SST properties disagree with the manifest", object_name=name)
+    return rp.SstHandle(meta, sst)
+
+
+class DB:
+    """An open kvstore (the single writer). Use :func:`kvstore.open`."""
+
+    def __init__(self, store: ObjectStore, options: Options, *, clock: Any = time.time) -> None:
+        self._store = store
+        self._opts = options
+        self._clock = clock
+        self._mstore = ManifestStore(store)
+        self._ids = IdGenerator(options.seed, clock)
+        self._cache = BlockCache(options.block_cache_bytes)
+        self._commit_lock = threading.Lock()
+        self._cond = threading.Condition(self._commit_lock)
+        self._flush_lock = threading.Lock()
+        self._manifest_lock = threading.Lock()
+        self._snapshots = SeqRegistry()
+        self._floor_seq = 0  # reads at seqs below this may miss dropped versions
+        self._closed = False
+        self._fenced: FencedError | None = None
+        self._bg_error: BaseException | None = None
+        self._stopping = False
+        self._handles: dict[str, rp.SstHandle] = {}
+        self._wal_objects: list[int] = []  # object WAL ids holding data (never fences)
+        self._last_fence_check = 0.0
+        self._counters: Counter[str] = Counter()
+        self._fence_interval = (
+            0.0 if isinstance(store, (LocalStore, MemoryStore)) else options.fence_check_interval
+        )
+        self._recover()
+        self._flusher: threading.Thread | None = None
+        if options.background_flush:
+            self._flusher = threading.Thread(target=self._flush_loop, name="kvstore-flush",
+                                             daemon=True)
+            self._flusher.start()
+
+    # ------------------------------------------------------------------
+    # recovery
+    # ------------------------------------------------------------------
+    def _use_journal(self) -> bool:
+        mode = self._opts.wal
+        if mode == "object":
+            return False
+        can = isinstance(self._store, LocalStore) or hasattr(self._store, "inner") and \
+            isinstance(getattr(self._store, "inner", None), LocalStore)
+        if mode == "journal" and not can:
+            raise ValueError(f"option wal='journal' needs a local directory, not "
+                             f"{self._store.describe()}")
+        return can
+
+    def _recover(self) -> None:
+        if isinstance(self._store, LocalStore):
+            self._store.cleanup_temp()
+        m = self._mstore.load_latest()
+        if m is None:
+            try:
+                self._mstore.write(Manifest(id=1, writer_epoch=0, created_ms=self._now_ms()))
+            except FileExistsError:
+                pass
+            m = self._mstore.load_latest()
+            assert m is not None
+        while True:  # step 2: claim the store
+            claimed = m.evolve(id=m.id + 1, writer_epoch=m.writer_epoch + 1,
+                               created_ms=self._now_ms())
+            try:
+                self._mstore.write(claimed)
+                break
+            except FileExistsError:
+                latest = self._mstore.load_latest()
+                assert latest is not None
+                m = latest
+        self._epoch = claimed.writer_epoch
+        self._manifest = claimed
+        journal = self._use_journal()
+        found = list_wal_ids(self._store)
+        next_id = max([i for i, _ in found] + [claimed.wal_replay_from - 1]) + 1
+        upto: int | None = None
+        if not journal:  # step 3: fence the old writer's next WAL object
+            while True:
+                try:
+                    self._store.put_if_absent(paths.wal_object_name(next_id), b"")
+                    break
+                except FileExistsError:
+                    next_id += 1
+            upto = next_id - 1
+        result = replay(self._store, claimed.wal_replay_from, claimed.last_flushed_seq,
+                        upto_id=upto)
+        self._wal_objects = [i for i in result.ids if self._store.size(
+            paths.wal_object_name(i)) > 0] if not journal else []
+        last_seq = max([claimed.last_flushed_seq] + [r.seq for r in result.records])
+        for meta in claimed.all_ssts():
+            self._handles[meta.id] = open_sst(self._store, meta, self._cache)
+        self._state = self._state_from_manifest(claimed, Memtable(0))
+        # step 5: replayed writes go to an SST; a fresh WAL segment starts.
+        if journal:
+            while True:
+                try:
+                    self._wal: JournalWal | ObjectWal = JournalWal(self._store, next_id,
+                                                                   self._fence_check)
+                    break
+                except FileExistsError:
+                    next_id += 1
+            first_id = next_id
+        else:
+            first_id = next_id + 1
+            self._wal = ObjectWal(self._store, first_id)
+        new_l0 = claimed.l0
+        if result.records:
+            mt = Memtable(0)
+            for rec in result.records:
+                mt.apply(rec.seq, rec.keys, rec.values)
+            handle = self._write_sst(mt, [])
+            new_l0 = (handle.meta, *claimed.l0)
+        final = claimed.evolve(id=claimed.id + 1, l0=new_l0, last_flushed_seq=last_seq,
+                               wal_replay_from=first_id, created_ms=self._now_ms())
+        self._write_manifest(final)
+        self._state = self._state_from_manifest(final, Memtable(first_id))
+        self._last_seq = last_seq
+        self._floor_seq = last_seq
+        self._delete_wal_before(first_id)
+        log.info("opened %s: epoch %d, manifest %d, last seq %d, replayed %d writes",
+                 self._store.describe(), self._epoch, final.id, last_seq, len(result.records))
+
+    def _state_from_manifest(self, m: Manifest, active: Memtable,
+                             immutable: tuple[Memtable, ...] = ()) -> rp.State:
+        def handle(meta: SstMeta) -> rp.SstHandle:
+            h = self._handles.get(meta.id)
+            if h is None:
+                h = self._handles[meta.id] = open_sst(self._store, meta, self._cache)
+            return h
+
+        return rp.State(
+            active=active,
+            immutable=immutable,
+            l0=tuple(handle(s) for s in m.l0),
+            runs=tuple(rp.SortedRun.of(tuple(handle(s) for s in run)) for run in m.runs),
+        )
+
+    def _now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+    # ------------------------------------------------------------------
+    # fencing
+    # ------------------------------------------------------------------
+    def _fence_check(self) -> None:
+        """Raise FencedError if a writer with a higher epoch has claimed the store."""
+        if self._fenced is not None:
+            raise FencedError(str(self._fenced))
+        if self._mstore.newer_exists(self._manifest.id):
+            latest = self._mstore.load_latest()
+            if latest is not None and latest.writer_epoch > self._epoch:
+                self._fenced = FencedError(
+                    f"{self._store.describe()}: writer epoch {self._epoch} was fenced by "
+                    f"epoch {latest.writer_epoch}; open the store again to write"
+                )
+                raise FencedError(str(self._fenced))
+
+    def _write_manifest(self, m: Manifest) -> None:
+        with self._manifest_lock:
+            try:
+                self._mstore.write(m)
+            except FileExistsError:
+                self._fence_check()
+                raise CorruptionError(
+                    f"manifest {m.id} exists but no newer writer holds the store",
+                    object_name=paths.manifest_name(m.id),
+                ) from None
+            self._manifest = m
+
+    # ------------------------------------------------------------------
+    # writes
+    # ------------------------------------------------------------------
+    def _check_writable(self) -> None:
+        if self._closed:
+            raise ClosedError("the database is closed")
+        if self._fenced is not None:
+            raise FencedError(str(self._fenced))
+        err = self._bg_error
+        if err is not None and not isinstance(err, Exception):
+            raise KvError(f"background flush died: {err!r}")
+
+    def put(self, key: bytes, value: bytes, *, durable: bool = True) -> int:
+        """Write ``key = value``; returns the write's sequence number."""
+        k = _validate.key(key)
+        v = _validate.value(value)
+        return self._commit([k], [v], _validate.flag(durable, "durable"))
+
+    def delete(self, key: bytes, *, durable: bool = True) -> int:
+        """Write a tombstone for ``key``; returns the sequence number."""
+        k = _validate.key(key)
+        return self._commit([k], [None], _validate.flag(durable, "durable"))
+
+    def write(self, batch: WriteBatch, *, durable: bool = True) -> int:
+        """Apply every operation of ``batch`` atomically under one sequence number."""
+        if not isinstance(batch, WriteBatch):
+            raise TypeError(f"batch must be a kvstore.WriteBatch, not {type(batch).__name__}")
+        if not len(batch):
+            raise ValueError("batch is empty")
+        keys, values = batch._columns()
+        return self._commit(keys, values, _validate.flag(durable, "durable"))
+
+    def _commit(self, keys: list[bytes], values: list[bytes | None], durable: bool) -> int:
+        self._check_writable()
+        if not durable and self._fence_interval >= 0:
+            now = time.monotonic()
+            if now - self._last_fence_check >= self._fence_interval:
+                self._last_fence_check = now
+                self._fence_check()
+        with self._cond:
+            self._check_writable()
+            st = self._state
+            if len(st.immutable) >= self._opts.max_immutable_memtables:
+                self._stall()
+                st = self._state
+            seq = self._last_seq + 1
+            lsn = self._wal.append(encode_record(seq, keys, values))
+            st.active.apply(seq, keys, values)
+            self._last_seq = seq
+            if st.active.size >= self._opts.memtable_bytes:
+                self._freeze_locked()
+        self._counters["writes"] += 1
+        if durable:
+            self._wal.sync(lsn)
+        elif self._wal.pending_bytes >= self._opts.wal_buffer_bytes:
+            self._wal.write_out()
+        if not self._opts.background_flush and self._state.immutable:
+            self._flush_pending()
+        return seq
+
+    def _stall(self) -> None:
+        """Wait (commit lock held via the condition) until a frozen memtable is flushed."""
+        self._counters["stalls"] += 1
+        started = time.monotonic()
+        while len(self._state.immutable) >= self._opts.max_immutable_memtables:
+            self._check_writable()
+            if not self._opts.background_flush:
+                self._cond.release()
+                try:
+                    self._flush_pending()
+                finally:
+                    self._cond.acquire()
+                continue
+            self._cond.wait(0.5)
+        self._counters["stall_ms"] += int((time.monotonic() - started) * 1000)
+
+    def _freeze_locked(self) -> None:
+        st = self._state
+        if not len(st.active):
+            return
+        wal_start = self._wal.rotate()
+        self._state = replace(st, active=Memtable(wal_start), immutable=(st.active, *st.immutable))
+        self._cond.notify_all()
+
+    # ------------------------------------------------------------------
+    # flush
+    # ------------------------------------------------------------------
+    def _write_sst(self, mt: Memtable, snapshot_seqs: list[int]) -> rp.SstHandle:
+        o = self._opts
+        data, summary = build_sst(
+            retain(mt.iter_all(), snapshot_seqs), block_bytes=o.block_bytes,
+            bloom_bits_per_key=o.bloom_bits_per_key, compression=o.compression,
+            compression_level=o.compression_level,
+        )
+        sst_id = self._ids.ulid()
+        self._store.put_if_absent(paths.sst_name(sst_id), data)
+        meta = SstMeta(sst_id, summary.size, summary.count, summary.tombstones, summary.min_seq,
+                       summary.max_seq, summary.first_key, summary.last_key)
+        handle = self._handles[sst_id] = open_sst(self._store, meta, self._cache)
+        return handle
+
+    def _flush_oldest(self) -> bool:
+        with self._flush_lock:
+            st = self._state
+            if not st.immutable:
+                return False
+            mt = st.immutable[-1]
+            with self._snapshots.lock:
+                snaps = self._snapshots.seqs()
+                self._floor_seq = max(self._floor_seq, mt.max_seq)
+            handle = self._write_sst(mt, snaps)
+            with self._commit_lock:
+                cur = self._state
+                nxt = cur.immutable[-2] if len(cur.immutable) > 1 else cur.active
+                replay_from = nxt.wal_start
+            m = self._manifest
+            new = m.evolve(id=m.id + 1, l0=(handle.meta, *m.l0),
+                           last_flushed_seq=max(m.last_flushed_seq, mt.max_seq),
+                           wal_replay_from=replay_from, created_ms=self._now_ms())
+            self._write_manifest(new)
+            with self._cond:
+                cur = self._state
+                assert cur.immutable[-1] is mt
+                self._state = replace(cur, immutable=cur.immutable[:-1], l0=(handle, *cur.l0))
+                self._cond.notify_all()
+            self._counters["flushes"] += 1
+            self._counters["flushed_bytes"] += handle.meta.size
+            self._delete_wal_before(replay_from)
+            return True
+
+    def _flush_pending(self) -> None:
+        while self._flush_oldest():
+            pass
+
+    def _delete_wal_before(self, first_live: int) -> None:
+        try:
+            if isinstance(self._wal, JournalWal):
+                for wal_id, kind in list_wal_ids(self._store):
+                    if wal_id < first_live and kind == "log":
+                        self._store.delete(paths.wal_segment_name(wal_id))
+            else:
+                keep = []
+                for wal_id in self._wal_objects:
+                    if wal_id < first_live:
+                        self._store.delete(paths.wal_object_name(wal_id))
+                    else:
+                        keep.append(wal_id)
+                self._wal_objects = keep
+        except OSError as exc:  # leftovers are harmless: replay skips flushed seqs
+            log.warning("could not delete old WAL segments: %s", exc)
+
+    def _flush_loop(self) -> None:
+        backoff = 0.05
+        while True:
+            with self._cond:
+                while not self._state.immutable and not self._stopping:
+                    self._cond.wait()
+                if self._stopping and not self._state.immutable:
+                    return
+            try:
+                self._flush_oldest()
+                backoff = 0.05
+                self._bg_error = None
+            except FencedError as exc:
+                self._fenced = self._fenced or exc
+                self._wake_all()
+                return
+            except Exception as exc:  # retried; reported via stats and logging
+                self._bg_error = exc
+                self._counters["flush_errors"] += 1
+                log.error("memtable flush failed (retrying in %.2fs): %s", backoff, exc)
+                self._wake_all()
+                time.sleep(backoff)
+                backoff = min(backoff * 2, 2.0)
+                if self._stopping:
+                    return
+            except BaseException as exc:  # the process is going down (or a simulated crash)
+                self._bg_error = exc
+                self._wake_all()
+                return
+
+    def _wake_all(self) -> None:
+        with self._cond:
+            self._cond.notify_all()
+
+    # ------------------------------------------------------------------
+    # reads
+    # ------------------------------------------------------------------
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedError("the database is closed")
+
+    def get(self, key: bytes) -> bytes | None:
+        """The latest committed value of ``key``, or None."""
+        self._check_open()
+        k = _validate.key(key)
+        seq = self._last_seq
+        return rp.get(self._state, k, seq)
+
+    def scan(self, start: bytes | None = None, end: bytes | None = None, *,
+             reverse: bool = False) -> Iterator[tuple[bytes, bytes]]:
+        """``(key, value)`` pairs with ``start <= key < end``, ascending or descending."""
+        self._check_open()
+        s = _validate.bound(start, "start")
+        e = _validate.bound(end, "end")
+        _validate.flag(reverse, "reverse")
+        seq = self._last_seq
+        return rp.scan(self._state, s, e, reverse, seq)
+
+    def scan_prefix(self, prefix: bytes, *, reverse: bool = False) -> Iterator[tuple[bytes, bytes]]:
+        """``(key, value)`` pairs for keys starting with ``prefix``."""
+        p = _validate.bound(prefix, "prefix")
+        if p is None:
+            raise TypeError("prefix must be bytes, not None")
+        return self.scan(p or None, _validate.prefix_end(p) if p else None, reverse=reverse)
+
+    def snapshot(self, seq: int | None = None) -> Snapshot:
+        """A consistent read view at the latest seq, or at an older retained ``seq``."""
+        self._check_open()
+        with self._snapshots.lock:
+            if seq is None:
+                seq = self._last_seq
+            else:
+                if isinstance(seq, bool) or not isinstance(seq, int):
+                    raise TypeError(f"seq must be an int, not {type(seq).__name__}")
+                if seq < 0 or seq > self._last_seq:
+                    raise ValueError(f"seq {seq} is outside 0..{self._last_seq}")
+                if seq < self._floor_seq:
+                    raise SnapshotTooOld(
+                        f"seq {seq} is no longer retained (oldest readable seq is "
+                        f"{self._floor_seq})"
+                    )
+            self._snapshots.add(seq)
+        return Snapshot(self, seq)
+
+    @property
+    def last_seq(self) -> int:
+        """The highest committed sequence number."""
+        return self._last_seq
+
+    # ------------------------------------------------------------------
+    # maintenance
+    # ------------------------------------------------------------------
+    def flush(self) -> None:
+        """Make every write durable and flush the memtable to an SST."""
+        self._check_writable()
+        self._wal.sync(self._wal._appended)
+        with self._cond:
+            self._freeze_locked()
+        self._wait_flushed()
+
+    def _wait_flushed(self) -> None:
+        if not self._opts.background_flush:
+            self._flush_pending()
+            return
+        with self._cond:
+            while self._state.immutable:
+                self._check_writable()
+                err = self._bg_error
+                if err is not None:
+                    raise KvError(f"flush failed: {err}") from err
+                self._cond.wait(0.5)
+
+    def stats(self) -> dict[str, Any]:
+        """Counters and sizes: memtables, levels, cache, WAL, flushes, stalls."""
+        st = self._state
+        cache = self._cache
+        lookups = cache.hits + cache.misses
+        return {
+            "last_seq": self._last_seq,
+            "writer_epoch": self._epoch,
+            "manifest_id": self._manifest.id,
+            "memtable_bytes": st.active.size,
+            "memtable_entries": st.active.entries,
+            "immutable_memtables": len(st.immutable),
+            "immutable_bytes": sum(m.size for m in st.immutable),
+            "l0_ssts": len(st.l0),
+            "l0_bytes": sum(h.meta.size for h in st.l0),
+            "sorted_runs": len(st.runs),
+            "sorted_run_bytes": sum(h.meta.size for r in st.runs for h in r.ssts),
+            "block_cache_bytes": cache.used,
+            "block_cache_hits": cache.hits,
+            "block_cache_misses": cache.misses,
+            "block_cache_hit_rate": (cache.hits / lookups) if lookups else 0.0,
+            "wal_syncs": self._wal.syncs,
+            "open_snapshots": len(self._snapshots),
+            "writes": self._counters["writes"],
+            "flushes": self._counters["flushes"],
+            "flushed_bytes": self._counters["flushed_bytes"],
+            "flush_errors": self._counters["flush_errors"],
+            "write_stalls": self._counters["stalls"],
+            "write_stall_ms": self._counters["stall_ms"],
+            "background_error": None if self._bg_error is None else repr(self._bg_error),
+        }
+
+    def close(self) -> None:
+        """Flush what must be flushed and stop background threads. Idempotent."""
+        if self._closed:
+            return
+        error: BaseException | None = None
+        try:
+            if self._fenced is None and (self._bg_error is None
+                                         or isinstance(self._bg_error, Exception)):
+                self.flush()
+        except BaseException as exc:
+            error = exc
+        finally:
+            self._closed = True
+            with self._cond:
+                self._stopping = True
+                self._cond.notify_all()
+            if self._flusher is not None:
+                self._flusher.join(timeout=30)
+            try:
+                self._wal.close() if error is None else None
+            except BaseException as exc:
+                error = error or exc
+            if isinstance(self._wal, JournalWal):
+                self._wal._journal.close()
+        if error is not None and not isinstance(error, FencedError):
+            raise error
+
+    def __enter__(self) -> DB:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else f"seq={self._last_seq}"
+        return f"<kvstore.DB {self._store.describe()} {state}>"
+
+
+class Snapshot:
+    """A consistent, read-only view of the database at :attr:`seq`."""
+
+    def __init__(self, db: DB, seq: int) -> None:
+        self._db = db
+        self.seq = seq
+        self._closed = False
+        self._finalizer = weakref.finalize(self, db._snapshots.remove, seq)
+
+    def _check(self) -> None:
+        if self._closed:
+            raise ClosedError("the snapshot is closed")
+        self._db._check_open()
+
+    def get(self, key: bytes) -> bytes | None:
+        self._check()
+        return rp.get(self._db._state, _validate.key(key), self.seq)
+
+    def scan(self, start: bytes | None = None, end: bytes | None = None, *,
+             reverse: bool = False) -> Iterator[tuple[bytes, bytes]]:
+        self._check()
+        s = _validate.bound(start, "start")
+        e = _validate.bound(end, "end")
+        return rp.scan(self._db._state, s, e, _validate.flag(reverse, "reverse"), self.seq)
+
+    def scan_prefix(self, prefix: bytes, *, reverse: bool = False) -> Iterator[tuple[bytes, bytes]]:
+        p = _validate.bound(prefix, "prefix")
+        if p is None:
+            raise TypeError("prefix must be bytes, not None")
+        return self.scan(p or None, _validate.prefix_end(p) if p else None, reverse=reverse)
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._finalizer()
+
+    def __enter__(self) -> Snapshot:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<kvstore.Snapshot seq={self.seq}{' closed' if self._closed else ''}>"

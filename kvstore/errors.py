@@ -1,0 +1,54 @@
+"""Public errors of :mod:`kvstore`.
+
+Few and coarse, each telling the caller what to do:
+
+==========================  ==================================================
+``TransactionConflict``     retry the transaction on fresh data
+``FencedError``             another writer owns the store; stop writing
+``ClosedError``             the handle was closed; open a new one
+``CorruptionError``         stored bytes failed a checksum or a format check;
+                            the data is damaged, do not retry blindly
+``SnapshotTooOld``          the requested sequence number is no longer retained
+``TransactionExpired``      the transaction outlived its time-to-live; retry
+==========================  ==================================================
+
+Wrong argument types raise :class:`TypeError`, invalid values
+:class:`ValueError`, missing objects :class:`FileNotFoundError`: Python's own
+exceptions where they fit.
+"""
+
+from __future__ import annotations
+
+
+class KvError(Exception):
+    """Base class of every kvstore error."""
+
+
+class TransactionConflict(KvError):
+    """A concurrent commit conflicts with this transaction; retry it."""
+
+
+class FencedError(KvError):
+    """A newer writer has opened the store; this handle may no longer write."""
+
+
+class ClosedError(KvError):
+    """The database, snapshot or transaction has been closed."""
+
+
+class CorruptionError(KvError):
+    """Persisted bytes are damaged (checksum, magic, version or layout mismatch)."""
+
+    def __init__(self, message: str, *, object_name: str | None = None) -> None:
+        if object_name is not None:
+            message = f"{object_name}: {message}"
+        super().__init__(message)
+        self.object_name = object_name
+
+
+class SnapshotTooOld(KvError):
+    """The requested sequence number is below the retention watermark."""
+
+
+class TransactionExpired(KvError):
+    """The transaction ran longer than its time-to-live and can no longer commit."""

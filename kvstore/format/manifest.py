@@ -1,0 +1,149 @@
+"""The manifest: which SSTs are live, where WAL replay starts, who may write.
+
+Each manifest is a new object ``manifest/<20-digit id>.manifest`` created with
+``put_if_absent``; the newest id wins. Envelope::
+
+    magic "KVMANIF1"  format_version:u16  flags:u16  body_len:u32  crc32c(body):u32
+    body: UTF-8 JSON (keys hex-encoded)
+
+A manifest whose magic, version, length or checksum is wrong raises
+:class:`~kvstore.errors.CorruptionError`; it is never skipped, because
+skipping a manifest would silently roll the store back. (A crash cannot tear a
+manifest: it is written whole by an atomic create.)
+
+:meth:`Manifest.check` asserts the invariants before any manifest is written:
+
+* L0 SSTs are listed newest first, with disjoint, descending seq ranges;
+* every SST in a sorted run has a key range after the previous one's;
+* SST ids are unique; ``last_flushed_seq`` covers every SST;
+* the writer epoch and the id are positive.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+from crc32c import crc32c
+
+from kvstore.errors import CorruptionError
+
+MAGIC = b"KVMANIF1"
+FORMAT_VERSION = 1
+_HEAD = struct.Struct("<8sHHII")
+
+
+@dataclass(frozen=True, slots=True)
+class SstMeta:
+    id: str
+    size: int
+    count: int
+    tombstones: int
+    min_seq: int
+    max_seq: int
+    first_key: bytes
+    last_key: bytes
+
+    def to_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["first_key"] = self.first_key.hex()
+        d["last_key"] = self.last_key.hex()
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> SstMeta:
+        return cls(
+            id=str(d["id"]), size=int(d["size"]), count=int(d["count"]),
+            tombstones=int(d["tombstones"]), min_seq=int(d["min_seq"]),
+            max_seq=int(d["max_seq"]), first_key=bytes.fromhex(d["first_key"]),
+            last_key=bytes.fromhex(d["last_key"]),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    id: int
+    writer_epoch: int
+    last_flushed_seq: int = 0
+    wal_replay_from: int = 1
+    l0: tuple[SstMeta, ...] = ()
+    runs: tuple[tuple[SstMeta, ...], ...] = ()
+    retention_seq: int = 0
+    checkpoints: dict[str, Any] = field(default_factory=dict)
+    created_ms: int = 0
+
+    def evolve(self, **changes: Any) -> Manifest:
+        return replace(self, **changes)
+
+    def all_ssts(self) -> list[SstMeta]:
+        return [*self.l0, *(s for run in self.runs for s in run)]
+
+    def check(self) -> None:
+        """Raise AssertionError naming the first broken invariant."""
+        if self.id < 1 or self.writer_epoch < 0:
+            raise AssertionError(f"manifest id {self.id} / epoch {self.writer_epoch} invalid")
+        ids = [s.id for s in self.all_ssts()]
+        if len(ids) != len(set(ids)):
+            raise AssertionError("an SST is listed twice")
+        for newer, older in zip(self.l0, self.l0[1:]):
+            if newer.min_seq <= older.max_seq:
+                raise AssertionError(f"L0 {newer.id} is not strictly newer than {older.id}")
+        for run in self.runs:
+            for a, b in zip(run, run[1:]):
+                if a.last_key >= b.first_key:
+                    raise AssertionError(f"sorted run SSTs {a.id} and {b.id} overlap")
+        for s in self.all_ssts():
+            if s.max_seq > self.last_flushed_seq:
+                raise AssertionError(f"SST {s.id} holds seq {s.max_seq} > last_flushed_seq")
+            if s.first_key > s.last_key or s.min_seq > s.max_seq:
+                raise AssertionError(f"SST {s.id} has an inverted range")
+
+    def encode(self) -> bytes:
+        body = json.dumps(
+            {
+                "id": self.id,
+                "writer_epoch": self.writer_epoch,
+                "last_flushed_seq": self.last_flushed_seq,
+                "wal_replay_from": self.wal_replay_from,
+                "l0": [s.to_json() for s in self.l0],
+                "runs": [[s.to_json() for s in run] for run in self.runs],
+                "retention_seq": self.retention_seq,
+                "checkpoints": self.checkpoints,
+                "created_ms": self.created_ms,
+            },
+            separators=(",", ":"),
+            sort_keys=True,
+        ).encode()
+        return _HEAD.pack(MAGIC, FORMAT_VERSION, 0, len(body), crc32c(body)) + body
+
+    @classmethod
+    def decode(cls, data: bytes, *, where: str = "manifest") -> Manifest:
+        if len(data) < _HEAD.size:
+            raise CorruptionError("manifest shorter than its header", object_name=where)
+        magic, version, _flags, length, crc = _HEAD.unpack_from(data, 0)
+        if magic != MAGIC:
+            raise CorruptionError("bad manifest magic", object_name=where)
+        if version != FORMAT_VERSION:
+            raise CorruptionError(f"unsupported manifest version {version}", object_name=where)
+        body = data[_HEAD.size :]
+        if len(body) != length:
+            raise CorruptionError("manifest length mismatch", object_name=where)
+        if crc32c(body) != crc:
+            raise CorruptionError("manifest checksum mismatch", object_name=where)
+        try:
+            d = json.loads(body)
+            return cls(
+                id=int(d["id"]),
+                writer_epoch=int(d["writer_epoch"]),
+                last_flushed_seq=int(d["last_flushed_seq"]),
+                wal_replay_from=int(d["wal_replay_from"]),
+                l0=tuple(SstMeta.from_json(s) for s in d["l0"]),
+                runs=tuple(tuple(SstMeta.from_json(s) for s in run) for run in d["runs"]),
+                retention_seq=int(d.get("retention_seq", 0)),
+                checkpoints=dict(d.get("checkpoints", {})),
+                created_ms=int(d.get("created_ms", 0)),
+            )
+        except (ValueError, KeyError, TypeError) as exc:
+            raise CorruptionError(f"malformed manifest body: {exc}", object_name=where) from None

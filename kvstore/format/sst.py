@@ -1,0 +1,478 @@
+"""Sorted string tables: immutable files of internal entries.
+
+An internal entry is ``(key, seq, value)``; ``value is None`` is a tombstone.
+Entries are sorted by key ascending, then seq descending (newest first), so
+the first entry at or after ``(key, read_seq)`` is the version a read at
+``read_seq`` sees.
+
+File layout (all integers little-endian)::
+
+    +----------------+----------------+-----+-------+-------+-------+--------+
+    | data block 0   | data block 1   | ... | bloom | index | props | footer |
+    +----------------+----------------+-----+-------+-------+-------+--------+
+
+Every block (data, bloom, index, props) is stored as::
+
+    body  compression:u8  crc32c(body + compression byte):u32
+    compression 0 = none, 1 = zstd (used only when it makes the block smaller)
+
+Data block, decompressed (columnar, so decoding is a few ``struct`` calls)::
+
+    n:u32
+    shared:    n x u16   bytes shared with the previous key (0 at restarts)
+    suffix:    n x u16   length of the rest of the key
+    vlen:      n x u32   value length; 0xFFFFFFFF marks a tombstone
+    seq:       n x u64
+    suffixes, then values, concatenated
+    r:u32  restarts: r x u32   entry indexes where shared == 0 (every 16th)
+
+Index block: ``n:u32, offsets n x u64, sizes n x u32, first_seqs n x u64,
+first_key_lens n x u16, first keys``: one row per data block.
+Bloom block: see :mod:`kvstore.format.bloom` (absent when bits_per_key is 0).
+Props block: ``count:u64 tombstones:u64 min_seq:u64 max_seq:u64
+first_len:u16 first_key last_len:u16 last_key``.
+
+Footer (52 bytes)::
+
+    bloom_off:u64 bloom_len:u32 index_off:u64 index_len:u32 props_off:u64
+    props_len:u32 format_version:u16 flags:u16 crc32c(previous 40 bytes):u32
+    magic "KVSST\\x00\\x00\\x01"
+"""
+
+from __future__ import annotations
+
+import struct
+import threading
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from itertools import accumulate
+
+import zstandard
+from crc32c import crc32c
+
+from kvstore.errors import CorruptionError
+from kvstore.format import bloom as bloom_format
+
+MAGIC = b"KVSST\x00\x00\x01"
+FORMAT_VERSION = 1
+FOOTER = struct.Struct("<QIQIQIHHI8s")
+FOOTER_SIZE = FOOTER.size
+TRAILER = struct.Struct("<BI")
+TOMBSTONE_LEN = 0xFFFFFFFF
+RESTART_INTERVAL = 16
+MAX_KEY_LEN = 0xFFFF
+COMPRESS_NONE = 0
+COMPRESS_ZSTD = 1
+
+Entry = tuple[bytes, int, "bytes | None"]
+
+_tls = threading.local()
+
+
+def _decompressor() -> zstandard.ZstdDecompressor:
+    d = getattr(_tls, "zd", None)
+    if d is None:
+        d = _tls.zd = zstandard.ZstdDecompressor()
+    return d
+
+
+# ---------------------------------------------------------------------------
+# blocks
+# ---------------------------------------------------------------------------
+
+
+def seal_block(body: bytes, compressor: zstandard.ZstdCompressor | None) -> bytes:
+    kind = COMPRESS_NONE
+    if compressor is not None and len(body) > 64:
+        packed = compressor.compress(body)
+        if len(packed) < len(body):
+            body, kind = packed, COMPRESS_ZSTD
+    head = body + bytes((kind,))
+    return head + struct.pack("<I", crc32c(head))
+
+
+def open_block(stored: bytes, *, where: str) -> bytes:
+    """Verify a stored block's checksum and return its decompressed body."""
+    if len(stored) < TRAILER.size:
+        raise CorruptionError("block shorter than its trailer", object_name=where)
+    kind, crc = TRAILER.unpack_from(stored, len(stored) - TRAILER.size)
+    if crc32c(memoryview(stored)[: len(stored) - 4]) != crc:
+        raise CorruptionError("block checksum mismatch", object_name=where)
+    body = stored[: len(stored) - TRAILER.size]
+    if kind == COMPRESS_NONE:
+        return body
+    if kind == COMPRESS_ZSTD:
+        try:
+            return _decompressor().decompress(body)
+        except zstandard.ZstdError as exc:
+            raise CorruptionError(f"block does not decompress: {exc}", object_name=where) from None
+    raise CorruptionError(f"unknown block compression {kind}", object_name=where)
+
+
+def encode_data_block(entries: list[Entry]) -> bytes:
+    n = len(entries)
+    shared: list[int] = []
+    suffixes: list[bytes] = []
+    restarts: list[int] = []
+    prev = b""
+    from_bytes = int.from_bytes
+    for i, (key, _seq, _value) in enumerate(entries):
+        if i % RESTART_INTERVAL == 0:
+            s = 0
+            restarts.append(i)
+        else:
+            m = min(len(key), len(prev))
+            x = from_bytes(key[:m], "big") ^ from_bytes(prev[:m], "big")
+            s = m - (x.bit_length() + 7) // 8
+        shared.append(s)
+        suffixes.append(key[s:])
+        prev = key
+    vals = [e[2] for e in entries]
+    return b"".join(
+        (
+            struct.pack(f"<I{n}H", n, *shared),
+            struct.pack(f"<{n}H", *map(len, suffixes)),
+            struct.pack(f"<{n}I", *[TOMBSTONE_LEN if v is None else len(v) for v in vals]),
+            struct.pack(f"<{n}Q", *[e[1] for e in entries]),
+            b"".join(suffixes),
+            b"".join([v for v in vals if v is not None]),
+            struct.pack(f"<I{len(restarts)}I", len(restarts), *restarts),
+        )
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    keys: list[bytes]
+    seqs: tuple[int, ...]
+    values: list[bytes | None]
+    charge: int  # approximate memory, for the cache
+
+
+def decode_data_block(body: bytes, *, where: str) -> Block:
+    try:
+        (n,) = struct.unpack_from("<I", body, 0)
+        pos = 4
+        shared = struct.unpack_from(f"<{n}H", body, pos)
+        pos += 2 * n
+        suf = struct.unpack_from(f"<{n}H", body, pos)
+        pos += 2 * n
+        vlens = struct.unpack_from(f"<{n}I", body, pos)
+        pos += 4 * n
+        seqs = struct.unpack_from(f"<{n}Q", body, pos)
+        pos += 8 * n
+        soff = list(accumulate(suf, initial=pos))
+        real_vlens = [0 if v == TOMBSTONE_LEN else v for v in vlens]
+        voff = list(accumulate(real_vlens, initial=soff[-1]))
+        rpos = voff[-1]
+        (r,) = struct.unpack_from("<I", body, rpos)
+        restarts = struct.unpack_from(f"<{r}I", body, rpos + 4)
+    except struct.error as exc:
+        raise CorruptionError(f"malformed data block: {exc}", object_name=where) from None
+    if rpos + 4 + 4 * r != len(body) or n == 0:
+        raise CorruptionError("data block lengths do not add up", object_name=where)
+    if any(i >= n or shared[i] != 0 for i in restarts) or restarts[:1] != (0,):
+        raise CorruptionError("data block restart points are invalid", object_name=where)
+    keys: list[bytes] = []
+    prev = b""
+    for s, a, b in zip(shared, soff, soff[1:]):
+        if s > len(prev):
+            raise CorruptionError("data block key prefix out of range", object_name=where)
+        prev = prev[:s] + body[a:b]
+        keys.append(prev)
+    values: list[bytes | None] = [
+        None if vl == TOMBSTONE_LEN else body[a:b] for vl, a, b in zip(vlens, voff, voff[1:])
+    ]
+    for i in range(1, n):
+        if keys[i] < keys[i - 1] or (keys[i] == keys[i - 1] and seqs[i] >= seqs[i - 1]):
+            raise CorruptionError("data block entries out of order", object_name=where)
+    return Block(keys, seqs, values, len(body) + 120 * n)
+
+
+# ---------------------------------------------------------------------------
+# builder
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SstSummary:
+    """What the manifest records about an SST."""
+
+    count: int
+    tombstones: int
+    min_seq: int
+    max_seq: int
+    first_key: bytes
+    last_key: bytes
+    size: int
+
+
+def build_sst(
+    entries: Iterable[Entry],
+    *,
+    block_bytes: int = 4096,
+    bloom_bits_per_key: int = 10,
+    compression: str = "zstd",
+    compression_level: int = 1,
+) -> tuple[bytes, SstSummary]:
+    """Encode sorted internal entries as an SST; returns the bytes and a summary."""
+    compressor = (
+        zstandard.ZstdCompressor(level=compression_level) if compression == "zstd" else None
+    )
+    out: list[bytes] = []
+    offset = 0
+    offsets: list[int] = []
+    sizes: list[int] = []
+    first_keys: list[bytes] = []
+    first_seqs: list[int] = []
+    distinct: list[bytes] = []
+    block: list[Entry] = []
+    block_size = 0
+    count = tombstones = 0
+    min_seq = 1 << 64
+    max_seq = 0
+    last: Entry | None = None
+
+    def cut() -> None:
+        nonlocal offset, block, block_size
+        stored = seal_block(encode_data_block(block), compressor)
+        offsets.append(offset)
+        sizes.append(len(stored))
+        first_keys.append(block[0][0])
+        first_seqs.append(block[0][1])
+        out.append(stored)
+        offset += len(stored)
+        block = []
+        block_size = 0
+
+    for entry in entries:
+        key, seq, value = entry
+        if last is not None:
+            if key < last[0] or (key == last[0] and seq >= last[1]):
+                raise ValueError("SST entries must be sorted by key asc, seq desc")
+            if key != last[0]:
+                distinct.append(key)
+        else:
+            distinct.append(key)
+        if len(key) > MAX_KEY_LEN:
+            raise ValueError(f"key of {len(key)} bytes exceeds {MAX_KEY_LEN}")
+        block.append(entry)
+        block_size += len(key) + (0 if value is None else len(value)) + 16
+        count += 1
+        if value is None:
+            tombstones += 1
+        min_seq = min(min_seq, seq)
+        max_seq = max(max_seq, seq)
+        last = entry
+        if block_size >= block_bytes:
+            cut()
+    if block:
+        cut()
+    if last is None:
+        raise ValueError("an SST needs at least one entry")
+
+    bloom_off = offset
+    bloom_stored = b""
+    if bloom_bits_per_key > 0:
+        bloom_stored = seal_block(
+            bloom_format.build(distinct, len(distinct), bloom_bits_per_key), None
+        )
+    out.append(bloom_stored)
+    offset += len(bloom_stored)
+
+    n = len(offsets)
+    index_body = b"".join(
+        (
+            struct.pack(f"<I{n}Q", n, *offsets),
+            struct.pack(f"<{n}I", *sizes),
+            struct.pack(f"<{n}Q", *first_seqs),
+            struct.pack(f"<{n}H", *map(len, first_keys)),
+            b"".join(first_keys),
+        )
+    )
+    index_off = offset
+    index_stored = seal_block(index_body, compressor)
+    out.append(index_stored)
+    offset += len(index_stored)
+
+    first_key = first_keys[0]
+    props_body = struct.pack("<QQQQ", count, tombstones, min_seq, max_seq) + b"".join(
+        (struct.pack("<H", len(first_key)), first_key, struct.pack("<H", len(last[0])), last[0])
+    )
+    props_off = offset
+    props_stored = seal_block(props_body, None)
+    out.append(props_stored)
+    offset += len(props_stored)
+
+    head = FOOTER.pack(
+        bloom_off, len(bloom_stored), index_off, len(index_stored), props_off,
+        len(props_stored), FORMAT_VERSION, 0, 0, MAGIC,
+    )[: FOOTER_SIZE - 12]
+    footer = head + struct.pack("<I", crc32c(head)) + MAGIC
+    out.append(footer)
+    data = b"".join(out)
+    summary = SstSummary(count, tombstones, min_seq, max_seq, first_key, last[0], len(data))
+    return data, summary
+
+
+# ---------------------------------------------------------------------------
+# reader
+# ---------------------------------------------------------------------------
+
+ReadFn = Callable[[int, int], bytes]
+
+
+class SstReader:
+    """Random access to one SST through ``read(offset, length)``.
+
+    ``block_cache`` (optional) is any object with ``get(key)`` and
+    ``put(key, block, charge)``; decoded blocks are cached under
+    ``(cache_id, block_index)``.
+    """
+
+    def __init__(self, read: ReadFn, size: int, *, name: str, block_cache: object = None) -> None:
+        self.name = name
+        self._read = read
+        self._cache = block_cache
+        if size < FOOTER_SIZE:
+            raise CorruptionError("file shorter than an SST footer", object_name=name)
+        footer = read(size - FOOTER_SIZE, FOOTER_SIZE)
+        if len(footer) != FOOTER_SIZE:
+            raise CorruptionError("SST footer truncated", object_name=name)
+        fields = FOOTER.unpack(footer)
+        (bloom_off, bloom_len, index_off, index_len, props_off, props_len, version, _flags,
+         crc, magic) = fields
+        if magic != MAGIC:
+            raise CorruptionError("bad SST magic", object_name=name)
+        if crc32c(footer[: FOOTER_SIZE - 12]) != crc:
+            raise CorruptionError("SST footer checksum mismatch", object_name=name)
+        if version != FORMAT_VERSION:
+            raise CorruptionError(f"unsupported SST format version {version}", object_name=name)
+        body_end = size - FOOTER_SIZE
+        if not (bloom_off + bloom_len == index_off and index_off + index_len == props_off
+                and props_off + props_len == body_end):
+            raise CorruptionError("SST footer offsets are inconsistent", object_name=name)
+        meta = read(bloom_off, body_end - bloom_off)
+        self.bloom: bloom_format.BloomFilter | None = None
+        if bloom_len:
+            try:
+                self.bloom = bloom_format.BloomFilter(open_block(meta[:bloom_len], where=name))
+            except ValueError as exc:
+                raise CorruptionError(f"bad bloom filter: {exc}", object_name=name) from None
+        index = open_block(meta[bloom_len : bloom_len + index_len], where=name)
+        props = open_block(meta[bloom_len + index_len :], where=name)
+        try:
+            (n,) = struct.unpack_from("<I", index, 0)
+            pos = 4
+            self._offsets = struct.unpack_from(f"<{n}Q", index, pos)
+            pos += 8 * n
+            self._sizes = struct.unpack_from(f"<{n}I", index, pos)
+            pos += 4 * n
+            first_seqs = struct.unpack_from(f"<{n}Q", index, pos)
+            pos += 8 * n
+            klens = struct.unpack_from(f"<{n}H", index, pos)
+            pos += 2 * n
+            koff = list(accumulate(klens, initial=pos))
+            self.count, self.tombstones, self.min_seq, self.max_seq = struct.unpack_from(
+                "<QQQQ", props, 0
+            )
+            (fl,) = struct.unpack_from("<H", props, 32)
+            self.first_key = props[34 : 34 + fl]
+            (ll,) = struct.unpack_from("<H", props, 34 + fl)
+            self.last_key = props[36 + fl : 36 + fl + ll]
+        except struct.error as exc:
+            raise CorruptionError(f"malformed SST index or props: {exc}", object_name=name) from None
+        if koff[-1] != len(index) or n == 0 or 36 + fl + ll != len(props):
+            raise CorruptionError("SST index or props lengths do not add up", object_name=name)
+        if any(o + s > bloom_off for o, s in zip(self._offsets, self._sizes)):
+            raise CorruptionError("SST index points past the data", object_name=name)
+        first_keys = [index[a:b] for a, b in zip(koff, koff[1:])]
+        # Internal order as sortable tuples: (key, -seq).
+        self._index = [(k, -s) for k, s in zip(first_keys, first_seqs)]
+        self.num_blocks = n
+        self.cache_id = id(self)
+
+    # -- blocks -----------------------------------------------------------
+    def block(self, i: int) -> Block:
+        cache = self._cache
+        ck = (self.cache_id, i)
+        if cache is not None:
+            hit = cache.get(ck)  # type: ignore[attr-defined]
+            if hit is not None:
+                return hit  # type: ignore[no-any-return]
+        stored = self._read(self._offsets[i], self._sizes[i])
+        where = f"{self.name} block {i}"
+        if len(stored) != self._sizes[i]:
+            raise CorruptionError("data block truncated", object_name=where)
+        blk = decode_data_block(open_block(stored, where=where), where=where)
+        if blk.keys[0] != self._index[i][0] or -blk.seqs[0] != self._index[i][1]:
+            raise CorruptionError("data block does not match the index", object_name=where)
+        if cache is not None:
+            cache.put(ck, blk, blk.charge)  # type: ignore[attr-defined]
+        return blk
+
+    def _seek_block(self, key: bytes, seq: int) -> int:
+        """Index of the block holding the first entry >= (key, seq)."""
+        return max(0, bisect_right(self._index, (key, -seq)) - 1)
+
+    # -- lookups ------------------------------------------------------------
+    def may_contain(self, key: bytes) -> bool:
+        if key < self.first_key or key > self.last_key:
+            return False
+        return self.bloom is None or self.bloom.may_contain(key)
+
+    def get(self, key: bytes, read_seq: int) -> Entry | None:
+        """Newest version of ``key`` with seq <= read_seq, or None."""
+        if not self.may_contain(key):
+            return None
+        b = self._seek_block(key, read_seq)
+        while b < self.num_blocks:
+            blk = self.block(b)
+            keys = blk.keys
+            i = bisect_left(keys, key)
+            n = len(keys)
+            while i < n and keys[i] == key:
+                if blk.seqs[i] <= read_seq:
+                    return (key, blk.seqs[i], blk.values[i])
+                i += 1
+            if i < n:
+                return None
+            b += 1
+        return None
+
+    def iter_forward(self, start: bytes | None, end: bytes | None) -> Iterator[Entry]:
+        b = 0 if start is None else self._seek_block(start, 1 << 64)
+        for bi in range(b, self.num_blocks):
+            blk = self.block(bi)
+            keys = blk.keys
+            i = 0 if start is None else bisect_left(keys, start)
+            if end is None:
+                j = len(keys)
+                yield from zip(keys[i:j], blk.seqs[i:j], blk.values[i:j])
+            else:
+                j = bisect_left(keys, end, i)
+                yield from zip(keys[i:j], blk.seqs[i:j], blk.values[i:j])
+                if j < len(keys):
+                    return
+            start = None
+
+    def iter_reverse(self, start: bytes | None, end: bytes | None) -> Iterator[Entry]:
+        """Entries with start <= key < end, key descending, seq descending per key."""
+        b = self.num_blocks - 1 if end is None else self._seek_block(end, 1 << 64)
+        group: list[Entry] = []
+        for bi in range(b, -1, -1):
+            blk = self.block(bi)
+            keys, seqs, values = blk.keys, blk.seqs, blk.values
+            j = len(keys) if end is None else bisect_left(keys, end)
+            i = 0 if start is None else bisect_left(keys, start, 0, j)
+            for x in range(j - 1, i - 1, -1):
+                k = keys[x]
+                if group and group[0][0] != k:
+                    yield from reversed(group)
+                    group = []
+                group.append((k, seqs[x], values[x]))
+            if i > 0:
+                break
+        if group:
+            yield from reversed(group)

@@ -1,0 +1,85 @@
+"""One iterator protocol for every source of entries.
+
+Every source (memtable, SST, sorted run) yields internal entries
+``(key, seq, value)`` (``value is None`` is a tombstone):
+
+* forward: key ascending, and for one key seq descending (newest first);
+* reverse: key descending, and for one key *still* seq descending.
+
+Keeping "newest first within a key" in both directions lets one visibility
+layer serve both::
+
+    sources --merge--> all versions, ordered --visible(read_seq)--> (key, value)
+
+``visible`` keeps, for each key, the first version with ``seq <= read_seq``
+and drops the key if that version is a tombstone. Seqs are unique across
+sources (one seq per write, keys unique within a write), so the merge never
+has to break ties.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Iterator
+
+from kvstore.format.sst import Entry
+
+
+def _fwd(e: Entry) -> tuple[bytes, int]:
+    return (e[0], -e[1])
+
+
+def _rev(e: Entry) -> tuple[bytes, int]:
+    return (e[0], e[1])
+
+
+def merge(sources: list[Iterator[Entry]], *, reverse: bool = False) -> Iterator[Entry]:
+    """Merge ordered sources into one ordered stream of every version."""
+    if not sources:
+        return iter(())
+    if len(sources) == 1:
+        return sources[0]
+    if reverse:
+        return heapq.merge(*sources, key=_rev, reverse=True)
+    return heapq.merge(*sources, key=_fwd)
+
+
+def visible(entries: Iterable[Entry], read_seq: int) -> Iterator[tuple[bytes, bytes]]:
+    """The user's view at ``read_seq``: newest visible version per key, no tombstones."""
+    last = None
+    for key, seq, value in entries:
+        if seq > read_seq or key == last:
+            continue
+        last = key
+        if value is not None:
+            yield key, value
+
+
+def retain(entries: Iterable[Entry], snapshot_seqs: list[int]) -> Iterator[Entry]:
+    """Drop versions no reader can see.
+
+    For each key keep the newest version, and an older version only if some
+    snapshot in ``snapshot_seqs`` (ascending) reads it: a snapshot at ``s``
+    sees the newest version with ``seq <= s``. Tombstones are kept (older
+    versions may sit in older files)::
+
+        versions of k:   seq 9        seq 6        seq 2
+        snapshots:              s=7                       s=1
+        kept:            9 (newest)   6 (s=7 sees it)     2 dropped (no s in [2, 6))
+    """
+    from bisect import bisect_left
+
+    last = None
+    newer_seq = 0
+    for entry in entries:
+        key, seq, _ = entry
+        if key != last:
+            last = key
+            newer_seq = seq
+            yield entry
+            continue
+        # keep if a snapshot s exists with seq <= s < newer_seq
+        i = bisect_left(snapshot_seqs, seq)
+        if i < len(snapshot_seqs) and snapshot_seqs[i] < newer_seq:
+            yield entry
+        newer_seq = seq

@@ -1,0 +1,77 @@
+"""Options of :func:`kvstore.open`, with their defaults.
+
+Unknown option names raise :class:`TypeError`; bad values raise
+:class:`ValueError` naming the option.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+MiB = 1 << 20
+
+
+@dataclass(frozen=True)
+class Options:
+    #: bytes a memtable may use before it is frozen and flushed to an L0 SST
+    memtable_bytes: int = 64 * MiB
+    #: frozen memtables waiting for flush before writers stall (backpressure)
+    max_immutable_memtables: int = 2
+    #: target uncompressed size of an SST data block
+    block_bytes: int = 4096
+    #: bloom filter bits per distinct key (0 disables the filter)
+    bloom_bits_per_key: int = 10
+    #: "zstd" or "none"
+    compression: str = "zstd"
+    #: zstd level for SST blocks
+    compression_level: int = 1
+    #: bytes of decoded blocks kept in memory
+    block_cache_bytes: int = 64 * MiB
+    #: "auto" (journal on local disk, objects elsewhere), "journal" or "object"
+    wal: str = "auto"
+    #: put the WAL journal in this local directory while SSTs live at the URL
+    wal_dir: str | None = None
+    #: non-durable writes buffered before the WAL writes them out
+    wal_buffer_bytes: int = 1 * MiB
+    #: run memtable flushes on a background thread
+    background_flush: bool = True
+    #: fsync files and directories (turn off only for throwaway test data)
+    fsync: bool = True
+    #: seconds between fencing checks for non-durable writes on remote stores
+    fence_check_interval: float = 1.0
+    #: options passed to the fsspec filesystem (endpoint_url, key, secret, ...)
+    storage_options: dict[str, Any] = field(default_factory=dict)
+    #: seed for ids (SST names); None uses the system's randomness
+    seed: int | None = None
+
+    def __post_init__(self) -> None:
+        def positive(name: str) -> None:
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int):
+                raise TypeError(f"option {name} must be an int, not {type(v).__name__}")
+            if v <= 0:
+                raise ValueError(f"option {name} must be positive, got {v}")
+
+        for name in ("memtable_bytes", "max_immutable_memtables", "block_bytes",
+                     "block_cache_bytes", "wal_buffer_bytes"):
+            positive(name)
+        if not isinstance(self.bloom_bits_per_key, int) or self.bloom_bits_per_key < 0:
+            raise ValueError("option bloom_bits_per_key must be an int >= 0")
+        if self.compression not in ("zstd", "none"):
+            raise ValueError(f"option compression must be 'zstd' or 'none', not {self.compression!r}")
+        if self.wal not in ("auto", "journal", "object"):
+            raise ValueError(f"option wal must be 'auto', 'journal' or 'object', not {self.wal!r}")
+        if not isinstance(self.storage_options, dict):
+            raise TypeError("option storage_options must be a dict")
+
+    @classmethod
+    def from_kwargs(cls, kwargs: dict[str, Any]) -> Options:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(kwargs) - known)
+        if unknown:
+            raise TypeError(
+                f"unknown option{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)} "
+                f"(known: {', '.join(sorted(known))})"
+            )
+        return cls(**kwargs)

@@ -1,0 +1,124 @@
+"""A read-only view of a store, usable from any process.
+
+It loads the latest manifest and replays the WAL (complete frames only: a
+frame still being written is simply not there yet) into a private memtable.
+:meth:`Reader.refresh` repeats that when the writer has moved on; with
+``refresh_interval`` set, reads refresh at most that often on their own.
+Every write call raises :class:`PermissionError`-free :class:`KvError`
+subclasses: a reader has no write methods at all, so ``put`` is an
+AttributeError... except that users expect a clear message, so the write
+calls exist and raise :class:`ReadOnlyError`.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+from kvstore import _validate
+from kvstore import readpath as rp
+from kvstore.cache import BlockCache
+from kvstore.db import open_sst
+from kvstore.errors import ClosedError, KvError
+from kvstore.format.manifest import Manifest
+from kvstore.manifest_store import ManifestStore
+from kvstore.memtable import Memtable
+from kvstore.objstore import ObjectStore
+from kvstore.wal import replay
+
+
+class ReadOnlyError(KvError):
+    """A write was attempted through a read-only view."""
+
+
+class Reader:
+    def __init__(self, store: ObjectStore, *, block_cache_bytes: int = 64 << 20,
+                 refresh_interval: float | None = None) -> None:
+        self._store = store
+        self._mstore = ManifestStore(store)
+        self._cache = BlockCache(block_cache_bytes)
+        self._handles: dict[str, rp.SstHandle] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+        self._interval = refresh_interval
+        self._last_refresh = 0.0
+        self._manifest: Manifest | None = None
+        self._state = rp.State(Memtable(0), (), (), ())
+        self._seq = 0
+        self.refresh()
+
+    def refresh(self) -> int:
+        """Load what the writer has made durable since the last refresh; returns the seq."""
+        if self._closed:
+            raise ClosedError("the reader is closed")
+        with self._lock:
+            for _attempt in range(10):
+                m = self._mstore.load_latest()
+                if m is None:
+                    self._state = rp.State(Memtable(0), (), (), ())
+                    self._seq = 0
+                    break
+                try:
+                    result = replay(self._store, m.wal_replay_from, m.last_flushed_seq)
+                    handles = {meta.id: self._handles.get(meta.id) or open_sst(
+                        self._store, meta, self._cache) for meta in m.all_ssts()}
+                except FileNotFoundError:
+                    continue  # the writer flushed and deleted meanwhile: retry
+                mt = Memtable(0)
+                for rec in result.records:
+                    mt.apply(rec.seq, rec.keys, rec.values)
+                self._handles = handles
+                self._manifest = m
+                self._state = rp.State(
+                    mt, (), tuple(handles[s.id] for s in m.l0),
+                    tuple(rp.SortedRun.of(tuple(handles[s.id] for s in run)) for run in m.runs),
+                )
+                self._seq = max([m.last_flushed_seq] + [r.seq for r in result.records])
+                break
+            else:
+                raise KvError("the store changed too quickly to load a consistent view")
+            self._last_refresh = time.monotonic()
+            return self._seq
+
+    def _maybe_refresh(self) -> None:
+        if self._closed:
+            raise ClosedError("the reader is closed")
+        if self._interval is not None and time.monotonic() - self._last_refresh >= self._interval:
+            self.refresh()
+
+    @property
+    def last_seq(self) -> int:
+        return self._seq
+
+    def get(self, key: bytes) -> bytes | None:
+        self._maybe_refresh()
+        return rp.get(self._state, _validate.key(key), self._seq)
+
+    def scan(self, start: bytes | None = None, end: bytes | None = None, *,
+             reverse: bool = False) -> Iterator[tuple[bytes, bytes]]:
+        self._maybe_refresh()
+        s = _validate.bound(start, "start")
+        e = _validate.bound(end, "end")
+        return rp.scan(self._state, s, e, _validate.flag(reverse, "reverse"), self._seq)
+
+    def scan_prefix(self, prefix: bytes, *, reverse: bool = False) -> Iterator[tuple[bytes, bytes]]:
+        p = _validate.bound(prefix, "prefix")
+        if p is None:
+            raise TypeError("prefix must be bytes, not None")
+        return self.scan(p or None, _validate.prefix_end(p) if p else None, reverse=reverse)
+
+    def _read_only(self, *_: Any, **__: Any) -> Any:
+        raise ReadOnlyError("this is a read-only view; open the store with kvstore.open to write")
+
+    put = delete = write = flush = _read_only
+
+    def close(self) -> None:
+        self._closed = True
+
+    def __enter__(self) -> Reader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,118 @@
+"""Reads over an engine state: the one place that composes sources.
+
+A :class:`State` is frozen and replaced whole under the commit lock; readers
+take a reference and never lock. Point reads stop at the first source (newest
+first) holding a version at or below the read seq; scans merge every source
+and apply visibility (see :mod:`kvstore.iterators`).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from kvstore.format.manifest import SstMeta
+from kvstore.format.sst import Entry, SstReader
+from kvstore.iterators import merge, visible
+from kvstore.memtable import Memtable
+
+
+@dataclass(frozen=True, slots=True)
+class SstHandle:
+    meta: SstMeta
+    reader: SstReader
+
+
+@dataclass(frozen=True, slots=True)
+class SortedRun:
+    ssts: tuple[SstHandle, ...]
+    last_keys: tuple[bytes, ...]  # for bisecting to the one SST that may hold a key
+
+    @classmethod
+    def of(cls, ssts: tuple[SstHandle, ...]) -> SortedRun:
+        return cls(ssts, tuple(h.meta.last_key for h in ssts))
+
+    def find(self, key: bytes) -> SstHandle | None:
+        from bisect import bisect_left
+
+        i = bisect_left(self.last_keys, key)
+        if i < len(self.ssts) and self.ssts[i].meta.first_key <= key:
+            return self.ssts[i]
+        return None
+
+    def iter(self, start: bytes | None, end: bytes | None, reverse: bool) -> Iterator[Entry]:
+        ssts = self.ssts
+        if not reverse:
+            for h in ssts:
+                if end is not None and h.meta.first_key >= end:
+                    return
+                if start is not None and h.meta.last_key < start:
+                    continue
+                yield from h.reader.iter_forward(start, end)
+        else:
+            for h in reversed(ssts):
+                if start is not None and h.meta.last_key < start:
+                    return
+                if end is not None and h.meta.first_key >= end:
+                    continue
+                yield from h.reader.iter_reverse(start, end)
+
+
+@dataclass(frozen=True, slots=True)
+class State:
+    active: Memtable
+    immutable: tuple[Memtable, ...]  # newest first
+    l0: tuple[SstHandle, ...]  # newest first
+    runs: tuple[SortedRun, ...]  # newest first
+
+
+def get(state: State, key: bytes, read_seq: int) -> bytes | None:
+    e = state.active.get(key, read_seq)
+    if e is None:
+        for mt in state.immutable:
+            e = mt.get(key, read_seq)
+            if e is not None:
+                break
+        else:
+            for h in state.l0:
+                e = h.reader.get(key, read_seq)
+                if e is not None:
+                    break
+            else:
+                for run in state.runs:
+                    h = run.find(key)
+                    if h is not None:
+                        e = h.reader.get(key, read_seq)
+                        if e is not None:
+                            break
+    return None if e is None else e[2]
+
+
+def _overlaps(meta: SstMeta, start: bytes | None, end: bytes | None) -> bool:
+    return (start is None or meta.last_key >= start) and (end is None or meta.first_key < end)
+
+
+def entries(state: State, start: bytes | None, end: bytes | None, reverse: bool) -> Iterator[Entry]:
+    """Every version in [start, end), merged across sources."""
+    sources: list[Iterator[Entry]] = []
+    for mt in (state.active, *state.immutable):
+        if len(mt):
+            sources.append(mt.iter_reverse(start, end) if reverse else mt.iter_forward(start, end))
+    for h in state.l0:
+        if _overlaps(h.meta, start, end):
+            r = h.reader
+            sources.append(r.iter_reverse(start, end) if reverse else r.iter_forward(start, end))
+    for run in state.runs:
+        sources.append(run.iter(start, end, reverse))
+    return merge(sources, reverse=reverse)
+
+
+def scan(state: State, start: bytes | None, end: bytes | None, reverse: bool,
+         read_seq: int) -> Iterator[tuple[bytes, bytes]]:
+    if start is not None and end is not None and start >= end:
+        return iter(())
+    return visible(entries(state, start, end, reverse), read_seq)
+
+
+_ = bisect_right

@@ -1,0 +1,268 @@
+"""The write-ahead log: durability and group commit.
+
+Two implementations behind one interface, chosen by the store:
+
+* :class:`JournalWal` (local disk): one append-only segment file per memtable
+  generation, ``wal/<id>.log``. A commit appends its frame to an in-memory
+  buffer under the commit lock; a durable commit then calls :meth:`sync`.
+* :class:`ObjectWal` (object stores): every sync writes the buffered frames as
+  one immutable object ``wal/<id>.wal`` with ``put_if_absent``. Finding the
+  next id taken means another writer fenced us.
+
+Group commit. Positions are logical byte counts (LSNs). ``sync(lsn)`` returns
+once everything up to ``lsn`` is durable. One thread at a time is the
+*leader*: it takes every frame buffered so far, writes it, fsyncs (or PUTs)
+once, and publishes the new durable LSN. Writers that arrived meanwhile find
+their LSN already durable when they get the sync mutex and return at once::
+
+    t1: append ─ sync: lead ─ write+fsync(f1,f2,f3) ─────────── return
+    t2:   append ─ sync: wait for leader ─────────────────────── durable, return
+    t3:     append ─ sync: wait ──────────────────────────────── durable, return
+
+Lock order: commit lock -> sync mutex -> buffer lock. The buffer lock is held
+while bytes are written (so appends never reorder) but not while fsyncing.
+
+Fencing. A journal is a plain file that a stale writer could keep appending
+to, so after every fsync the leader asks ``fence_check()`` whether a newer
+writer has claimed the store (a manifest with a higher epoch exists). If so,
+nothing of that group is acknowledged. The new writer bumps the epoch
+*before* reading the old segments, so any frame the old writer acknowledged
+was fsynced before the bump and is replayed; frames written after the new
+writer's replay sit in a segment below its ``wal_replay_from`` and are never
+read again.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from kvstore import paths
+from kvstore.errors import CorruptionError, FencedError, KvError
+from kvstore.format.wal import WalRecord, decode_frames
+from kvstore.objstore.base import Journal, ObjectStore
+
+log = logging.getLogger("kvstore.wal")
+
+FenceCheck = Callable[[], None]
+
+
+class WalFailed(KvError):
+    """The WAL could not be written or synced; the database must be reopened."""
+
+
+class _GroupCommit:
+    """Buffering, LSNs and the leader/follower sync shared by both WALs."""
+
+    def __init__(self) -> None:
+        self._sync_mutex = threading.Lock()
+        self._buf_lock = threading.Lock()
+        self._pending: list[bytes] = []
+        self._pending_bytes = 0
+        self._appended = 0  # LSN of the end of the last appended frame
+        self._synced = 0  # LSN durable so far
+        self._error: BaseException | None = None
+        self.syncs = 0
+
+    @property
+    def pending_bytes(self) -> int:
+        return self._pending_bytes
+
+    def append(self, frame: bytes) -> int:
+        with self._buf_lock:
+            self._pending.append(frame)
+            self._pending_bytes += len(frame)
+            self._appended += len(frame)
+            return self._appended
+
+    def _take_pending(self) -> tuple[bytes, int]:
+        data = b"".join(self._pending)
+        self._pending.clear()
+        self._pending_bytes = 0
+        return data, self._appended
+
+    def _raise_if_failed(self) -> None:
+        if self._error is not None:
+            if isinstance(self._error, FencedError):
+                raise FencedError(str(self._error))
+            raise WalFailed(f"WAL unusable after an earlier failure: {self._error}")
+
+    def sync(self, lsn: int) -> None:
+        if self._synced >= lsn:
+            self._raise_if_failed()
+            return
+        with self._sync_mutex:
+            self._raise_if_failed()
+            if self._synced >= lsn:
+                return
+            try:
+                target = self._write_and_sync()
+            except FencedError as exc:
+                self._error = exc
+                raise
+            except BaseException as exc:
+                self._error = exc
+                raise
+            self.syncs += 1
+            self._synced = target
+
+    def _write_and_sync(self) -> int:
+        raise NotImplementedError
+
+
+class JournalWal(_GroupCommit):
+    def __init__(self, store: ObjectStore, segment_id: int, fence_check: FenceCheck) -> None:
+        super().__init__()
+        self._store = store
+        self._fence_check = fence_check
+        self.segment_id = segment_id
+        self._journal = self._create(segment_id)
+
+    def _create(self, segment_id: int) -> Journal:
+        journal = self._store.open_journal(paths.wal_segment_name(segment_id))
+        if journal is None:
+            raise ValueError(f"{self._store.describe()} cannot hold a WAL journal")
+        return journal
+
+    def append(self, frame: bytes) -> int:
+        lsn = super().append(frame)
+        return lsn
+
+    def write_out(self) -> None:
+        """Hand buffered frames to the OS (no fsync): survives a process kill."""
+        with self._buf_lock:
+            data, _ = self._take_pending()
+            if data:
+                self._journal.append(data)
+
+    def _write_and_sync(self) -> int:
+        with self._buf_lock:
+            data, target = self._take_pending()
+            journal = self._journal
+            if data:
+                journal.append(data)
+        journal.sync()
+        self._fence_check()
+        return target
+
+    def rotate(self) -> int:
+        """Close the current segment (durably) and start the next; returns its id."""
+        with self._sync_mutex:
+            self._raise_if_failed()
+            with self._buf_lock:
+                data, target = self._take_pending()
+                if data:
+                    self._journal.append(data)
+                self._journal.sync()
+                self._journal.close()
+                self.segment_id += 1
+                self._journal = self._create(self.segment_id)
+            self._synced = max(self._synced, target)
+        return self.segment_id
+
+    @property
+    def current_id(self) -> int:
+        return self.segment_id
+
+    def close(self) -> None:
+        try:
+            if self._error is None:
+                self.sync(self._appended)
+        finally:
+            self._journal.close()
+
+
+class ObjectWal(_GroupCommit):
+    def __init__(self, store: ObjectStore, next_id: int) -> None:
+        super().__init__()
+        self._store = store
+        self.next_id = next_id
+
+    def write_out(self) -> None:
+        self.sync(self._appended)
+
+    def _write_and_sync(self) -> int:
+        with self._buf_lock:
+            data, target = self._take_pending()
+        if data:
+            name = paths.wal_object_name(self.next_id)
+            try:
+                self._store.put_if_absent(name, data)
+            except FileExistsError:
+                raise FencedError(f"WAL object {name} was taken by a newer writer") from None
+            self.next_id += 1
+        return target
+
+    def rotate(self) -> int:
+        """Write out what is buffered; later writes start at a fresh object id."""
+        self.sync(self._appended)
+        return self.next_id
+
+    @property
+    def current_id(self) -> int:
+        return self.next_id
+
+    def close(self) -> None:
+        if self._error is None:
+            self.sync(self._appended)
+
+
+Wal = JournalWal | ObjectWal
+
+
+@dataclass(frozen=True)
+class ReplayResult:
+    records: list[WalRecord]
+    ids: list[int]  # every WAL id found at or after the start
+    max_id: int  # highest WAL id seen anywhere (0 if none)
+
+
+def list_wal_ids(store: ObjectStore) -> list[tuple[int, str]]:
+    out = []
+    for name in store.list(paths.WAL_DIR):
+        parsed = paths.parse_wal_name(name)
+        if parsed is not None:
+            out.append(parsed)
+    out.sort()
+    return out
+
+
+def replay(store: ObjectStore, start_id: int, after_seq: int, *, upto_id: int | None = None,
+           tolerate_missing: bool = False) -> ReplayResult:
+    """Read every WAL segment/object with ``start_id <= id (<= upto_id)``.
+
+    Returns the records with ``seq > after_seq`` in seq order. Journal
+    segments may end in a torn tail (cut); WAL objects are written whole, so
+    a short one is corruption.
+    """
+    found = list_wal_ids(store)
+    max_id = max((i for i, _ in found), default=0)
+    records: list[WalRecord] = []
+    ids: list[int] = []
+    seen: set[int] = set()
+    for wal_id, kind in found:
+        if wal_id < start_id or (upto_id is not None and wal_id > upto_id):
+            continue
+        name = (paths.wal_segment_name if kind == "log" else paths.wal_object_name)(wal_id)
+        try:
+            data = store.get(name)
+        except FileNotFoundError:
+            if tolerate_missing:
+                continue
+            raise
+        ids.append(wal_id)
+        decoded = decode_frames(data, where=name)
+        if decoded.torn and kind == "wal":
+            raise CorruptionError("WAL object is truncated", object_name=name)
+        if decoded.torn:
+            log.info("cut a torn tail of %d bytes from %s", len(data) - decoded.valid_length, name)
+        for rec in decoded.records:
+            if rec.seq in seen:
+                raise CorruptionError(f"sequence number {rec.seq} appears twice", object_name=name)
+            seen.add(rec.seq)
+            if rec.seq > after_seq:
+                records.append(rec)
+    records.sort(key=lambda r: r.seq)
+    return ReplayResult(records, ids, max_id)

@@ -50,7 +50,7 @@ __all__ = [
 __version__ = "0.1.0"
 
 
-def open(url: str | os.PathLike[str] | ObjectStore, **options: Any) -> DB:  # noqa: A001
+def open(url: str | os.PathLike[str] | ObjectStore, **options: Any) -> DB:
     """Open (creating if missing) the store at ``url`` as its single writer.
 
     ``url`` is a local directory, ``file:///abs/dir``, ``memory://name``,
@@ -65,10 +65,13 @@ def open(url: str | os.PathLike[str] | ObjectStore, **options: Any) -> DB:  # no
     return DB(store, opts)
 
 
-def open_reader(url: str | os.PathLike[str] | ObjectStore, *,
-                refresh_interval: float | None = None,
-                storage_options: dict[str, Any] | None = None,
-                block_cache_bytes: int = 64 << 20) -> Reader:
+def open_reader(
+    url: str | os.PathLike[str] | ObjectStore,
+    *,
+    refresh_interval: float | None = None,
+    storage_options: dict[str, Any] | None = None,
+    block_cache_bytes: int = 64 << 20,
+) -> Reader:
     """A read-only view of what the writer has made durable.
 
     Call :meth:`Reader.refresh` to see newer writes, or pass

@@ -1,43 +1,52 @@
-"""A byte-bounded LRU cache of decoded SST blocks, shared by all SSTs of a DB."""
+"""A byte-bounded cache of decoded SST blocks, shared by all SSTs of a DB.
+
+Eviction is *second chance* (CLOCK): a hit only sets a reference flag, so
+lookups take no lock; inserts evict from the oldest end under a lock, giving
+referenced entries one more round. Close to LRU, much cheaper in Python.
+"""
 
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from typing import Any
 
 
 class BlockCache:
     def __init__(self, capacity_bytes: int) -> None:
         self.capacity = capacity_bytes
-        self._items: OrderedDict[Any, tuple[Any, int]] = OrderedDict()
+        self._items: dict[Any, list[Any]] = {}  # key -> [value, charge, referenced]
         self._lock = threading.Lock()
         self.used = 0
         self.hits = 0
         self.misses = 0
 
     def get(self, key: Any) -> Any:
-        with self._lock:
-            item = self._items.get(key)
-            if item is None:
-                self.misses += 1
-                return None
-            self._items.move_to_end(key)
-            self.hits += 1
-            return item[0]
+        item = self._items.get(key)
+        if item is None:
+            self.misses += 1
+            return None
+        item[2] = True
+        self.hits += 1
+        return item[0]
 
     def put(self, key: Any, value: Any, charge: int) -> None:
         if charge > self.capacity:
             return
         with self._lock:
-            old = self._items.pop(key, None)
+            items = self._items
+            old = items.pop(key, None)
             if old is not None:
                 self.used -= old[1]
-            self._items[key] = (value, charge)
+            items[key] = [value, charge, False]
             self.used += charge
-            while self.used > self.capacity and self._items:
-                _, (_, c) = self._items.popitem(last=False)
-                self.used -= c
+            while self.used > self.capacity and items:
+                oldest = next(iter(items))
+                item = items.pop(oldest)
+                if item[2] and oldest != key:
+                    item[2] = False
+                    items[oldest] = item  # second chance: back to the young end
+                else:
+                    self.used -= item[1]
 
     def __len__(self) -> int:
         return len(self._items)

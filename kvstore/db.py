@@ -88,7 +88,11 @@ def open_sst(store: ObjectStore, meta: SstMeta, cache: BlockCache | None) -> rp.
     reader = store.open_range_reader(name)
     sst = SstReader(reader.read, meta.size, name=name, block_cache=cache)
     if (sst.count, sst.min_seq, sst.max_seq, sst.first_key, sst.last_key) != (
-        meta.count, meta.min_seq, meta.max_seq, meta.first_key, meta.last_key
+        meta.count,
+        meta.min_seq,
+        meta.max_seq,
+        meta.first_key,
+        meta.last_key,
     ):
         raise CorruptionError("SST properties disagree with the manifest", object_name=name)
     return rp.SstHandle(meta, sst)
@@ -124,8 +128,9 @@ class DB:
         self._recover()
         self._flusher: threading.Thread | None = None
         if options.background_flush:
-            self._flusher = threading.Thread(target=self._flush_loop, name="kvstore-flush",
-                                             daemon=True)
+            self._flusher = threading.Thread(
+                target=self._flush_loop, name="kvstore-flush", daemon=True
+            )
             self._flusher.start()
 
     # ------------------------------------------------------------------
@@ -135,11 +140,14 @@ class DB:
         mode = self._opts.wal
         if mode == "object":
             return False
-        can = isinstance(self._store, LocalStore) or hasattr(self._store, "inner") and \
-            isinstance(getattr(self._store, "inner", None), LocalStore)
+        can = isinstance(self._store, LocalStore) or (
+            hasattr(self._store, "inner")
+            and isinstance(getattr(self._store, "inner", None), LocalStore)
+        )
         if mode == "journal" and not can:
-            raise ValueError(f"option wal='journal' needs a local directory, not "
-                             f"{self._store.describe()}")
+            raise ValueError(
+                f"option wal='journal' needs a local directory, not {self._store.describe()}"
+            )
         return can
 
     def _recover(self) -> None:
@@ -154,8 +162,9 @@ class DB:
             m = self._mstore.load_latest()
             assert m is not None
         while True:  # step 2: claim the store
-            claimed = m.evolve(id=m.id + 1, writer_epoch=m.writer_epoch + 1,
-                               created_ms=self._now_ms())
+            claimed = m.evolve(
+                id=m.id + 1, writer_epoch=m.writer_epoch + 1, created_ms=self._now_ms()
+            )
             try:
                 self._mstore.write(claimed)
                 break
@@ -177,10 +186,14 @@ class DB:
                 except FileExistsError:
                     next_id += 1
             upto = next_id - 1
-        result = replay(self._store, claimed.wal_replay_from, claimed.last_flushed_seq,
-                        upto_id=upto)
-        self._wal_objects = [i for i in result.ids if self._store.size(
-            paths.wal_object_name(i)) > 0] if not journal else []
+        result = replay(
+            self._store, claimed.wal_replay_from, claimed.last_flushed_seq, upto_id=upto
+        )
+        self._wal_objects = (
+            [i for i in result.ids if self._store.size(paths.wal_object_name(i)) > 0]
+            if not journal
+            else []
+        )
         last_seq = max([claimed.last_flushed_seq] + [r.seq for r in result.records])
         for meta in claimed.all_ssts():
             self._handles[meta.id] = open_sst(self._store, meta, self._cache)
@@ -189,8 +202,9 @@ class DB:
         if journal:
             while True:
                 try:
-                    self._wal: JournalWal | ObjectWal = JournalWal(self._store, next_id,
-                                                                   self._fence_check)
+                    self._wal: JournalWal | ObjectWal = JournalWal(
+                        self._store, next_id, self._fence_check
+                    )
                     break
                 except FileExistsError:
                     next_id += 1
@@ -205,18 +219,30 @@ class DB:
                 mt.apply(rec.seq, rec.keys, rec.values)
             handle = self._write_sst(mt, [])
             new_l0 = (handle.meta, *claimed.l0)
-        final = claimed.evolve(id=claimed.id + 1, l0=new_l0, last_flushed_seq=last_seq,
-                               wal_replay_from=first_id, created_ms=self._now_ms())
+        final = claimed.evolve(
+            id=claimed.id + 1,
+            l0=new_l0,
+            last_flushed_seq=last_seq,
+            wal_replay_from=first_id,
+            created_ms=self._now_ms(),
+        )
         self._write_manifest(final)
         self._state = self._state_from_manifest(final, Memtable(first_id))
         self._last_seq = last_seq
         self._floor_seq = last_seq
         self._delete_wal_before(first_id)
-        log.info("opened %s: epoch %d, manifest %d, last seq %d, replayed %d writes",
-                 self._store.describe(), self._epoch, final.id, last_seq, len(result.records))
+        log.info(
+            "opened %s: epoch %d, manifest %d, last seq %d, replayed %d writes",
+            self._store.describe(),
+            self._epoch,
+            final.id,
+            last_seq,
+            len(result.records),
+        )
 
-    def _state_from_manifest(self, m: Manifest, active: Memtable,
-                             immutable: tuple[Memtable, ...] = ()) -> rp.State:
+    def _state_from_manifest(
+        self, m: Manifest, active: Memtable, immutable: tuple[Memtable, ...] = ()
+    ) -> rp.State:
         def handle(meta: SstMeta) -> rp.SstHandle:
             h = self._handles.get(meta.id)
             if h is None:
@@ -351,14 +377,24 @@ class DB:
     def _write_sst(self, mt: Memtable, snapshot_seqs: list[int]) -> rp.SstHandle:
         o = self._opts
         data, summary = build_sst(
-            retain(mt.iter_all(), snapshot_seqs), block_bytes=o.block_bytes,
-            bloom_bits_per_key=o.bloom_bits_per_key, compression=o.compression,
+            retain(mt.iter_all(), snapshot_seqs),
+            block_bytes=o.block_bytes,
+            bloom_bits_per_key=o.bloom_bits_per_key,
+            compression=o.compression,
             compression_level=o.compression_level,
         )
         sst_id = self._ids.ulid()
         self._store.put_if_absent(paths.sst_name(sst_id), data)
-        meta = SstMeta(sst_id, summary.size, summary.count, summary.tombstones, summary.min_seq,
-                       summary.max_seq, summary.first_key, summary.last_key)
+        meta = SstMeta(
+            sst_id,
+            summary.size,
+            summary.count,
+            summary.tombstones,
+            summary.min_seq,
+            summary.max_seq,
+            summary.first_key,
+            summary.last_key,
+        )
         handle = self._handles[sst_id] = open_sst(self._store, meta, self._cache)
         return handle
 
@@ -377,9 +413,13 @@ class DB:
                 nxt = cur.immutable[-2] if len(cur.immutable) > 1 else cur.active
                 replay_from = nxt.wal_start
             m = self._manifest
-            new = m.evolve(id=m.id + 1, l0=(handle.meta, *m.l0),
-                           last_flushed_seq=max(m.last_flushed_seq, mt.max_seq),
-                           wal_replay_from=replay_from, created_ms=self._now_ms())
+            new = m.evolve(
+                id=m.id + 1,
+                l0=(handle.meta, *m.l0),
+                last_flushed_seq=max(m.last_flushed_seq, mt.max_seq),
+                wal_replay_from=replay_from,
+                created_ms=self._now_ms(),
+            )
             self._write_manifest(new)
             with self._cond:
                 cur = self._state
@@ -460,8 +500,9 @@ class DB:
         seq = self._last_seq
         return rp.get(self._state, k, seq)
 
-    def scan(self, start: bytes | None = None, end: bytes | None = None, *,
-             reverse: bool = False) -> Iterator[tuple[bytes, bytes]]:
+    def scan(
+        self, start: bytes | None = None, end: bytes | None = None, *, reverse: bool = False
+    ) -> Iterator[tuple[bytes, bytes]]:
         """``(key, value)`` pairs with ``start <= key < end``, ascending or descending."""
         self._check_open()
         s = _validate.bound(start, "start")
@@ -562,8 +603,9 @@ class DB:
             return
         error: BaseException | None = None
         try:
-            if self._fenced is None and (self._bg_error is None
-                                         or isinstance(self._bg_error, Exception)):
+            if self._fenced is None and (
+                self._bg_error is None or isinstance(self._bg_error, Exception)
+            ):
                 self.flush()
         except BaseException as exc:
             error = exc
@@ -612,8 +654,9 @@ class Snapshot:
         self._check()
         return rp.get(self._db._state, _validate.key(key), self.seq)
 
-    def scan(self, start: bytes | None = None, end: bytes | None = None, *,
-             reverse: bool = False) -> Iterator[tuple[bytes, bytes]]:
+    def scan(
+        self, start: bytes | None = None, end: bytes | None = None, *, reverse: bool = False
+    ) -> Iterator[tuple[bytes, bytes]]:
         self._check()
         s = _validate.bound(start, "start")
         e = _validate.bound(end, "end")

@@ -20,8 +20,11 @@ class ManifestStore:
         self.store = store
 
     def latest_id(self) -> int:
-        ids = [i for i in map(paths.parse_manifest_name, self.store.list(paths.MANIFEST_DIR))
-               if i is not None]
+        ids = [
+            i
+            for i in map(paths.parse_manifest_name, self.store.list(paths.MANIFEST_DIR))
+            if i is not None
+        ]
         current = max(ids, default=0)
         while self.store.exists(paths.manifest_name(current + 1)):
             current += 1

@@ -53,13 +53,20 @@ class Options:
             if v <= 0:
                 raise ValueError(f"option {name} must be positive, got {v}")
 
-        for name in ("memtable_bytes", "max_immutable_memtables", "block_bytes",
-                     "block_cache_bytes", "wal_buffer_bytes"):
+        for name in (
+            "memtable_bytes",
+            "max_immutable_memtables",
+            "block_bytes",
+            "block_cache_bytes",
+            "wal_buffer_bytes",
+        ):
             positive(name)
         if not isinstance(self.bloom_bits_per_key, int) or self.bloom_bits_per_key < 0:
             raise ValueError("option bloom_bits_per_key must be an int >= 0")
         if self.compression not in ("zstd", "none"):
-            raise ValueError(f"option compression must be 'zstd' or 'none', not {self.compression!r}")
+            raise ValueError(
+                f"option compression must be 'zstd' or 'none', not {self.compression!r}"
+            )
         if self.wal not in ("auto", "journal", "object"):
             raise ValueError(f"option wal must be 'auto', 'journal' or 'object', not {self.wal!r}")
         if not isinstance(self.storage_options, dict):

@@ -34,8 +34,13 @@ class ReadOnlyError(KvError):
 
 
 class Reader:
-    def __init__(self, store: ObjectStore, *, block_cache_bytes: int = 64 << 20,
-                 refresh_interval: float | None = None) -> None:
+    def __init__(
+        self,
+        store: ObjectStore,
+        *,
+        block_cache_bytes: int = 64 << 20,
+        refresh_interval: float | None = None,
+    ) -> None:
         self._store = store
         self._mstore = ManifestStore(store)
         self._cache = BlockCache(block_cache_bytes)
@@ -62,8 +67,11 @@ class Reader:
                     break
                 try:
                     result = replay(self._store, m.wal_replay_from, m.last_flushed_seq)
-                    handles = {meta.id: self._handles.get(meta.id) or open_sst(
-                        self._store, meta, self._cache) for meta in m.all_ssts()}
+                    handles = {
+                        meta.id: self._handles.get(meta.id)
+                        or open_sst(self._store, meta, self._cache)
+                        for meta in m.all_ssts()
+                    }
                 except FileNotFoundError:
                     continue  # the writer flushed and deleted meanwhile: retry
                 mt = Memtable(0)
@@ -72,7 +80,9 @@ class Reader:
                 self._handles = handles
                 self._manifest = m
                 self._state = rp.State(
-                    mt, (), tuple(handles[s.id] for s in m.l0),
+                    mt,
+                    (),
+                    tuple(handles[s.id] for s in m.l0),
                     tuple(rp.SortedRun.of(tuple(handles[s.id] for s in run)) for run in m.runs),
                 )
                 self._seq = max([m.last_flushed_seq] + [r.seq for r in result.records])
@@ -96,8 +106,9 @@ class Reader:
         self._maybe_refresh()
         return rp.get(self._state, _validate.key(key), self._seq)
 
-    def scan(self, start: bytes | None = None, end: bytes | None = None, *,
-             reverse: bool = False) -> Iterator[tuple[bytes, bytes]]:
+    def scan(
+        self, start: bytes | None = None, end: bytes | None = None, *, reverse: bool = False
+    ) -> Iterator[tuple[bytes, bytes]]:
         self._maybe_refresh()
         s = _validate.bound(start, "start")
         e = _validate.bound(end, "end")

@@ -8,7 +8,6 @@ and apply visibility (see :mod:`kvstore.iterators`).
 
 from __future__ import annotations
 
-from bisect import bisect_right
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -81,9 +80,9 @@ def get(state: State, key: bytes, read_seq: int) -> bytes | None:
                     break
             else:
                 for run in state.runs:
-                    h = run.find(key)
-                    if h is not None:
-                        e = h.reader.get(key, read_seq)
+                    found = run.find(key)
+                    if found is not None:
+                        e = found.reader.get(key, read_seq)
                         if e is not None:
                             break
     return None if e is None else e[2]
@@ -108,11 +107,9 @@ def entries(state: State, start: bytes | None, end: bytes | None, reverse: bool)
     return merge(sources, reverse=reverse)
 
 
-def scan(state: State, start: bytes | None, end: bytes | None, reverse: bool,
-         read_seq: int) -> Iterator[tuple[bytes, bytes]]:
+def scan(
+    state: State, start: bytes | None, end: bytes | None, reverse: bool, read_seq: int
+) -> Iterator[tuple[bytes, bytes]]:
     if start is not None and end is not None and start >= end:
         return iter(())
     return visible(entries(state, start, end, reverse), read_seq)
-
-
-_ = bisect_right

@@ -12,14 +12,17 @@ Two implementations behind one interface, chosen by the store:
 Group commit. Positions are logical byte counts (LSNs). ``sync(lsn)`` returns
 once everything up to ``lsn`` is durable. One thread at a time is the
 *leader*: it takes every frame buffered so far, writes it, fsyncs (or PUTs)
-once, and publishes the new durable LSN. Writers that arrived meanwhile find
-their LSN already durable when they get the sync mutex and return at once::
+once, publishes the new durable LSN and wakes every waiter; those whose LSN
+is now durable return at once. Before syncing, a leader whose previous group
+had several writers waits briefly (at most half the last sync's duration)
+for as many frames to be buffered, so groups stay large under concurrency
+while a lone writer never waits::
 
     t1: append ─ sync: lead ─ write+fsync(f1,f2,f3) ─────────── return
     t2:   append ─ sync: wait for leader ─────────────────────── durable, return
     t3:     append ─ sync: wait ──────────────────────────────── durable, return
 
-Lock order: commit lock -> sync mutex -> buffer lock. The buffer lock is held
+Lock order: commit lock -> sync condition -> buffer lock. The buffer lock is held
 while bytes are written (so appends never reorder) but not while fsyncing.
 
 Fencing. A journal is a plain file that a stale writer could keep appending
@@ -36,6 +39,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -56,14 +60,22 @@ class WalFailed(KvError):
 class _GroupCommit:
     """Buffering, LSNs and the leader/follower sync shared by both WALs."""
 
+    #: the leader waits at most this fraction of the last sync's duration for
+    #: the rest of the previous group to append (PostgreSQL's commit_delay idea)
+    GATHER_FRACTION = 0.5
+    MAX_GATHER_S = 0.002
+
     def __init__(self) -> None:
-        self._sync_mutex = threading.Lock()
+        self._cv = threading.Condition(threading.Lock())
+        self._syncing = False
         self._buf_lock = threading.Lock()
         self._pending: list[bytes] = []
         self._pending_bytes = 0
         self._appended = 0  # LSN of the end of the last appended frame
         self._synced = 0  # LSN durable so far
         self._error: BaseException | None = None
+        self._last_group = 1
+        self._last_sync_s = 0.0
         self.syncs = 0
 
     @property
@@ -79,6 +91,7 @@ class _GroupCommit:
 
     def _take_pending(self) -> tuple[bytes, int]:
         data = b"".join(self._pending)
+        self._last_group = max(1, len(self._pending))
         self._pending.clear()
         self._pending_bytes = 0
         return data, self._appended
@@ -90,23 +103,44 @@ class _GroupCommit:
             raise WalFailed(f"WAL unusable after an earlier failure: {self._error}")
 
     def sync(self, lsn: int) -> None:
-        if self._synced >= lsn:
-            self._raise_if_failed()
-            return
-        with self._sync_mutex:
-            self._raise_if_failed()
-            if self._synced >= lsn:
-                return
-            try:
-                target = self._write_and_sync()
-            except FencedError as exc:
-                self._error = exc
-                raise
-            except BaseException as exc:
-                self._error = exc
-                raise
+        """Return once everything up to ``lsn`` is durable (one leader syncs for all)."""
+        cv = self._cv
+        with cv:
+            while True:
+                self._raise_if_failed()
+                if self._synced >= lsn:
+                    return
+                if not self._syncing:
+                    self._syncing = True
+                    break
+                cv.wait()
+        target = 0
+        try:
+            self._gather()
+            started = time.perf_counter()
+            target = self._write_and_sync()
+            self._last_sync_s = time.perf_counter() - started
             self.syncs += 1
-            self._synced = target
+        except BaseException as exc:
+            self._error = exc
+            raise
+        finally:
+            with cv:
+                self._syncing = False
+                if self._error is None:
+                    self._synced = max(self._synced, target)
+                cv.notify_all()
+
+    def _gather(self) -> None:
+        """Let the writers of the last group append before syncing (no wait when alone)."""
+        want = self._last_group
+        if want <= 1:
+            return
+        deadline = time.perf_counter() + min(
+            self._last_sync_s * self.GATHER_FRACTION, self.MAX_GATHER_S
+        )
+        while len(self._pending) < want and time.perf_counter() < deadline:
+            time.sleep(0)
 
     def _write_and_sync(self) -> int:
         raise NotImplementedError
@@ -149,7 +183,9 @@ class JournalWal(_GroupCommit):
 
     def rotate(self) -> int:
         """Close the current segment (durably) and start the next; returns its id."""
-        with self._sync_mutex:
+        with self._cv:
+            while self._syncing:
+                self._cv.wait()
             self._raise_if_failed()
             with self._buf_lock:
                 data, target = self._take_pending()
@@ -229,8 +265,14 @@ def list_wal_ids(store: ObjectStore) -> list[tuple[int, str]]:
     return out
 
 
-def replay(store: ObjectStore, start_id: int, after_seq: int, *, upto_id: int | None = None,
-           tolerate_missing: bool = False) -> ReplayResult:
+def replay(
+    store: ObjectStore,
+    start_id: int,
+    after_seq: int,
+    *,
+    upto_id: int | None = None,
+    tolerate_missing: bool = False,
+) -> ReplayResult:
     """Read every WAL segment/object with ``start_id <= id (<= upto_id)``.
 
     Returns the records with ``seq > after_seq`` in seq order. Journal

@@ -55,9 +55,13 @@ class SstMeta:
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> SstMeta:
         return cls(
-            id=str(d["id"]), size=int(d["size"]), count=int(d["count"]),
-            tombstones=int(d["tombstones"]), min_seq=int(d["min_seq"]),
-            max_seq=int(d["max_seq"]), first_key=bytes.fromhex(d["first_key"]),
+            id=str(d["id"]),
+            size=int(d["size"]),
+            count=int(d["count"]),
+            tombstones=int(d["tombstones"]),
+            min_seq=int(d["min_seq"]),
+            max_seq=int(d["max_seq"]),
+            first_key=bytes.fromhex(d["first_key"]),
             last_key=bytes.fromhex(d["last_key"]),
         )
 

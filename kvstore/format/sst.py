@@ -43,10 +43,12 @@ from __future__ import annotations
 
 import struct
 import threading
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from typing import Any, Protocol
 from itertools import accumulate
+from operator import le
 
 import zstandard
 from crc32c import crc32c
@@ -64,6 +66,7 @@ RESTART_INTERVAL = 16
 MAX_KEY_LEN = 0xFFFF
 COMPRESS_NONE = 0
 COMPRESS_ZSTD = 1
+_U32 = struct.Struct("<I")
 
 Entry = tuple[bytes, int, "bytes | None"]
 
@@ -142,52 +145,169 @@ def encode_data_block(entries: list[Entry]) -> bytes:
     )
 
 
-@dataclass(frozen=True, slots=True)
 class Block:
-    keys: list[bytes]
-    seqs: tuple[int, ...]
-    values: list[bytes | None]
-    charge: int  # approximate memory, for the cache
+    """A verified, decompressed data block, decoded lazily.
+
+    The first point lookup in a block binary-searches its restart keys and
+    decodes one restart interval (at most 16 entries); the second access, or
+    any scan, decodes the whole block into parallel lists (``keys``, ``seqs``,
+    ``values``) so that later lookups are a C-level ``bisect``.
+    """
+
+    __slots__ = (
+        "_keys",
+        "_rkeys",
+        "_values",
+        "body",
+        "charge",
+        "n",
+        "restarts",
+        "seqs",
+        "shared",
+        "soff",
+        "touched",
+        "vlens",
+        "voff",
+        "where",
+    )
+
+    def __init__(self, body: bytes, *, where: str) -> None:
+        self.body = body
+        self.where = where
+        try:
+            (n,) = _U32.unpack_from(body, 0)
+            head = struct.unpack_from(f"<{n}H{n}H{n}I{n}Q", body, 4)
+            self.shared = head[:n]
+            suf = head[n : 2 * n]
+            self.vlens = vlens = head[2 * n : 3 * n]
+            self.seqs: tuple[int, ...] = head[3 * n :]
+            self.soff = list(accumulate(suf, initial=4 + 16 * n))
+            real = (
+                [0 if v == TOMBSTONE_LEN else v for v in vlens] if TOMBSTONE_LEN in vlens else vlens
+            )
+            self.voff = list(accumulate(real, initial=self.soff[-1]))
+            rpos = self.voff[-1]
+            (r,) = _U32.unpack_from(body, rpos)
+            self.restarts = struct.unpack_from(f"<{r}I", body, rpos + 4)
+        except (struct.error, MemoryError, OverflowError) as exc:
+            raise CorruptionError(f"malformed data block: {exc}", object_name=where) from None
+        if rpos + 4 + 4 * r != len(body) or n == 0:
+            raise CorruptionError("data block lengths do not add up", object_name=where)
+        if self.restarts[:1] != (0,) or any(i >= n or self.shared[i] for i in self.restarts):
+            raise CorruptionError("data block restart points are invalid", object_name=where)
+        self.n = n
+        self.touched = False
+        self._keys: list[bytes] | None = None
+        self._values: list[bytes | None] | None = None
+        self._rkeys: list[bytes] | None = None
+        self.charge = len(body) + 40 * n
+
+    # -- full decode ------------------------------------------------------
+    @property
+    def keys(self) -> list[bytes]:
+        keys = self._keys
+        if keys is None:
+            keys = self._keys = self._decode_keys()
+            self.charge = len(self.body) + 100 * self.n
+        return keys
+
+    @property
+    def values(self) -> list[bytes | None]:
+        values = self._values
+        if values is None:
+            body = self.body
+            voff = self.voff
+            if TOMBSTONE_LEN in self.vlens:
+                values = [
+                    None if vl == TOMBSTONE_LEN else body[a:b]
+                    for vl, a, b in zip(self.vlens, voff, voff[1:])
+                ]
+            else:
+                values = [body[a:b] for a, b in zip(voff, voff[1:])]
+            self._values = values
+        return values
+
+    def _decode_keys(self) -> list[bytes]:
+        body, shared, soff = self.body, self.shared, self.soff
+        if any(shared):
+            keys: list[bytes] = []
+            append = keys.append
+            prev = b""
+            for s, a, b in zip(shared, soff, soff[1:]):
+                if s > len(prev):
+                    raise CorruptionError(
+                        "data block key prefix out of range", object_name=self.where
+                    )
+                prev = prev[:s] + body[a:b]
+                append(prev)
+        else:
+            keys = [body[a:b] for a, b in zip(soff, soff[1:])]
+        if not all(map(le, keys, keys[1:])):
+            raise CorruptionError("data block entries out of order", object_name=self.where)
+        return keys
+
+    def value(self, i: int) -> bytes | None:
+        if self._values is not None:
+            return self._values[i]
+        if self.vlens[i] == TOMBSTONE_LEN:
+            return None
+        return self.body[self.voff[i] : self.voff[i + 1]]
+
+    # -- point lookup ---------------------------------------------------------
+    def find(self, key: bytes, read_seq: int) -> tuple[bool, Entry | None]:
+        """``(done, entry)``: the newest version of key with seq <= read_seq.
+
+        ``done`` is False when the block ended before the search could decide
+        (the key's versions may continue in the next block).
+        """
+        if self._keys is None and not self.touched:
+            self.touched = True
+            return self._find_partial(key, read_seq)
+        keys = self.keys
+        seqs = self.seqs
+        i = bisect_left(keys, key)
+        n = self.n
+        while i < n and keys[i] == key:
+            if seqs[i] <= read_seq:
+                return True, (key, seqs[i], self.value(i))
+            i += 1
+        return i < n, None
+
+    def _find_partial(self, key: bytes, read_seq: int) -> tuple[bool, Entry | None]:
+        body, shared, soff, seqs, restarts = (
+            self.body,
+            self.shared,
+            self.soff,
+            self.seqs,
+            self.restarts,
+        )
+        rkeys = self._rkeys
+        if rkeys is None:
+            rkeys = self._rkeys = [body[soff[r] : soff[r + 1]] for r in restarts]
+        j = bisect_left(rkeys, key) - 1
+        i = restarts[j] if j > 0 else 0
+        n = self.n
+        prev = body[soff[i] : soff[i + 1]]
+        while True:
+            if prev >= key:
+                if prev != key:
+                    return True, None
+                if seqs[i] <= read_seq:
+                    return True, (key, seqs[i], self.value(i))
+            i += 1
+            if i >= n:
+                return False, None
+            s = shared[i]
+            if s > len(prev):
+                raise CorruptionError("data block key prefix out of range", object_name=self.where)
+            prev = prev[:s] + body[soff[i] : soff[i + 1]]
 
 
 def decode_data_block(body: bytes, *, where: str) -> Block:
-    try:
-        (n,) = struct.unpack_from("<I", body, 0)
-        pos = 4
-        shared = struct.unpack_from(f"<{n}H", body, pos)
-        pos += 2 * n
-        suf = struct.unpack_from(f"<{n}H", body, pos)
-        pos += 2 * n
-        vlens = struct.unpack_from(f"<{n}I", body, pos)
-        pos += 4 * n
-        seqs = struct.unpack_from(f"<{n}Q", body, pos)
-        pos += 8 * n
-        soff = list(accumulate(suf, initial=pos))
-        real_vlens = [0 if v == TOMBSTONE_LEN else v for v in vlens]
-        voff = list(accumulate(real_vlens, initial=soff[-1]))
-        rpos = voff[-1]
-        (r,) = struct.unpack_from("<I", body, rpos)
-        restarts = struct.unpack_from(f"<{r}I", body, rpos + 4)
-    except struct.error as exc:
-        raise CorruptionError(f"malformed data block: {exc}", object_name=where) from None
-    if rpos + 4 + 4 * r != len(body) or n == 0:
-        raise CorruptionError("data block lengths do not add up", object_name=where)
-    if any(i >= n or shared[i] != 0 for i in restarts) or restarts[:1] != (0,):
-        raise CorruptionError("data block restart points are invalid", object_name=where)
-    keys: list[bytes] = []
-    prev = b""
-    for s, a, b in zip(shared, soff, soff[1:]):
-        if s > len(prev):
-            raise CorruptionError("data block key prefix out of range", object_name=where)
-        prev = prev[:s] + body[a:b]
-        keys.append(prev)
-    values: list[bytes | None] = [
-        None if vl == TOMBSTONE_LEN else body[a:b] for vl, a, b in zip(vlens, voff, voff[1:])
-    ]
-    for i in range(1, n):
-        if keys[i] < keys[i - 1] or (keys[i] == keys[i - 1] and seqs[i] >= seqs[i - 1]):
-            raise CorruptionError("data block entries out of order", object_name=where)
-    return Block(keys, seqs, values, len(body) + 120 * n)
+    """Verify the layout of a data block and decode it completely."""
+    blk = Block(body, where=where)
+    _ = blk.keys, blk.values
+    return blk
 
 
 # ---------------------------------------------------------------------------
@@ -306,8 +426,16 @@ def build_sst(
     offset += len(props_stored)
 
     head = FOOTER.pack(
-        bloom_off, len(bloom_stored), index_off, len(index_stored), props_off,
-        len(props_stored), FORMAT_VERSION, 0, 0, MAGIC,
+        bloom_off,
+        len(bloom_stored),
+        index_off,
+        len(index_stored),
+        props_off,
+        len(props_stored),
+        FORMAT_VERSION,
+        0,
+        0,
+        MAGIC,
     )[: FOOTER_SIZE - 12]
     footer = head + struct.pack("<I", crc32c(head)) + MAGIC
     out.append(footer)
@@ -323,6 +451,12 @@ def build_sst(
 ReadFn = Callable[[int, int], bytes]
 
 
+class BlockCacheLike(Protocol):
+    def get(self, key: Any) -> Any: ...
+
+    def put(self, key: Any, value: Any, charge: int) -> None: ...
+
+
 class SstReader:
     """Random access to one SST through ``read(offset, length)``.
 
@@ -331,7 +465,9 @@ class SstReader:
     ``(cache_id, block_index)``.
     """
 
-    def __init__(self, read: ReadFn, size: int, *, name: str, block_cache: object = None) -> None:
+    def __init__(
+        self, read: ReadFn, size: int, *, name: str, block_cache: BlockCacheLike | None = None
+    ) -> None:
         self.name = name
         self._read = read
         self._cache = block_cache
@@ -341,8 +477,18 @@ class SstReader:
         if len(footer) != FOOTER_SIZE:
             raise CorruptionError("SST footer truncated", object_name=name)
         fields = FOOTER.unpack(footer)
-        (bloom_off, bloom_len, index_off, index_len, props_off, props_len, version, _flags,
-         crc, magic) = fields
+        (
+            bloom_off,
+            bloom_len,
+            index_off,
+            index_len,
+            props_off,
+            props_len,
+            version,
+            _flags,
+            crc,
+            magic,
+        ) = fields
         if magic != MAGIC:
             raise CorruptionError("bad SST magic", object_name=name)
         if crc32c(footer[: FOOTER_SIZE - 12]) != crc:
@@ -350,8 +496,11 @@ class SstReader:
         if version != FORMAT_VERSION:
             raise CorruptionError(f"unsupported SST format version {version}", object_name=name)
         body_end = size - FOOTER_SIZE
-        if not (bloom_off + bloom_len == index_off and index_off + index_len == props_off
-                and props_off + props_len == body_end):
+        if not (
+            bloom_off + bloom_len == index_off
+            and index_off + index_len == props_off
+            and props_off + props_len == body_end
+        ):
             raise CorruptionError("SST footer offsets are inconsistent", object_name=name)
         meta = read(bloom_off, body_end - bloom_off)
         self.bloom: bloom_format.BloomFilter | None = None
@@ -382,14 +531,17 @@ class SstReader:
             (ll,) = struct.unpack_from("<H", props, 34 + fl)
             self.last_key = props[36 + fl : 36 + fl + ll]
         except struct.error as exc:
-            raise CorruptionError(f"malformed SST index or props: {exc}", object_name=name) from None
+            raise CorruptionError(
+                f"malformed SST index or props: {exc}", object_name=name
+            ) from None
         if koff[-1] != len(index) or n == 0 or 36 + fl + ll != len(props):
             raise CorruptionError("SST index or props lengths do not add up", object_name=name)
         if any(o + s > bloom_off for o, s in zip(self._offsets, self._sizes)):
             raise CorruptionError("SST index points past the data", object_name=name)
         first_keys = [index[a:b] for a, b in zip(koff, koff[1:])]
         # Internal order as sortable tuples: (key, -seq).
-        self._index = [(k, -s) for k, s in zip(first_keys, first_seqs)]
+        self._first_keys = first_keys
+        self._first_seqs = first_seqs
         self.num_blocks = n
         self.cache_id = id(self)
 
@@ -398,23 +550,33 @@ class SstReader:
         cache = self._cache
         ck = (self.cache_id, i)
         if cache is not None:
-            hit = cache.get(ck)  # type: ignore[attr-defined]
+            hit = cache.get(ck)
             if hit is not None:
-                return hit  # type: ignore[no-any-return]
+                return hit
+        return self._load_block(i)
+
+    def _load_block(self, i: int) -> Block:
+        cache = self._cache
+        ck = (self.cache_id, i)
         stored = self._read(self._offsets[i], self._sizes[i])
         where = f"{self.name} block {i}"
         if len(stored) != self._sizes[i]:
             raise CorruptionError("data block truncated", object_name=where)
-        blk = decode_data_block(open_block(stored, where=where), where=where)
-        if blk.keys[0] != self._index[i][0] or -blk.seqs[0] != self._index[i][1]:
+        blk = Block(open_block(stored, where=where), where=where)
+        if (
+            blk.seqs[0] != self._first_seqs[i]
+            or blk.body[blk.soff[0] : blk.soff[1]] != self._first_keys[i]
+        ):
             raise CorruptionError("data block does not match the index", object_name=where)
         if cache is not None:
-            cache.put(ck, blk, blk.charge)  # type: ignore[attr-defined]
+            cache.put(ck, blk, blk.charge)
         return blk
 
-    def _seek_block(self, key: bytes, seq: int) -> int:
-        """Index of the block holding the first entry >= (key, seq)."""
-        return max(0, bisect_right(self._index, (key, -seq)) - 1)
+    def _seek_block(self, key: bytes) -> int:
+        """A block at or before the first entry of ``key`` (the following blocks are read on)."""
+        # Block i-1 holds keys in [first_keys[i-1], first_keys[i]]; when first_keys[i]
+        # equals key, its newest versions may still end block i-1.
+        return max(0, bisect_left(self._first_keys, key) - 1)
 
     # -- lookups ------------------------------------------------------------
     def may_contain(self, key: bytes) -> bool:
@@ -424,25 +586,30 @@ class SstReader:
 
     def get(self, key: bytes, read_seq: int) -> Entry | None:
         """Newest version of ``key`` with seq <= read_seq, or None."""
-        if not self.may_contain(key):
+        if key < self.first_key or key > self.last_key:
             return None
-        b = self._seek_block(key, read_seq)
-        while b < self.num_blocks:
-            blk = self.block(b)
-            keys = blk.keys
-            i = bisect_left(keys, key)
-            n = len(keys)
-            while i < n and keys[i] == key:
-                if blk.seqs[i] <= read_seq:
-                    return (key, blk.seqs[i], blk.values[i])
-                i += 1
-            if i < n:
+        b = bisect_left(self._first_keys, key) - 1
+        if b < 0:
+            b = 0
+        # A cached block answers as cheaply as the bloom filter; consult the
+        # filter only when it can save a block read.
+        cache = self._cache
+        blk = cache.get((self.cache_id, b)) if cache is not None else None
+        if blk is None:
+            if self.bloom is not None and not self.bloom.may_contain(key):
                 return None
+            blk = self._load_block(b)
+        while True:
+            done, entry = blk.find(key, read_seq)
+            if done:
+                return entry
             b += 1
-        return None
+            if b >= self.num_blocks:
+                return None
+            blk = self.block(b)
 
     def iter_forward(self, start: bytes | None, end: bytes | None) -> Iterator[Entry]:
-        b = 0 if start is None else self._seek_block(start, 1 << 64)
+        b = 0 if start is None else self._seek_block(start)
         for bi in range(b, self.num_blocks):
             blk = self.block(bi)
             keys = blk.keys
@@ -459,7 +626,7 @@ class SstReader:
 
     def iter_reverse(self, start: bytes | None, end: bytes | None) -> Iterator[Entry]:
         """Entries with start <= key < end, key descending, seq descending per key."""
-        b = self.num_blocks - 1 if end is None else self._seek_block(end, 1 << 64)
+        b = self.num_blocks - 1 if end is None else self._seek_block(end)
         group: list[Entry] = []
         for bi in range(b, -1, -1):
             blk = self.block(bi)

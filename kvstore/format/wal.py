@@ -130,8 +130,9 @@ def decode_frames(data: bytes, *, where: str = "WAL") -> DecodedSegment:
         if header_crc != crc32c(_LEN.pack(length)):
             if _all_zero(data, pos):
                 return DecodedSegment(records, pos, True)
-            raise CorruptionError(f"WAL frame header checksum mismatch at offset {pos}",
-                                  object_name=where)
+            raise CorruptionError(
+                f"WAL frame header checksum mismatch at offset {pos}", object_name=where
+            )
         body_start = pos + HEADER_SIZE
         if body_start + length > end:
             return DecodedSegment(records, pos, True)

@@ -88,9 +88,14 @@ def check_name(name: str) -> str:
     if not isinstance(name, str) or not name:
         raise ValueError(f"object name must be a non-empty str, got {name!r}")
     parts = name.split("/")
-    if name.startswith("/") or any(p in ("", ".", "..") for p in parts[:-1]) or parts[-1] in (
-        ".",
-        "..",
+    if (
+        name.startswith("/")
+        or any(p in ("", ".", "..") for p in parts[:-1])
+        or parts[-1]
+        in (
+            ".",
+            "..",
+        )
     ):
         raise ValueError(f"invalid object name {name!r}")
     return name

@@ -16,8 +16,14 @@ from kvstore.objstore.base import Journal, RangeReader, SimpleRangeReader, check
 
 
 class FsspecStore:
-    def __init__(self, protocol: str, root: str, storage_options: dict[str, Any] | None = None,
-                 *, filesystem: Any = None) -> None:
+    def __init__(
+        self,
+        protocol: str,
+        root: str,
+        storage_options: dict[str, Any] | None = None,
+        *,
+        filesystem: Any = None,
+    ) -> None:
         import fsspec
 
         opts = dict(storage_options or {})
@@ -65,7 +71,11 @@ class FsspecStore:
         strip = len(self.root) + 1
         names = []
         for path in found:
-            rel = path[strip:] if path.startswith(self.root + "/") else path.split(self.root + "/", 1)[-1]
+            rel = (
+                path[strip:]
+                if path.startswith(self.root + "/")
+                else path.split(self.root + "/", 1)[-1]
+            )
             if rel.startswith(prefix):
                 names.append(rel)
         return sorted(names)

@@ -126,8 +126,11 @@ class LocalStore:
         for dirpath, dirnames, filenames in os.walk(base):
             rel = os.path.relpath(dirpath, self.root)
             rel = "" if rel == "." else rel.replace(os.sep, "/") + "/"
-            dirnames[:] = [d for d in dirnames if (rel + d + "/").startswith(prefix)
-                           or prefix.startswith(rel + d + "/")]
+            dirnames[:] = [
+                d
+                for d in dirnames
+                if (rel + d + "/").startswith(prefix) or prefix.startswith(rel + d + "/")
+            ]
             for fn in filenames:
                 if fn.startswith(_TMP_PREFIX):
                     continue

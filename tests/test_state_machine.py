@@ -1,0 +1,347 @@
+"""Stateful property tests: kvstore against a dict model.
+
+A hypothesis ``RuleBasedStateMachine`` drives random puts, deletes, write
+batches, point reads, scans (bounded, reversed, by prefix), snapshots (taken,
+read later, closed, and at explicit older seqs), flushes, clean reopens and
+simulated crashes, on the memory backend and on a local directory. Small
+memtables (4 KiB) and blocks make flushes to L0 SSTs happen often, and keys
+come from a tiny alphabet (with 0x00 and 0xff bytes) so they collide.
+
+Crash model: the writer is opened on a :class:`FaultyStore` wrapper; a crash
+marks the wrapper dead, so every later store call of that writer (background
+flush included) raises ``SimulatedCrash``. Durable writes and everything
+before them must survive; of the non-durable writes after the last
+durability point, exactly some prefix survives (the WAL is ordered).
+Reopening alternates between the URL (the path users take) and a fresh
+wrapper around the same store (so that a later crash is possible).
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+import uuid
+
+import hypothesis.strategies as st
+from hypothesis import HealthCheck, settings
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+import kvstore
+from kvstore.objstore import FaultyStore, LocalStore, MemoryStore, SimulatedCrash
+
+KEYS = st.lists(st.sampled_from([b"a", b"b", b"\x00", b"\xff"]), min_size=1, max_size=3).map(
+    b"".join
+)
+VALUES = st.one_of(
+    st.binary(max_size=12),
+    st.binary(min_size=150, max_size=700),  # big enough to fill a 4 KiB memtable quickly
+)
+BOUNDS = st.one_of(st.none(), st.just(b""), KEYS, KEYS.map(lambda k: k + b"\x7f"))
+PREFIXES = st.one_of(st.just(b""), KEYS, KEYS.map(lambda k: k + b"\xff"), st.just(b"\xff\xff"))
+DURABLE = st.sampled_from([True, True, True, False])
+OPS = st.lists(st.tuples(KEYS, st.one_of(st.none(), VALUES)), min_size=1, max_size=8)
+
+MAX_SNAPSHOTS = 4
+
+SETTINGS = settings(
+    max_examples=40,
+    stateful_step_count=50,
+    deadline=None,
+    database=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+
+
+def apply_ops(model, ops):
+    for k, v in ops:
+        if v is None:
+            model.pop(k, None)
+        else:
+            model[k] = v
+
+
+def model_scan(model, start, end, reverse):
+    out = sorted((k, v) for k, v in model.items()
+                 if (start is None or k >= start) and (end is None or k < end))
+    return out[::-1] if reverse else out
+
+
+class KvMachine(RuleBasedStateMachine):
+    backend = "memory"
+    options: dict = {}
+
+    def __init__(self):
+        super().__init__()
+        self.opts = {"memtable_bytes": 4096, "block_bytes": 256, "fsync": False, **self.options}
+        self.tmpdirs = []
+        self.mem_names = []
+        self.url = self._new_location()
+        self.faulty = None  # the FaultyStore the current writer uses, if any
+        self.db = self._open(crashable=True)
+        self.model = {}  # what the writer must show
+        self.durable = {}  # what must survive a crash
+        self.durable_seq = 0
+        self.pending = []  # (seq, ops) written with durable=False since the last durable point
+        self.last_seq = 0
+        self.history = {0: {}}  # seq -> model at that seq (for db.snapshot(seq=...))
+        self.snaps = []  # (Snapshot, model copy)
+
+    # -- helpers ---------------------------------------------------------
+    def _new_location(self):
+        if self.backend == "memory":
+            name = f"test-sm-{uuid.uuid4().hex}"
+            self.mem_names.append(name)
+            return f"memory://{name}"
+        path = tempfile.mkdtemp(prefix="kvstore-sm-")
+        self.tmpdirs.append(path)
+        return path
+
+    def _open(self, crashable):
+        if not crashable:
+            self.faulty = None
+            return kvstore.open(self.url, **self.opts)
+        if self.backend == "memory":
+            inner = MemoryStore.named(self.url.split("://", 1)[1])
+        else:
+            inner = LocalStore(self.url, fsync=False)
+        self.faulty = FaultyStore(inner)
+        return kvstore.open(self.faulty, **self.opts)
+
+    def _committed(self, seq, ops, durable):
+        assert isinstance(seq, int)
+        assert seq > self.last_seq, (seq, self.last_seq)
+        assert self.db.last_seq == seq
+        apply_ops(self.model, ops)
+        self.last_seq = seq
+        self.history[seq] = dict(self.model)
+        if durable:
+            self._durable_point()
+        else:
+            self.pending.append((seq, list(ops)))
+
+    def _durable_point(self):
+        self.durable = dict(self.model)
+        self.durable_seq = self.last_seq
+        self.pending = []
+
+    def _drop_snapshots_after_reopen(self, old_db):
+        for snap, _ in self.snaps:
+            try:
+                snap.get(b"a")
+            except kvstore.ClosedError:
+                pass
+            else:
+                raise AssertionError("a snapshot of a closed database still reads")
+            snap.close()
+        self.snaps = []
+        assert self.db.stats()["open_snapshots"] == 0
+        assert old_db is not self.db
+
+    def _check_full_state(self, reader, model):
+        assert list(reader.scan()) == sorted(model.items())
+
+    # -- writes ----------------------------------------------------------
+    @rule(key=KEYS, value=VALUES, durable=DURABLE)
+    def put(self, key, value, durable):
+        seq = self.db.put(key, value, durable=durable)
+        self._committed(seq, [(key, value)], durable)
+
+    @rule(entries=st.lists(st.tuples(KEYS, st.one_of(st.none(), VALUES), DURABLE), min_size=1,
+                           max_size=12))
+    def put_many(self, entries):
+        for key, value, durable in entries:
+            if value is None:
+                seq = self.db.delete(key, durable=durable)
+            else:
+                seq = self.db.put(key, value, durable=durable)
+            self._committed(seq, [(key, value)], durable)
+
+    @rule(key=KEYS, durable=DURABLE)
+    def delete(self, key, durable):
+        seq = self.db.delete(key, durable=durable)
+        self._committed(seq, [(key, None)], durable)
+
+    @rule(ops=OPS, repeat_first=st.one_of(st.none(), VALUES, st.just(b"")), durable=DURABLE)
+    def write_batch(self, ops, repeat_first, durable):
+        ops = list(ops)
+        if repeat_first is not None:  # same key twice in one batch: last op wins
+            ops.append((ops[0][0], repeat_first if repeat_first else None))
+        batch = kvstore.WriteBatch()
+        for k, v in ops:
+            if v is None:
+                batch.delete(k)
+            else:
+                batch.put(k, v)
+        assert len(batch) == len({k for k, _ in ops})
+        seq = self.db.write(batch, durable=durable)
+        self._committed(seq, ops, durable)
+
+    # -- reads -----------------------------------------------------------
+    @rule(key=KEYS)
+    def get(self, key):
+        assert self.db.get(key) == self.model.get(key)
+
+    @rule(start=BOUNDS, end=BOUNDS, reverse=st.booleans())
+    def scan(self, start, end, reverse):
+        got = list(self.db.scan(start, end, reverse=reverse))
+        assert got == model_scan(self.model, start, end, reverse)
+
+    @rule(prefix=PREFIXES, reverse=st.booleans())
+    def scan_prefix(self, prefix, reverse):
+        want = sorted((k, v) for k, v in self.model.items() if k.startswith(prefix))
+        if reverse:
+            want.reverse()
+        assert list(self.db.scan_prefix(prefix, reverse=reverse)) == want
+
+    # -- snapshots -------------------------------------------------------
+    @precondition(lambda self: len(self.snaps) < MAX_SNAPSHOTS)
+    @rule()
+    def take_snapshot(self):
+        snap = self.db.snapshot()
+        assert snap.seq == self.last_seq
+        self.snaps.append((snap, dict(self.model)))
+
+    @precondition(lambda self: self.snaps)
+    @rule(index=st.integers(0, MAX_SNAPSHOTS - 1), key=KEYS, start=BOUNDS, end=BOUNDS,
+          reverse=st.booleans())
+    def read_snapshot(self, index, key, start, end, reverse):
+        snap, model = self.snaps[index % len(self.snaps)]
+        assert snap.get(key) == model.get(key)
+        assert list(snap.scan(start, end, reverse=reverse)) == model_scan(model, start, end,
+                                                                          reverse)
+        prefix = key[:1]
+        assert list(snap.scan_prefix(prefix)) == sorted(
+            (k, v) for k, v in model.items() if k.startswith(prefix))
+
+    @precondition(lambda self: self.snaps)
+    @rule(index=st.integers(0, MAX_SNAPSHOTS - 1))
+    def close_snapshot(self, index):
+        snap, model = self.snaps.pop(index % len(self.snaps))
+        self._check_full_state(snap, model)
+        snap.close()
+        try:
+            snap.get(b"a")
+        except kvstore.ClosedError:
+            pass
+        else:
+            raise AssertionError("a closed snapshot still reads")
+
+    @rule(choice=st.integers(0, 10**6))
+    def snapshot_at_seq(self, choice):
+        seqs = sorted(self.history)
+        seq = seqs[choice % len(seqs)]
+        try:
+            snap = self.db.snapshot(seq=seq)
+        except kvstore.SnapshotTooOld:
+            return
+        with snap:
+            assert snap.seq == seq
+            self._check_full_state(snap, self.history[seq])
+
+    # -- maintenance -----------------------------------------------------
+    @rule()
+    def flush(self):
+        self.db.flush()
+        self._durable_point()
+
+    @rule(crashable=st.booleans())
+    def reopen(self, crashable):
+        old = self.db
+        old.close()
+        old.close()  # idempotent
+        self.db = self._open(crashable)
+        self._drop_snapshots_after_reopen(old)
+        assert self.db.last_seq == self.last_seq
+        self._check_full_state(self.db, self.model)
+        self._durable_point()
+
+    @precondition(lambda self: self.faulty is not None)
+    @rule(crashable=st.booleans())
+    def crash_and_reopen(self, crashable):
+        old = self.db
+        self.faulty.crashed = True  # the process dies here
+        try:
+            old.close()  # stops its flush thread; its store calls all fail
+        except SimulatedCrash:
+            pass
+        self.db = self._open(crashable)
+        self._drop_snapshots_after_reopen(old)
+
+        actual = dict(self.db.scan())
+        recovered_seq = self.db.last_seq
+        candidate = dict(self.durable)
+        candidates = [(self.durable_seq, dict(candidate))]
+        for seq, ops in self.pending:
+            apply_ops(candidate, ops)
+            candidates.append((seq, dict(candidate)))
+        matches = [model for seq, model in candidates
+                   if seq == recovered_seq and model == actual]
+        assert matches, (
+            f"after a crash the store holds {actual!r} at seq {recovered_seq}; expected the "
+            f"durable state (seq {self.durable_seq}) plus a prefix of the non-durable writes "
+            f"{[s for s, _ in self.pending]}"
+        )
+        self.model = matches[0]
+        self.last_seq = recovered_seq
+        self.history = {s: m for s, m in self.history.items() if s <= recovered_seq}
+        for k in set(self.model) | set(self.durable):
+            assert self.db.get(k) == self.model.get(k)
+        self._durable_point()
+
+    # -- invariants and cleanup -----------------------------------------
+    @invariant()
+    def memtables_are_consistent(self):
+        state = getattr(self.db, "_state", None)
+        if state is None:
+            return
+        for mt in (state.active, *state.immutable):
+            check = getattr(mt, "_check", None)
+            if check is not None:
+                check()
+
+    @invariant()
+    def last_seq_matches(self):
+        assert self.db.last_seq == self.last_seq
+
+    def teardown(self):
+        try:
+            for snap, _ in self.snaps:
+                snap.close()
+            self.db.close()
+        finally:
+            for name in self.mem_names:
+                MemoryStore.drop(name)
+            for path in self.tmpdirs:
+                shutil.rmtree(path, ignore_errors=True)
+
+
+class MemoryKvMachine(KvMachine):
+    backend = "memory"
+
+
+class LocalKvMachine(KvMachine):
+    backend = "local"
+
+
+class MemorySyncFlushKvMachine(KvMachine):
+    """Flushes on the writing thread, one frozen memtable at most."""
+
+    backend = "memory"
+    options = {"background_flush": False, "max_immutable_memtables": 1}
+
+
+class LocalObjectWalKvMachine(KvMachine):
+    """A local directory with the object-store WAL instead of the journal."""
+
+    backend = "local"
+    options = {"wal": "object", "compression": "none", "bloom_bits_per_key": 0}
+
+
+TestMemoryStateMachine = MemoryKvMachine.TestCase
+TestMemoryStateMachine.settings = SETTINGS
+TestLocalStateMachine = LocalKvMachine.TestCase
+TestLocalStateMachine.settings = SETTINGS
+TestMemorySyncFlushStateMachine = MemorySyncFlushKvMachine.TestCase
+TestMemorySyncFlushStateMachine.settings = settings(SETTINGS, max_examples=25)
+TestLocalObjectWalStateMachine = LocalObjectWalKvMachine.TestCase
+TestLocalObjectWalStateMachine.settings = settings(SETTINGS, max_examples=25)

@@ -48,7 +48,8 @@ def _names(known: Sequence[str], what: str) -> Callable[[str], tuple[str, ...]]:
         bad = [n for n in names if n not in known]
         if bad or not names:
             raise argparse.ArgumentTypeError(
-                f"unknown {what}: {', '.join(bad) or text!r} (known: {', '.join(known)})")
+                f"unknown {what}: {', '.join(bad) or text!r} (known: {', '.join(known)})"
+            )
         return names
 
     return parse
@@ -57,49 +58,71 @@ def _names(known: Sequence[str], what: str) -> Callable[[str], tuple[str, ...]]:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m kvstore.bench",
-        description="Benchmark kvstore against sqlite3, LMDB, RocksDB and SlateDB.")
-    p.add_argument("--keys", type=lambda s: tuple(parse_count(x) for x in s.split(",")),
-                   help="comma-separated load sizes, e.g. 100k,1M (default: 100k,1M; "
-                        "--quick: 2k,10k); get and scan use the largest")
-    p.add_argument("--stores", type=_names(tuple(STORES), "store"),
-                   help=f"comma-separated subset of {','.join(STORES)}")
-    p.add_argument("--workloads", type=_names(WORKLOADS, "workload"),
-                   help=f"comma-separated subset of {','.join(WORKLOADS)}")
+        description="Benchmark kvstore against sqlite3, LMDB, RocksDB and SlateDB.",
+    )
+    p.add_argument(
+        "--keys",
+        type=lambda s: tuple(parse_count(x) for x in s.split(",")),
+        help="comma-separated load sizes, e.g. 100k,1M (default: 100k,1M; "
+        "--quick: 2k,10k); get and scan use the largest",
+    )
+    p.add_argument(
+        "--stores",
+        type=_names(tuple(STORES), "store"),
+        help=f"comma-separated subset of {','.join(STORES)}",
+    )
+    p.add_argument(
+        "--workloads",
+        type=_names(WORKLOADS, "workload"),
+        help=f"comma-separated subset of {','.join(WORKLOADS)}",
+    )
     p.add_argument("--quick", action="store_true", help="small sizes and short time bounds")
     p.add_argument("--json", action="store_true", help="print JSON instead of tables")
     p.add_argument("--out", metavar="FILE", help="also write the tables as Markdown to FILE")
-    p.add_argument("--dir", metavar="DIR",
-                   help="where data goes (a temporary directory is made inside and removed "
-                        "afterwards; default: the system temp directory)")
+    p.add_argument(
+        "--dir",
+        metavar="DIR",
+        help="where data goes (a temporary directory is made inside and removed "
+        "afterwards; default: the system temp directory)",
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress on stderr")
     return p
 
 
 def config_from_args(args: argparse.Namespace) -> Config:
     cfg = Config.quick() if args.quick else Config()
-    return replace(cfg, root=args.dir, sizes=args.keys or cfg.sizes,
-                   stores=args.stores or cfg.stores, workloads=args.workloads or cfg.workloads)
+    return replace(
+        cfg,
+        root=args.dir,
+        sizes=args.keys or cfg.sizes,
+        stores=args.stores or cfg.stores,
+        workloads=args.workloads or cfg.workloads,
+    )
 
 
 # ----------------------------------------------------------------------------
 # rendering
 # ----------------------------------------------------------------------------
-def table(headers: list[str], rows: list[list[str]], *, markdown: bool,
-          text_last: bool = False) -> str:
+def table(
+    headers: list[str], rows: list[list[str]], *, markdown: bool, text_last: bool = False
+) -> str:
     """A plain-text or Markdown table; numbers right-aligned (a text last column left)."""
     right = set(range(1, len(headers) - (1 if text_last else 0)))
     if markdown:
-        lines = ["| " + " | ".join(headers) + " |",
-                 "|" + "|".join("---:" if i in right else ":---"
-                                for i in range(len(headers))) + "|"]
+        lines = [
+            "| " + " | ".join(headers) + " |",
+            "|" + "|".join("---:" if i in right else ":---" for i in range(len(headers))) + "|",
+        ]
         lines += ["| " + " | ".join(r) + " |" for r in rows]
         return "\n".join(lines)
-    widths = [max(len(h), *(len(r[i]) for r in rows)) if rows else len(h)
-              for i, h in enumerate(headers)]
+    widths = [
+        max(len(h), *(len(r[i]) for r in rows)) if rows else len(h) for i, h in enumerate(headers)
+    ]
 
     def line(cells: list[str]) -> str:
-        return "  ".join(c.rjust(w) if i in right else c.ljust(w)
-                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+        return "  ".join(
+            c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths))
+        ).rstrip()
 
     return "\n".join([line(headers), line(["-" * w for w in widths]), *map(line, rows)])
 
@@ -114,8 +137,11 @@ def fmt_ratio(r: float | None) -> str:
 
 def fmt_target(t: Target) -> str:
     mark = {True: "✓", False: "✗", None: "?"}[t.passed]
-    actual = "n/a" if t.actual is None else (
-        f"{t.actual:,.0f} MiB" if t.workload == "memory" else f"{t.actual:.2f}x")
+    actual = (
+        "n/a"
+        if t.actual is None
+        else (f"{t.actual:,.0f} MiB" if t.workload == "memory" else f"{t.actual:.2f}x")
+    )
     return f"{mark} {t.text} ({actual})"
 
 
@@ -146,20 +172,38 @@ def render(report: Report, *, markdown: bool) -> str:
     by_row: dict[tuple[str, int | None], list[Target]] = {}
     for t in report.targets:
         by_row.setdefault((t.workload, t.size), []).append(t)
-    ops_rows = [[label(w, n, cfg.threads)] + [fmt_value(report.value(s, w, n)) for s in stores]
-                for w, n in keys]
-    ratio_rows = [[label(w, n, cfg.threads)] + [fmt_ratio(report.ratio(s, w, n)) for s in others]
-                  + ["; ".join(fmt_target(t) for t in by_row.get((w, n), []))]
-                  for w, n in keys]
-    out += ["ops/s per store (peak RSS in MiB):", "",
-            table(["workload", *stores], ops_rows, markdown=markdown), "",
-            "kvstore / other (for peak RSS lower is better) and kvstore's targets:", "",
-            table(["workload", *(f"vs {s}" for s in others), "targets"], ratio_rows,
-                  markdown=markdown, text_last=True), ""]
+    ops_rows = [
+        [label(w, n, cfg.threads)] + [fmt_value(report.value(s, w, n)) for s in stores]
+        for w, n in keys
+    ]
+    ratio_rows = [
+        [label(w, n, cfg.threads)]
+        + [fmt_ratio(report.ratio(s, w, n)) for s in others]
+        + ["; ".join(fmt_target(t) for t in by_row.get((w, n), []))]
+        for w, n in keys
+    ]
+    out += [
+        "ops/s per store (peak RSS in MiB):",
+        "",
+        table(["workload", *stores], ops_rows, markdown=markdown),
+        "",
+        "kvstore / other (for peak RSS lower is better) and kvstore's targets:",
+        "",
+        table(
+            ["workload", *(f"vs {s}" for s in others), "targets"],
+            ratio_rows,
+            markdown=markdown,
+            text_last=True,
+        ),
+        "",
+    ]
     judged = [t for t in report.targets if t.passed is not None]
     out.append(f"targets met: {sum(bool(t.passed) for t in judged)} of {len(judged)}")
-    notes = [f"{r.store} {label(r.workload, r.size, cfg.threads)}: {r.note}"
-             for r in report.rows if r.note]
+    notes = [
+        f"{r.store} {label(r.workload, r.size, cfg.threads)}: {r.note}"
+        for r in report.rows
+        if r.note
+    ]
     notes += [f"skipped {s}: {why}" for s, why in report.skipped.items()]
     notes += [f"error: {e}" for e in report.errors]
     notes += [f"{s}: {STORES[s].durability}" for s in stores]
@@ -169,8 +213,9 @@ def render(report: Report, *, markdown: bool) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(name)s %(message)s",
-                        stream=sys.stderr)
+    logging.basicConfig(
+        level=logging.WARNING, format="%(asctime)s %(name)s %(message)s", stream=sys.stderr
+    )
     if not args.quiet:
         logging.getLogger("kvstore.bench").setLevel(logging.INFO)
     from kvstore.bench.workloads import run

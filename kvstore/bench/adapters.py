@@ -36,7 +36,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Coroutine, Iterable, Iterator, Sequence
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar, cast
 
 Pair = tuple[bytes, bytes]
 T = TypeVar("T")
@@ -145,8 +145,10 @@ class Store:
             except BaseException as exc:  # surfaced in the calling thread
                 errors.append(exc)
 
-        threads = [threading.Thread(target=worker, args=(i,), name=f"bench-put-{i}")
-                   for i in range(len(streams))]
+        threads = [
+            threading.Thread(target=worker, args=(i,), name=f"bench-put-{i}")
+            for i in range(len(streams))
+        ]
         for t in threads:
             t.start()
         for t in threads:
@@ -192,8 +194,10 @@ class KvStore(Store):
 class SqliteStore(Store):
     name = "sqlite3"
     package = "sqlite3"
-    durability = ("WAL mode; durable: synchronous=FULL; load: synchronous=OFF, then FULL + "
-                  "wal_checkpoint(TRUNCATE); a connection per thread")
+    durability = (
+        "WAL mode; durable: synchronous=FULL; load: synchronous=OFF, then FULL + "
+        "wal_checkpoint(TRUNCATE); a connection per thread"
+    )
 
     def open(self, *, bulk: bool = False) -> None:
         os.makedirs(self.path, exist_ok=True)
@@ -203,13 +207,15 @@ class SqliteStore(Store):
         self._conns: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
         self._conn().execute(
-            "CREATE TABLE IF NOT EXISTS kv (k BLOB PRIMARY KEY, v BLOB NOT NULL) WITHOUT ROWID")
+            "CREATE TABLE IF NOT EXISTS kv (k BLOB PRIMARY KEY, v BLOB NOT NULL) WITHOUT ROWID"
+        )
 
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
-            conn = sqlite3.connect(self._file, timeout=60, isolation_level=None,
-                                   check_same_thread=False)
+            conn = sqlite3.connect(
+                self._file, timeout=60, isolation_level=None, check_same_thread=False
+            )
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute(f"PRAGMA synchronous={self._sync}")
             conn.execute("PRAGMA cache_size=-65536")
@@ -325,14 +331,16 @@ class RocksStore(Store):
         return self._db.get(key)
 
     def scan(self) -> Iterator[Pair]:
-        return self._db.items()
+        return cast(Iterator[Pair], iter(self._db.items()))
 
 
 class SlateDBStore(Store):
     name = "slatedb"
     package = "slatedb"
-    durability = ("one asyncio loop, each op awaited; durable: put + flush(WAL) + "
-                  "await_durable; load: write(batch), then flush WAL and memtable")
+    durability = (
+        "one asyncio loop, each op awaited; durable: put + flush(WAL) + "
+        "await_durable; load: write(batch), then flush WAL and memtable"
+    )
 
     def open(self, *, bulk: bool = False) -> None:
         from slatedb import uniffi as sdb
@@ -378,7 +386,8 @@ class SlateDBStore(Store):
     async def _finish(self) -> None:
         await self._db.flush_with_options(self._wal)
         await self._db.flush_with_options(
-            self._sdb.FlushOptions(flush_type=self._sdb.FlushType.MEM_TABLE))
+            self._sdb.FlushOptions(flush_type=self._sdb.FlushType.MEM_TABLE)
+        )
 
     async def _put_durable(self, key: bytes, value: bytes) -> None:
         handle = await self._db.put(key, value)
@@ -386,8 +395,9 @@ class SlateDBStore(Store):
         await handle.await_durable()
 
     async def _iterator(self) -> Any:
-        everything = self._sdb.KeyRange(start=None, start_inclusive=False, end=None,
-                                        end_inclusive=False)
+        everything = self._sdb.KeyRange(
+            start=None, start_inclusive=False, end=None, end_inclusive=False
+        )
         return await self._db.scan(everything)
 
     async def _scan_pairs(self) -> list[Pair]:

@@ -45,7 +45,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field, replace
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from kvstore.bench.adapters import STORES, Pair, Store
@@ -77,7 +77,7 @@ def key(i: int) -> bytes:
 def value(i: int) -> bytes:
     """The ``i``-th value: 100 incompressible bytes."""
     off = (i * 7919) % (_POOL_BYTES - VALUE_BYTES)
-    return _POOL[off:off + VALUE_BYTES]
+    return _POOL[off : off + VALUE_BYTES]
 
 
 def batches(n: int, size: int) -> Iterator[list[Pair]]:
@@ -127,8 +127,16 @@ class Config:
     @classmethod
     def quick(cls, **overrides: Any) -> Config:
         """Small sizes and short bounds: a smoke run of every workload in seconds."""
-        small = cls(sizes=(2_000, 10_000), load_seconds=20.0, get_ops=5_000, get_seconds=2.0,
-                    scan_seconds=5.0, put_ops=300, put_seconds=1.0, fsync_seconds=0.5)
+        small = cls(
+            sizes=(2_000, 10_000),
+            load_seconds=20.0,
+            get_ops=5_000,
+            get_seconds=2.0,
+            scan_seconds=5.0,
+            put_ops=300,
+            put_seconds=1.0,
+            fsync_seconds=0.5,
+        )
         return replace(small, **overrides)
 
     def __post_init__(self) -> None:
@@ -137,8 +145,9 @@ class Config:
             raise ValueError(f"stores: unknown {', '.join(unknown)} (known: {', '.join(STORES)})")
         unknown = sorted(set(self.workloads) - set(WORKLOADS))
         if unknown:
-            raise ValueError(f"workloads: unknown {', '.join(unknown)} "
-                             f"(known: {', '.join(WORKLOADS)})")
+            raise ValueError(
+                f"workloads: unknown {', '.join(unknown)} (known: {', '.join(WORKLOADS)})"
+            )
         if not self.sizes or any(n <= 0 for n in self.sizes):
             raise ValueError(f"sizes must be positive key counts, got {self.sizes}")
         if self.batch <= 0 or self.threads <= 0:
@@ -222,8 +231,11 @@ class Report:
             "raw_append_fdatasync_ops_per_s": self.raw_fsync_ops,
             "rows": [asdict(r) | {"unit": r.unit} for r in self.rows],
             "ratios": [
-                {"workload": w, "size": n,
-                 **{f"kvstore/{s}": self.ratio(s, w, n) for s in self.stores if s != "kvstore"}}
+                {
+                    "workload": w,
+                    "size": n,
+                    **{f"kvstore/{s}": self.ratio(s, w, n) for s in self.stores if s != "kvstore"},
+                }
                 for w, n in self.row_keys()
             ],
             "targets": [asdict(t) | {"passed": t.passed} for t in self.targets],
@@ -261,7 +273,7 @@ def machine_info(data_dir: str) -> dict[str, Any]:
     except (ValueError, OSError, AttributeError):
         mem_gib = None
     return {
-        "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "cpus": os.cpu_count(),
         "cpus_usable": usable,
         "memory_gib": None if mem_gib is None else round(mem_gib, 1),
@@ -318,18 +330,30 @@ _CHILD = "from kvstore.bench.workloads import child_main; child_main()"
 def load_in_subprocess(store: str, path: str, n: int, cfg: Config) -> LoadResult:
     """Run one load in a new interpreter; returns what it loaded, its time and peak RSS."""
     out = path + ".result.json"
-    spec = {"store": store, "path": path, "n": n, "batch": cfg.batch,
-            "seconds": cfg.load_seconds, "out": out}
+    spec = {
+        "store": store,
+        "path": path,
+        "n": n,
+        "batch": cfg.batch,
+        "seconds": cfg.load_seconds,
+        "out": out,
+    }
     pkg_root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (pkg_root, env.get("PYTHONPATH")) if p)
-    proc = subprocess.run([sys.executable, "-c", _CHILD, json.dumps(spec)], env=env,
-                          capture_output=True, text=True, timeout=cfg.load_seconds * 4 + 300)
+    proc = subprocess.run(
+        [sys.executable, "-c", _CHILD, json.dumps(spec)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=cfg.load_seconds * 4 + 300,
+    )
     if proc.stderr.strip():
         log.debug("%s load %d stderr:\n%s", store, n, proc.stderr)
     if proc.returncode != 0:
-        raise RuntimeError(f"load subprocess exited with {proc.returncode}: "
-                           f"{proc.stderr.strip()[-1500:]}")
+        raise RuntimeError(
+            f"load subprocess exited with {proc.returncode}: {proc.stderr.strip()[-1500:]}"
+        )
     with open(out) as f:
         res = json.load(f)
     os.unlink(out)
@@ -392,9 +416,17 @@ def _attempt(report: Report, store: str, what: str, fn: Callable[[], None]) -> N
 
 
 def _add(report: Report, row: Row) -> None:
-    log.info("%-8s %-16s %-6s %12.1f %s  (%d ops, %.2fs)%s", row.store, row.workload,
-             human(row.size) if row.size else "", row.value, row.unit, row.ops, row.seconds,
-             f"  [{row.note}]" if row.note else "")
+    log.info(
+        "%-8s %-16s %-6s %12.1f %s  (%d ops, %.2fs)%s",
+        row.store,
+        row.workload,
+        human(row.size) if row.size else "",
+        row.value,
+        row.unit,
+        row.ops,
+        row.seconds,
+        f"  [{row.note}]" if row.note else "",
+    )
     report.rows.append(row)
 
 
@@ -416,13 +448,17 @@ def _run_store(cls: type[Store], store_dir: str, cfg: Config, report: Report) ->
             res = load_in_subprocess(name, path, n, cfg)
             note = "" if res.loaded == n else f"time bound: loaded {res.loaded} of {n} keys"
             if "load" in wanted:
-                _add(report, Row(name, "load", n, res.loaded / res.seconds, res.loaded,
-                                 res.seconds, note))
+                _add(
+                    report,
+                    Row(name, "load", n, res.loaded / res.seconds, res.loaded, res.seconds, note),
+                )
             if n == largest:
                 dataset = (path, res.loaded)
                 if "memory" in wanted:
-                    _add(report, Row(name, "memory", n, res.peak_rss / MiB, res.loaded,
-                                     res.seconds, note))
+                    _add(
+                        report,
+                        Row(name, "memory", n, res.peak_rss / MiB, res.loaded, res.seconds, note),
+                    )
 
         _attempt(report, name, f"load {human(n)}", load)
         if n != largest:
@@ -437,15 +473,22 @@ def _run_store(cls: type[Store], store_dir: str, cfg: Config, report: Report) ->
         shutil.rmtree(path, ignore_errors=True)
 
     if "put_durable" in wanted:
-        _attempt(report, name, "put_durable",
-                 lambda: _put_durable(cls, os.path.join(store_dir, "put1"), cfg, report))
+        _attempt(
+            report,
+            name,
+            "put_durable",
+            lambda: _put_durable(cls, os.path.join(store_dir, "put1"), cfg, report),
+        )
     if "put_durable_mt" in wanted:
-        _attempt(report, name, "put_durable_mt",
-                 lambda: _put_durable_mt(cls, os.path.join(store_dir, "putmt"), cfg, report))
+        _attempt(
+            report,
+            name,
+            "put_durable_mt",
+            lambda: _put_durable_mt(cls, os.path.join(store_dir, "putmt"), cfg, report),
+        )
 
 
-def _get(cls: type[Store], path: str, loaded: int, size: int, cfg: Config,
-         report: Report) -> None:
+def _get(cls: type[Store], path: str, loaded: int, size: int, cfg: Config, report: Report) -> None:
     rng = random.Random(cfg.seed)
     keys = [key(rng.randrange(loaded)) for _ in range(cfg.get_ops)]
     store = cls(path)
@@ -461,8 +504,7 @@ def _get(cls: type[Store], path: str, loaded: int, size: int, cfg: Config,
     _add(report, Row(cls.name, "get", size, done / seconds, done, seconds))
 
 
-def _scan(cls: type[Store], path: str, loaded: int, size: int, cfg: Config,
-          report: Report) -> None:
+def _scan(cls: type[Store], path: str, loaded: int, size: int, cfg: Config, report: Report) -> None:
     store = cls(path)
     store.open()
     try:
@@ -515,22 +557,47 @@ def evaluate_targets(report: Report) -> list[Target]:
     vs_sqlite = {"load": 1.5, "get": 1.5, "scan": 0.75}
     for w, n in report.row_keys():
         if w in vs_sqlite:
-            out.append(Target(w, n, f">= {vs_sqlite[w]}x sqlite3",
-                              report.ratio("sqlite3", w, n), vs_sqlite[w]))
+            out.append(
+                Target(
+                    w, n, f">= {vs_sqlite[w]}x sqlite3", report.ratio("sqlite3", w, n), vs_sqlite[w]
+                )
+            )
         if w == "put_durable":
             kv = report.value("kvstore", w, n)
             raw = report.raw_fsync_ops
-            out.append(Target(w, n, ">= 0.9x raw append+fdatasync",
-                              kv / raw if kv is not None and raw else None, 0.9))
+            out.append(
+                Target(
+                    w,
+                    n,
+                    ">= 0.9x raw append+fdatasync",
+                    kv / raw if kv is not None and raw else None,
+                    0.9,
+                )
+            )
         if w == "put_durable_mt":
             mt = report.value("kvstore", w, n)
             one = report.value("kvstore", "put_durable", None)
-            out.append(Target(w, n, ">= 4x kvstore 1-thread durable put",
-                              mt / one if mt is not None and one else None, 4.0))
+            out.append(
+                Target(
+                    w,
+                    n,
+                    ">= 4x kvstore 1-thread durable put",
+                    mt / one if mt is not None and one else None,
+                    4.0,
+                )
+            )
         if w == "memory":
             limit = (memtable_budget() + MEMORY_SLACK) / MiB
-            out.append(Target(w, n, f"<= {limit:.0f} MiB (memtable budget + 200 MiB)",
-                              report.value("kvstore", w, n), limit, at_most=True))
+            out.append(
+                Target(
+                    w,
+                    n,
+                    f"<= {limit:.0f} MiB (memtable budget + 200 MiB)",
+                    report.value("kvstore", w, n),
+                    limit,
+                    at_most=True,
+                )
+            )
         else:
             out.append(Target(w, n, ">= 10x slatedb", report.ratio("slatedb", w, n), 10.0))
     return out

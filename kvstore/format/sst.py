@@ -46,9 +46,9 @@ import threading
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol
 from itertools import accumulate
 from operator import le
+from typing import Any, Protocol
 
 import zstandard
 from crc32c import crc32c

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from kvstore import _validate
+from kvstore.format.sst import MAX_KEY_LEN
 
 
 class WriteBatch:
@@ -19,10 +20,14 @@ class WriteBatch:
         self._ops: dict[bytes, bytes | None] = {}
 
     def put(self, key: bytes, value: bytes) -> WriteBatch:
-        k = _validate.key(key)
-        v = _validate.value(value)
-        self._ops.pop(k, None)
-        self._ops[k] = v
+        if type(key) is not bytes or not key or len(key) > MAX_KEY_LEN:
+            key = _validate.key(key)
+        if type(value) is not bytes:
+            value = _validate.value(value)
+        ops = self._ops
+        if key in ops:
+            del ops[key]  # the latest operation on a key goes last
+        ops[key] = value
         return self
 
     def delete(self, key: bytes) -> WriteBatch:

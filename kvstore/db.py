@@ -50,7 +50,6 @@ from kvstore.format.manifest import Manifest, SstMeta
 from kvstore.format.sst import SstReader, build_sst
 from kvstore.format.wal import encode_record
 from kvstore.ids import IdGenerator
-from kvstore.iterators import retain
 from kvstore.manifest_store import ManifestStore
 from kvstore.memtable import Memtable
 from kvstore.objstore import LocalStore, MemoryStore, ObjectStore
@@ -377,7 +376,7 @@ class DB:
     def _write_sst(self, mt: Memtable, snapshot_seqs: list[int]) -> rp.SstHandle:
         o = self._opts
         data, summary = build_sst(
-            retain(mt.iter_all(), snapshot_seqs),
+            mt.flush_entries(snapshot_seqs),
             block_bytes=o.block_bytes,
             bloom_bits_per_key=o.bloom_bits_per_key,
             compression=o.compression,

@@ -53,12 +53,16 @@ def main(root: str = "demo-data") -> None:
         took = time.perf_counter() - start
         stats = db.stats()
         say(f"1. wrote 6,001 keys in 3 atomic batches + 1 put + 1 delete in {took:.2f}s;")
-        say(f"   flushed to {stats['l0_ssts']} SSTs ({stats['l0_bytes']:,} bytes), "
-            f"last seq {db.last_seq}")
+        say(
+            f"   flushed to {stats['l0_ssts']} SSTs ({stats['l0_bytes']:,} bytes), "
+            f"last seq {db.last_seq}"
+        )
 
     with kvstore.open(path) as db:
-        say(f"2. reopened: {db.get(b'table/sales/orders')!r} for table/sales/orders, "
-            f"{db.get(b'table/ops/t00000')!r} for the deleted key")
+        say(
+            f"2. reopened: {db.get(b'table/sales/orders')!r} for table/sales/orders, "
+            f"{db.get(b'table/ops/t00000')!r} for the deleted key"
+        )
         first = [k.decode() for k, _ in db.scan_prefix(b"table/marketing/")][:3]
         last = [k.decode() for k, _ in db.scan_prefix(b"table/marketing/", reverse=True)][:3]
         count = sum(1 for _ in db.scan_prefix(b"table/"))
@@ -68,31 +72,38 @@ def main(root: str = "demo-data") -> None:
             db.put(b"table/sales/orders", b'{"rows": 43}')
             db.delete(b"table/sales/t00001")
             db.flush()
-            say(f"4. snapshot at seq {snap.seq} still reads {snap.get(b'table/sales/orders')!r} "
-                f"and {snap.get(b'table/sales/t00001')!r};")
-            say(f"   the store now reads {db.get(b'table/sales/orders')!r} and "
-                f"{db.get(b'table/sales/t00001')!r}")
+            say(
+                f"4. snapshot at seq {snap.seq} still reads {snap.get(b'table/sales/orders')!r} "
+                f"and {snap.get(b'table/sales/t00001')!r};"
+            )
+            say(
+                f"   the store now reads {db.get(b'table/sales/orders')!r} and "
+                f"{db.get(b'table/sales/t00001')!r}"
+            )
 
     crash_dir = os.path.join(root, "crash")
     acked = _kill_a_writer(crash_dir)
     with kvstore.open(crash_dir) as db:
         present = {int(k.split(b"/")[1]) for k, _ in db.scan_prefix(b"crash/")}
-        per_batch = {}
+        per_batch: dict[int, int] = {}
         for k, _ in db.scan_prefix(b"crash/"):
             per_batch[int(k.split(b"/")[1])] = per_batch.get(int(k.split(b"/")[1]), 0) + 1
         lost = [i for i in range(acked) if i not in present]
         partial = [i for i, n in per_batch.items() if n != 4]
         say(f"5. killed a writer with SIGKILL after {acked} acknowledged durable batches;")
-        say(f"   after reopen: {len(present)} batches present, {len(lost)} acknowledged batches "
-            f"lost, {len(partial)} partial batches")
+        say(
+            f"   after reopen: {len(present)} batches present, {len(lost)} acknowledged batches "
+            f"lost, {len(partial)} partial batches"
+        )
         if lost or partial:
             raise SystemExit("durability check FAILED")
     say("\nAll done. Data left in ./demo-data for inspection.")
 
 
 def _kill_a_writer(path: str) -> int:
-    proc = subprocess.Popen([sys.executable, "-c", _WRITER, path], stdout=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _WRITER, path], stdout=subprocess.PIPE, text=True
+    )
     assert proc.stdout is not None
     acked = -1
     deadline = time.monotonic() + 1.0

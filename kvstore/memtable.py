@@ -1,8 +1,14 @@
 """The sorted in-memory table that receives every write.
 
-Layout: a dict ``key -> [(seq, value), ...]`` (versions in commit order, so
-the newest is last) plus a :class:`SortedList` of the distinct keys. Point
-reads are one dict lookup; scans walk the sorted keys.
+Layout: a dict ``key -> (seq, value)`` for a key with one version, or
+``key -> [(seq, value), ...]`` (commit order, newest last) once it has
+several, plus a sorted index of the distinct keys. Plain tuples of ints and
+bytes are untracked by CPython's cyclic GC, so a large memtable of mostly
+single-version keys adds almost nothing to collection pauses. Point reads are
+one dict lookup. The sorted index is maintained lazily: new keys go to an
+unsorted list, and the first scan after some writes merges them into a
+:class:`SortedList`; a flush that finds no scan happened sorts the keys once
+(Timsort, in C). A write-heavy load therefore never pays for a sorted insert.
 
 Writers apply under the database's commit lock, so versions of a key are
 appended in increasing seq order. Readers take no lock for point reads; range
@@ -17,21 +23,30 @@ bytes plus a fixed Python overhead, so ``memtable_bytes`` bounds real memory.
 from __future__ import annotations
 
 import threading
+from itertools import repeat
 from collections.abc import Iterator
 
 from sortedcontainers import SortedList
 
 from kvstore.format.sst import Entry
+from kvstore.iterators import retain
 
-ENTRY_OVERHEAD = 160
-VERSION_OVERHEAD = 90
+ENTRY_OVERHEAD = 270  # dict slot, version list, tuple, int and bytes headers
+VERSION_OVERHEAD = 150
 _CHUNK = 256
+
+Version = tuple[int, "bytes | None"]
+
+
+def _newest_first(vs: Version | list[Version]) -> list[Version] | tuple[Version]:
+    return (vs,) if type(vs) is tuple else vs[::-1]  # type: ignore[return-value]
 
 
 class Memtable:
     def __init__(self, wal_start: int) -> None:
-        self._versions: dict[bytes, list[tuple[int, bytes | None]]] = {}
+        self._versions: dict[bytes, Version | list[Version]] = {}
         self._keys = SortedList()
+        self._unsorted: list[bytes] = []  # new keys not yet in _keys
         self._lock = threading.Lock()
         self.wal_start = wal_start  # first WAL segment/object id holding its writes
         self.size = 0
@@ -45,24 +60,34 @@ class Memtable:
     def apply(self, seq: int, keys: list[bytes], values: list[bytes | None]) -> None:
         """Add one write (keys unique within it). Caller holds the commit lock."""
         versions = self._versions
-        new_keys = []
-        added = 0
-        for key, value in zip(keys, values):
-            vlen = 0 if value is None else len(value)
-            existing = versions.get(key)
-            if existing is None:
-                versions[key] = [(seq, value)]
-                new_keys.append(key)
-                added += len(key) + vlen + ENTRY_OVERHEAD
-            else:
-                existing.append((seq, value))
-                added += vlen + VERSION_OVERHEAD
+        if len(keys) > 8 and versions.keys().isdisjoint(keys):
+            # bulk path: a batch of keys new to this memtable
+            versions.update(zip(keys, zip(repeat(seq), values)))
+            new_keys = keys
+            added = (
+                sum(map(len, keys))
+                + sum(map(len, filter(None, values)))
+                + ENTRY_OVERHEAD * len(keys)
+            )
+        else:
+            new_keys = []
+            added = 0
+            for key, value in zip(keys, values):
+                vlen = 0 if value is None else len(value)
+                existing = versions.get(key)
+                if existing is None:
+                    versions[key] = (seq, value)
+                    new_keys.append(key)
+                    added += len(key) + vlen + ENTRY_OVERHEAD
+                elif type(existing) is tuple:
+                    versions[key] = [existing, (seq, value)]
+                    added += vlen + VERSION_OVERHEAD
+                else:
+                    existing.append((seq, value))  # type: ignore[union-attr]
+                    added += vlen + VERSION_OVERHEAD
         if new_keys:
             with self._lock:
-                if len(new_keys) == 1:
-                    self._keys.add(new_keys[0])
-                else:
-                    self._keys.update(new_keys)
+                self._unsorted.extend(new_keys)
         self.size += added
         self.entries += len(keys)
         if not self.min_seq:
@@ -70,21 +95,30 @@ class Memtable:
         self.max_seq = seq
 
     def get(self, key: bytes, read_seq: int) -> Entry | None:
-        versions = self._versions.get(key)
-        if versions is None:
+        vs = self._versions.get(key)
+        if vs is None:
             return None
-        for seq, value in reversed(versions):
+        if isinstance(vs, tuple):
+            return (key, vs[0], vs[1]) if vs[0] <= read_seq else None
+        for seq, value in reversed(vs):
             if seq <= read_seq:
                 return (key, seq, value)
         return None
 
+    def _index(self) -> SortedList:
+        """The sorted key index, brought up to date. Caller holds ``_lock``."""
+        if self._unsorted:
+            self._keys.update(self._unsorted)
+            self._unsorted = []
+        return self._keys
+
     def iter_forward(self, start: bytes | None, end: bytes | None) -> Iterator[Entry]:
-        keys = self._keys
         versions = self._versions
         cur = start
         inclusive = True
         while True:
             with self._lock:
+                keys = self._index()
                 if cur is None:
                     i = 0
                 else:
@@ -95,17 +129,17 @@ class Memtable:
             for key in chunk:
                 if end is not None and key >= end:
                     return
-                for seq, value in reversed(versions[key]):
+                for seq, value in _newest_first(versions[key]):
                     yield (key, seq, value)
             cur = chunk[-1]
             inclusive = False
 
     def iter_reverse(self, start: bytes | None, end: bytes | None) -> Iterator[Entry]:
-        keys = self._keys
         versions = self._versions
         cur = end
         while True:
             with self._lock:
+                keys = self._index()
                 j = len(keys) if cur is None else keys.bisect_left(cur)
                 chunk = list(keys.islice(max(0, j - _CHUNK), j))
             if not chunk:
@@ -113,17 +147,40 @@ class Memtable:
             for key in reversed(chunk):
                 if start is not None and key < start:
                     return
-                for seq, value in reversed(versions[key]):
+                for seq, value in _newest_first(versions[key]):
                     yield (key, seq, value)
             cur = chunk[0]
 
+    def flush_entries(self, snapshot_seqs: list[int]) -> list[Entry]:
+        """The entries to write to an SST, in internal order (key asc, seq desc).
+
+        Keeps the newest version of each key and the older versions some
+        snapshot in ``snapshot_seqs`` reads (see :func:`kvstore.iterators.retain`).
+        Only for a frozen memtable (no concurrent writers).
+        """
+        with self._lock:
+            keys = list(self._keys) if not self._unsorted else sorted(self._versions)
+        versions = self._versions
+        if self.entries == len(versions):  # one version per key: the common case
+            return [(k, *versions[k]) for k in keys]
+        out: list[Entry] = []
+        append = out.append
+        for key in keys:
+            vs = versions[key]
+            if type(vs) is tuple:
+                append((key, *vs))
+            else:
+                out.extend(retain(((key, seq, v) for seq, v in _newest_first(vs)), snapshot_seqs))
+        return out
+
     def iter_all(self) -> Iterator[Entry]:
-        """Every version in internal order (key asc, seq desc); for flushing."""
+        """Every version in internal order (key asc, seq desc)."""
         return self.iter_forward(None, None)
 
     def _check(self) -> None:
         """Assert the invariants (tests call this after random operations)."""
-        assert list(self._keys) == sorted(self._versions), "key index out of sync"
-        for key, versions in self._versions.items():
-            seqs = [s for s, _ in versions]
+        with self._lock:
+            assert list(self._index()) == sorted(self._versions), "key index out of sync"
+        for key, vs in self._versions.items():
+            seqs = [s for s, _ in _newest_first(vs)][::-1]
             assert seqs == sorted(set(seqs)), f"versions of {key!r} out of order"

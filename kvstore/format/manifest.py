@@ -3,8 +3,10 @@
 Each manifest is a new object ``manifest/<20-digit id>.manifest`` created with
 ``put_if_absent``; the newest id wins. Envelope::
 
-    magic "KVMANIF1"  format_version:u16  flags:u16  body_len:u32  crc32c(body):u32
+    magic "KVMANIF1"  format_version:u16  flags:u16  body_len:u32  crc:u32
     body: UTF-8 JSON (keys hex-encoded)
+
+    crc = crc32c(the 16 header bytes before it + body): every byte is covered
 
 A manifest whose magic, version, length or checksum is wrong raises
 :class:`~kvstore.errors.CorruptionError`; it is never skipped, because
@@ -120,21 +122,24 @@ class Manifest:
             separators=(",", ":"),
             sort_keys=True,
         ).encode()
-        return _HEAD.pack(MAGIC, FORMAT_VERSION, 0, len(body), crc32c(body)) + body
+        head = _HEAD.pack(MAGIC, FORMAT_VERSION, 0, len(body), 0)[:16]
+        return head + struct.pack("<I", crc32c(head + body)) + body
 
     @classmethod
     def decode(cls, data: bytes, *, where: str = "manifest") -> Manifest:
         if len(data) < _HEAD.size:
             raise CorruptionError("manifest shorter than its header", object_name=where)
-        magic, version, _flags, length, crc = _HEAD.unpack_from(data, 0)
+        magic, version, flags, length, crc = _HEAD.unpack_from(data, 0)
         if magic != MAGIC:
             raise CorruptionError("bad manifest magic", object_name=where)
         if version != FORMAT_VERSION:
             raise CorruptionError(f"unsupported manifest version {version}", object_name=where)
         body = data[_HEAD.size :]
+        if flags != 0:
+            raise CorruptionError(f"unknown manifest flags {flags:#x}", object_name=where)
         if len(body) != length:
             raise CorruptionError("manifest length mismatch", object_name=where)
-        if crc32c(body) != crc:
+        if crc32c(data[:16] + body) != crc:
             raise CorruptionError("manifest checksum mismatch", object_name=where)
         try:
             d = json.loads(body)

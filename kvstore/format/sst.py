@@ -46,8 +46,8 @@ import threading
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from itertools import accumulate
-from operator import le
+from itertools import accumulate, compress
+from operator import eq, le
 from typing import Any, Protocol
 
 import zstandard
@@ -113,33 +113,46 @@ def open_block(stored: bytes, *, where: str) -> bytes:
     raise CorruptionError(f"unknown block compression {kind}", object_name=where)
 
 
+def common_prefix_len(a: bytes, b: bytes) -> int:
+    m = min(len(a), len(b))
+    x = int.from_bytes(a[:m], "big") ^ int.from_bytes(b[:m], "big")
+    return m - (x.bit_length() + 7) // 8
+
+
 def encode_data_block(entries: list[Entry]) -> bytes:
-    n = len(entries)
+    """Encode one block from internal entries (see :func:`encode_block_columns`)."""
+    return encode_block_columns(
+        [e[0] for e in entries], [e[1] for e in entries], [e[2] for e in entries]
+    )
+
+
+def encode_block_columns(keys: list[bytes], seqs: list[int], values: list[bytes | None]) -> bytes:
+    """Encode one block. Within a restart interval every entry but the first
+    shares the prefix common to the whole interval (sorted keys make it a
+    prefix of each neighbour too), computed once per interval."""
+    n = len(keys)
     shared: list[int] = []
     suffixes: list[bytes] = []
-    restarts: list[int] = []
-    prev = b""
-    from_bytes = int.from_bytes
-    for i, (key, _seq, _value) in enumerate(entries):
-        if i % RESTART_INTERVAL == 0:
-            s = 0
-            restarts.append(i)
-        else:
-            m = min(len(key), len(prev))
-            x = from_bytes(key[:m], "big") ^ from_bytes(prev[:m], "big")
-            s = m - (x.bit_length() + 7) // 8
-        shared.append(s)
-        suffixes.append(key[s:])
-        prev = key
-    vals = [e[2] for e in entries]
+    restarts = list(range(0, n, RESTART_INTERVAL))
+    for r in restarts:
+        group = keys[r : r + RESTART_INTERVAL]
+        p = common_prefix_len(group[0], group[-1])
+        shared.append(0)
+        suffixes.append(group[0])
+        if len(group) > 1:
+            shared.extend([p] * (len(group) - 1))
+            suffixes.extend([k[p:] for k in group[1:]])
+    if None in values:
+        vlens = [TOMBSTONE_LEN if v is None else len(v) for v in values]
+        vbytes = b"".join([v for v in values if v is not None])
+    else:
+        vlens = [len(v) for v in values]  # type: ignore[arg-type]
+        vbytes = b"".join(values)  # type: ignore[arg-type]
     return b"".join(
         (
-            struct.pack(f"<I{n}H", n, *shared),
-            struct.pack(f"<{n}H", *map(len, suffixes)),
-            struct.pack(f"<{n}I", *[TOMBSTONE_LEN if v is None else len(v) for v in vals]),
-            struct.pack(f"<{n}Q", *[e[1] for e in entries]),
+            struct.pack(f"<I{n}H{n}H{n}I{n}Q", n, *shared, *map(len, suffixes), *vlens, *seqs),
             b"".join(suffixes),
-            b"".join([v for v in vals if v is not None]),
+            vbytes,
             struct.pack(f"<I{len(restarts)}I", len(restarts), *restarts),
         )
     )
@@ -336,78 +349,73 @@ def build_sst(
     compression: str = "zstd",
     compression_level: int = 1,
 ) -> tuple[bytes, SstSummary]:
-    """Encode sorted internal entries as an SST; returns the bytes and a summary."""
+    """Encode sorted internal entries as an SST; returns the bytes and a summary.
+
+    Works on whole columns (keys, seqs, values) so the per-entry work is a
+    handful of C-level passes rather than a Python loop.
+    """
+    ents = entries if isinstance(entries, list) else list(entries)
+    if not ents:
+        raise ValueError("an SST needs at least one entry")
+    keys = [e[0] for e in ents]
+    seqs = [e[1] for e in ents]
+    values = [e[2] for e in ents]
+    n = len(keys)
+    if max(map(len, keys)) > MAX_KEY_LEN:
+        raise ValueError(f"a key exceeds {MAX_KEY_LEN} bytes")
+    if not all(map(le, keys, keys[1:])):
+        raise ValueError("SST entries must be sorted by key asc, seq desc")
+    same = list(map(eq, keys, keys[1:]))
+    if any(same) and any(seqs[i] <= seqs[i + 1] for i in compress(range(n - 1), same)):
+        raise ValueError("SST entries must be sorted by key asc, seq desc")
+
     compressor = (
         zstandard.ZstdCompressor(level=compression_level) if compression == "zstd" else None
     )
+    sizes = [16 + len(k) + (len(v) if v is not None else 0) for k, v in zip(keys, values)]
+    cum = list(accumulate(sizes))
     out: list[bytes] = []
-    offset = 0
     offsets: list[int] = []
-    sizes: list[int] = []
+    block_sizes: list[int] = []
     first_keys: list[bytes] = []
     first_seqs: list[int] = []
-    distinct: list[bytes] = []
-    block: list[Entry] = []
-    block_size = 0
-    count = tombstones = 0
-    min_seq = 1 << 64
-    max_seq = 0
-    last: Entry | None = None
-
-    def cut() -> None:
-        nonlocal offset, block, block_size
-        stored = seal_block(encode_data_block(block), compressor)
+    offset = 0
+    start = 0
+    while start < n:
+        base = cum[start - 1] if start else 0
+        end = min(bisect_left(cum, base + block_bytes, start) + 1, n)
+        stored = seal_block(
+            encode_block_columns(keys[start:end], seqs[start:end], values[start:end]), compressor
+        )
         offsets.append(offset)
-        sizes.append(len(stored))
-        first_keys.append(block[0][0])
-        first_seqs.append(block[0][1])
+        block_sizes.append(len(stored))
+        first_keys.append(keys[start])
+        first_seqs.append(seqs[start])
         out.append(stored)
         offset += len(stored)
-        block = []
-        block_size = 0
-
-    for entry in entries:
-        key, seq, value = entry
-        if last is not None:
-            if key < last[0] or (key == last[0] and seq >= last[1]):
-                raise ValueError("SST entries must be sorted by key asc, seq desc")
-            if key != last[0]:
-                distinct.append(key)
-        else:
-            distinct.append(key)
-        if len(key) > MAX_KEY_LEN:
-            raise ValueError(f"key of {len(key)} bytes exceeds {MAX_KEY_LEN}")
-        block.append(entry)
-        block_size += len(key) + (0 if value is None else len(value)) + 16
-        count += 1
-        if value is None:
-            tombstones += 1
-        min_seq = min(min_seq, seq)
-        max_seq = max(max_seq, seq)
-        last = entry
-        if block_size >= block_bytes:
-            cut()
-    if block:
-        cut()
-    if last is None:
-        raise ValueError("an SST needs at least one entry")
+        start = end
 
     bloom_off = offset
     bloom_stored = b""
     if bloom_bits_per_key > 0:
+        distinct = keys if not any(same) else [k for k, s in zip(keys, [False, *same]) if not s]
         bloom_stored = seal_block(
             bloom_format.build(distinct, len(distinct), bloom_bits_per_key), None
         )
     out.append(bloom_stored)
     offset += len(bloom_stored)
 
-    n = len(offsets)
+    nb = len(offsets)
     index_body = b"".join(
         (
-            struct.pack(f"<I{n}Q", n, *offsets),
-            struct.pack(f"<{n}I", *sizes),
-            struct.pack(f"<{n}Q", *first_seqs),
-            struct.pack(f"<{n}H", *map(len, first_keys)),
+            struct.pack(
+                f"<I{nb}Q{nb}I{nb}Q{nb}H",
+                nb,
+                *offsets,
+                *block_sizes,
+                *first_seqs,
+                *map(len, first_keys),
+            ),
             b"".join(first_keys),
         )
     )
@@ -416,9 +424,11 @@ def build_sst(
     out.append(index_stored)
     offset += len(index_stored)
 
-    first_key = first_keys[0]
-    props_body = struct.pack("<QQQQ", count, tombstones, min_seq, max_seq) + b"".join(
-        (struct.pack("<H", len(first_key)), first_key, struct.pack("<H", len(last[0])), last[0])
+    tombstones = values.count(None)
+    min_seq, max_seq = min(seqs), max(seqs)
+    first_key, last_key = keys[0], keys[-1]
+    props_body = struct.pack("<QQQQ", n, tombstones, min_seq, max_seq) + b"".join(
+        (struct.pack("<H", len(first_key)), first_key, struct.pack("<H", len(last_key)), last_key)
     )
     props_off = offset
     props_stored = seal_block(props_body, None)
@@ -437,10 +447,9 @@ def build_sst(
         0,
         MAGIC,
     )[: FOOTER_SIZE - 12]
-    footer = head + struct.pack("<I", crc32c(head)) + MAGIC
-    out.append(footer)
+    out.append(head + struct.pack("<I", crc32c(head)) + MAGIC)
     data = b"".join(out)
-    summary = SstSummary(count, tombstones, min_seq, max_seq, first_key, last[0], len(data))
+    summary = SstSummary(n, tombstones, min_seq, max_seq, first_key, last_key, len(data))
     return data, summary
 
 

@@ -292,6 +292,8 @@ class DB:
     def _check_writable(self) -> None:
         if self._closed:
             raise ClosedError("the database is closed")
+        if self._fenced is None and isinstance(self._wal._error, FencedError):
+            self._fenced = self._wal._error
         if self._fenced is not None:
             raise FencedError(str(self._fenced))
         err = self._bg_error
@@ -566,6 +568,7 @@ class DB:
 
     def stats(self) -> dict[str, Any]:
         """Counters and sizes: memtables, levels, cache, WAL, flushes, stalls."""
+        self._check_open()
         st = self._state
         cache = self._cache
         lookups = cache.hits + cache.misses

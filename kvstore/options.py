@@ -46,12 +46,10 @@ class Options:
     seed: int | None = None
 
     def __post_init__(self) -> None:
-        def positive(name: str) -> None:
+        def require(name: str, kinds: tuple[type, ...], label: str) -> None:
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int):
-                raise TypeError(f"option {name} must be an int, not {type(v).__name__}")
-            if v <= 0:
-                raise ValueError(f"option {name} must be positive, got {v}")
+            if isinstance(v, bool) and bool not in kinds or not isinstance(v, kinds):
+                raise TypeError(f"option {name} must be {label}, not {type(v).__name__}")
 
         for name in (
             "memtable_bytes",
@@ -59,18 +57,39 @@ class Options:
             "block_bytes",
             "block_cache_bytes",
             "wal_buffer_bytes",
+            "bloom_bits_per_key",
+            "compression_level",
         ):
-            positive(name)
-        if not isinstance(self.bloom_bits_per_key, int) or self.bloom_bits_per_key < 0:
-            raise ValueError("option bloom_bits_per_key must be an int >= 0")
+            require(name, (int,), "an int")
+        for name in ("background_flush", "fsync"):
+            require(name, (bool,), "a bool")
+        for name in ("compression", "wal"):
+            require(name, (str,), "a str")
+        require("fence_check_interval", (int, float), "a number")
+        require("storage_options", (dict,), "a dict")
+        if self.wal_dir is not None:
+            require("wal_dir", (str,), "a str or None")
+        if self.seed is not None:
+            require("seed", (int,), "an int or None")
+        for name in (
+            "memtable_bytes",
+            "max_immutable_memtables",
+            "block_bytes",
+            "block_cache_bytes",
+            "wal_buffer_bytes",
+        ):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"option {name} must be positive, got {getattr(self, name)}")
+        if self.bloom_bits_per_key < 0:
+            raise ValueError("option bloom_bits_per_key must be >= 0")
         if self.compression not in ("zstd", "none"):
             raise ValueError(
                 f"option compression must be 'zstd' or 'none', not {self.compression!r}"
             )
         if self.wal not in ("auto", "journal", "object"):
             raise ValueError(f"option wal must be 'auto', 'journal' or 'object', not {self.wal!r}")
-        if not isinstance(self.storage_options, dict):
-            raise TypeError("option storage_options must be a dict")
+        if self.fence_check_interval < 0:
+            raise ValueError("option fence_check_interval must be >= 0")
 
     @classmethod
     def from_kwargs(cls, kwargs: dict[str, Any]) -> Options:

@@ -192,9 +192,17 @@ class JournalWal(_GroupCommit):
                 if data:
                     self._journal.append(data)
                 self._journal.sync()
+                self._fence_check()
+                try:
+                    journal = self._create(self.segment_id + 1)
+                except FileExistsError:
+                    self._error = FencedError(
+                        f"WAL segment {self.segment_id + 1} was created by a newer writer"
+                    )
+                    raise FencedError(str(self._error)) from None
                 self._journal.close()
+                self._journal = journal
                 self.segment_id += 1
-                self._journal = self._create(self.segment_id)
             self._synced = max(self._synced, target)
         return self.segment_id
 

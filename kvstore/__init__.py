@@ -25,7 +25,7 @@ from kvstore.errors import (
     TransactionConflict,
     TransactionExpired,
 )
-from kvstore.objstore import ObjectStore, open_store
+from kvstore.objstore import LocalStore, ObjectStore, open_store
 from kvstore.options import Options
 from kvstore.reader import Reader, ReadOnlyError
 
@@ -71,11 +71,19 @@ def open_reader(
     refresh_interval: float | None = None,
     storage_options: dict[str, Any] | None = None,
     block_cache_bytes: int = 64 << 20,
+    wal_dir: str | os.PathLike[str] | None = None,
 ) -> Reader:
     """A read-only view of what the writer has made durable.
 
     Call :meth:`Reader.refresh` to see newer writes, or pass
-    ``refresh_interval`` (seconds) to refresh automatically on reads.
+    ``refresh_interval`` (seconds) to refresh automatically on reads. A
+    writer opened with ``wal_dir`` needs the same ``wal_dir`` here.
     """
     store = open_store(url, storage_options)
-    return Reader(store, block_cache_bytes=block_cache_bytes, refresh_interval=refresh_interval)
+    wal_store = LocalStore(wal_dir) if wal_dir is not None else None
+    return Reader(
+        store,
+        wal_store=wal_store,
+        block_cache_bytes=block_cache_bytes,
+        refresh_interval=refresh_interval,
+    )

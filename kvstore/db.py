@@ -102,6 +102,10 @@ class DB:
 
     def __init__(self, store: ObjectStore, options: Options, *, clock: Any = time.time) -> None:
         self._store = store
+        # the WAL may live on a local disk while manifests and SSTs live at the URL
+        self._wal_store: ObjectStore = (
+            LocalStore(options.wal_dir, fsync=options.fsync) if options.wal_dir else store
+        )
         self._opts = options
         self._clock = clock
         self._mstore = ManifestStore(store)
@@ -139,19 +143,17 @@ class DB:
         mode = self._opts.wal
         if mode == "object":
             return False
-        can = isinstance(self._store, LocalStore) or (
-            hasattr(self._store, "inner")
-            and isinstance(getattr(self._store, "inner", None), LocalStore)
-        )
+        can = bool(getattr(self._wal_store, "supports_journal", False))
         if mode == "journal" and not can:
             raise ValueError(
-                f"option wal='journal' needs a local directory, not {self._store.describe()}"
+                f"option wal='journal' needs a local directory, not {self._wal_store.describe()}"
             )
         return can
 
     def _recover(self) -> None:
-        if isinstance(self._store, LocalStore):
-            self._store.cleanup_temp()
+        for st in {id(self._store): self._store, id(self._wal_store): self._wal_store}.values():
+            if isinstance(st, LocalStore):
+                st.cleanup_temp()
         m = self._mstore.load_latest()
         if m is None:
             try:
@@ -174,22 +176,22 @@ class DB:
         self._epoch = claimed.writer_epoch
         self._manifest = claimed
         journal = self._use_journal()
-        found = list_wal_ids(self._store)
+        found = list_wal_ids(self._wal_store)
         next_id = max([i for i, _ in found] + [claimed.wal_replay_from - 1]) + 1
         upto: int | None = None
         if not journal:  # step 3: fence the old writer's next WAL object
             while True:
                 try:
-                    self._store.put_if_absent(paths.wal_object_name(next_id), b"")
+                    self._wal_store.put_if_absent(paths.wal_object_name(next_id), b"")
                     break
                 except FileExistsError:
                     next_id += 1
             upto = next_id - 1
         result = replay(
-            self._store, claimed.wal_replay_from, claimed.last_flushed_seq, upto_id=upto
+            self._wal_store, claimed.wal_replay_from, claimed.last_flushed_seq, upto_id=upto
         )
         self._wal_objects = (
-            [i for i in result.ids if self._store.size(paths.wal_object_name(i)) > 0]
+            [i for i in result.ids if self._wal_store.size(paths.wal_object_name(i)) > 0]
             if not journal
             else []
         )
@@ -202,7 +204,7 @@ class DB:
             while True:
                 try:
                     self._wal: JournalWal | ObjectWal = JournalWal(
-                        self._store, next_id, self._fence_check
+                        self._wal_store, next_id, self._fence_check
                     )
                     break
                 except FileExistsError:
@@ -210,7 +212,7 @@ class DB:
             first_id = next_id
         else:
             first_id = next_id + 1
-            self._wal = ObjectWal(self._store, first_id)
+            self._wal = ObjectWal(self._wal_store, first_id)
         new_l0 = claimed.l0
         if result.records:
             mt = Memtable(0)
@@ -439,14 +441,14 @@ class DB:
     def _delete_wal_before(self, first_live: int) -> None:
         try:
             if isinstance(self._wal, JournalWal):
-                for wal_id, kind in list_wal_ids(self._store):
+                for wal_id, kind in list_wal_ids(self._wal_store):
                     if wal_id < first_live and kind == "log":
-                        self._store.delete(paths.wal_segment_name(wal_id))
+                        self._wal_store.delete(paths.wal_segment_name(wal_id))
             else:
                 keep = []
                 for wal_id in self._wal_objects:
                     if wal_id < first_live:
-                        self._store.delete(paths.wal_object_name(wal_id))
+                        self._wal_store.delete(paths.wal_object_name(wal_id))
                     else:
                         keep.append(wal_id)
                 self._wal_objects = keep

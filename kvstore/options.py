@@ -6,6 +6,7 @@ Unknown option names raise :class:`TypeError`; bad values raise
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -31,7 +32,7 @@ class Options:
     #: "auto" (journal on local disk, objects elsewhere), "journal" or "object"
     wal: str = "auto"
     #: put the WAL journal in this local directory while SSTs live at the URL
-    wal_dir: str | None = None
+    wal_dir: str | os.PathLike[str] | None = None
     #: non-durable writes buffered before the WAL writes them out
     wal_buffer_bytes: int = 1 * MiB
     #: run memtable flushes on a background thread
@@ -68,7 +69,7 @@ class Options:
         require("fence_check_interval", (int, float), "a number")
         require("storage_options", (dict,), "a dict")
         if self.wal_dir is not None:
-            require("wal_dir", (str,), "a str or None")
+            require("wal_dir", (str, os.PathLike), "a path or None")
         if self.seed is not None:
             require("seed", (int,), "an int or None")
         for name in (

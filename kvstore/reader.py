@@ -38,10 +38,12 @@ class Reader:
         self,
         store: ObjectStore,
         *,
+        wal_store: ObjectStore | None = None,
         block_cache_bytes: int = 64 << 20,
         refresh_interval: float | None = None,
     ) -> None:
         self._store = store
+        self._wal_store = wal_store if wal_store is not None else store
         self._mstore = ManifestStore(store)
         self._cache = BlockCache(block_cache_bytes)
         self._handles: dict[str, rp.SstHandle] = {}
@@ -66,7 +68,7 @@ class Reader:
                     self._seq = 0
                     break
                 try:
-                    result = replay(self._store, m.wal_replay_from, m.last_flushed_seq)
+                    result = replay(self._wal_store, m.wal_replay_from, m.last_flushed_seq)
                     handles = {
                         meta.id: self._handles.get(meta.id)
                         or open_sst(self._store, meta, self._cache)

@@ -52,6 +52,10 @@ class FaultyStore:
         self.log: list[tuple[int, str, str]] = []
         self._lock = threading.Lock()
 
+    @property
+    def supports_journal(self) -> bool:
+        return bool(getattr(self.inner, "supports_journal", False))
+
     # -- fault logic --------------------------------------------------------
     def _check_alive(self) -> None:
         if self.crashed:

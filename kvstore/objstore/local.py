@@ -29,6 +29,8 @@ _TMP_PREFIX = ".tmp-"
 
 
 class LocalStore:
+    supports_journal = True
+
     def __init__(self, root: str | os.PathLike[str], *, fsync: bool = True) -> None:
         self.root = os.path.abspath(os.fspath(root))
         self._fsync = fsync

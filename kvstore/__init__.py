@@ -28,18 +28,21 @@ from kvstore.errors import (
 from kvstore.objstore import LocalStore, ObjectStore, open_store
 from kvstore.options import Options
 from kvstore.reader import Reader, ReadOnlyError
+from kvstore.txn import Isolation, Transaction
 
 __all__ = [
     "DB",
     "ClosedError",
     "CorruptionError",
     "FencedError",
+    "Isolation",
     "KvError",
     "Options",
     "ReadOnlyError",
     "Reader",
     "Snapshot",
     "SnapshotTooOld",
+    "Transaction",
     "TransactionConflict",
     "TransactionExpired",
     "WriteBatch",

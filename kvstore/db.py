@@ -45,7 +45,15 @@ from kvstore import _validate, paths
 from kvstore import readpath as rp
 from kvstore.batch import WriteBatch
 from kvstore.cache import BlockCache
-from kvstore.errors import ClosedError, CorruptionError, FencedError, KvError, SnapshotTooOld
+from kvstore.errors import (
+    ClosedError,
+    CorruptionError,
+    FencedError,
+    KvError,
+    SnapshotTooOld,
+    TransactionConflict,
+    TransactionExpired,
+)
 from kvstore.format.manifest import Manifest, SstMeta
 from kvstore.format.sst import SstReader, build_sst
 from kvstore.format.wal import encode_record
@@ -54,6 +62,8 @@ from kvstore.manifest_store import ManifestStore
 from kvstore.memtable import Memtable
 from kvstore.objstore import LocalStore, MemoryStore, ObjectStore
 from kvstore.options import Options
+from kvstore.oracle import Oracle
+from kvstore.txn import Isolation, Transaction
 from kvstore.wal import JournalWal, ObjectWal, list_wal_ids, replay
 
 log = logging.getLogger("kvstore")
@@ -116,6 +126,8 @@ class DB:
         self._flush_lock = threading.Lock()
         self._manifest_lock = threading.Lock()
         self._snapshots = SeqRegistry()
+        self._oracle = Oracle()
+        self._monotonic = time.monotonic
         self._floor_seq = 0  # reads at seqs below this may miss dropped versions
         self._closed = False
         self._fenced: FencedError | None = None
@@ -322,7 +334,13 @@ class DB:
         keys, values = batch._columns()
         return self._commit(keys, values, _validate.flag(durable, "durable"))
 
-    def _commit(self, keys: list[bytes], values: list[bytes | None], durable: bool) -> int:
+    def _commit(
+        self,
+        keys: list[bytes],
+        values: list[bytes | None],
+        durable: bool,
+        txn: Transaction | None = None,
+    ) -> int:
         self._check_writable()
         if not durable and self._fence_interval >= 0:
             now = time.monotonic()
@@ -335,10 +353,16 @@ class DB:
             if len(st.immutable) >= self._opts.max_immutable_memtables:
                 self._stall()
                 st = self._state
+            if txn is not None:
+                self._check_transaction(txn)
             seq = self._last_seq + 1
             lsn = self._wal.append(encode_record(seq, keys, values))
             st.active.apply(seq, keys, values)
-            self._last_seq = seq
+            oracle = self._oracle
+            with oracle.lock:  # atomic with transaction begin: see transaction()
+                if oracle.running:
+                    oracle.record_locked(seq, keys)
+                self._last_seq = seq
             if st.active.size >= self._opts.memtable_bytes:
                 self._freeze_locked()
         self._counters["writes"] += 1
@@ -349,6 +373,24 @@ class DB:
         if not self._opts.background_flush and self._state.immutable:
             self._flush_pending()
         return seq
+
+    def _check_transaction(self, txn: Transaction) -> None:
+        """Conflict and expiry check; caller holds the commit lock."""
+        oracle = self._oracle
+        now = self._monotonic()
+        if oracle.is_expired(txn._id):
+            raise TransactionExpired(
+                f"transaction ran longer than transaction_ttl={self._opts.transaction_ttl}s"
+            )
+        ranges = txn._ranges if txn._serializable else ()
+        key = oracle.conflicts_with(txn.read_seq, txn._conflict_keys(), ranges)
+        if key is not None:
+            self._counters["conflicts"] += 1
+            raise TransactionConflict(
+                f"{txn.isolation.name} transaction (read seq {txn.read_seq}) conflicts on key "
+                f"{key!r}, written by a transaction that committed after it began; retry it"
+            )
+        oracle.expire(now, self._opts.transaction_ttl)
 
     def _stall(self) -> None:
         """Wait (commit lock held via the condition) until a frozen memtable is flushed."""
@@ -540,6 +582,28 @@ class DB:
             self._snapshots.add(seq)
         return Snapshot(self, seq)
 
+    def transaction(self, isolation: Isolation = Isolation.SNAPSHOT) -> Transaction:
+        """Begin an optimistic transaction at ``isolation`` (see :mod:`kvstore.txn`)."""
+        self._check_open()
+        if not isinstance(isolation, Isolation):
+            raise TypeError(
+                f"isolation must be a kvstore.Isolation, not {type(isolation).__name__}"
+            )
+        oracle = self._oracle
+        now = self._monotonic()
+        oracle.expire(now, self._opts.transaction_ttl)
+        with self._snapshots.lock, oracle.lock:
+            # last_seq is published under oracle.lock together with the oracle
+            # record, so every commit after read_seq is visible to the check.
+            read_seq = self._last_seq
+            txn_id = oracle.begin(read_seq, now)
+            self._snapshots.add(read_seq)
+        return Transaction(self, isolation, txn_id, read_seq)
+
+    def _end_transaction(self, txn_id: int, read_seq: int) -> None:
+        self._oracle.end(txn_id)
+        self._snapshots.remove(read_seq)
+
     @property
     def last_seq(self) -> int:
         """The highest committed sequence number."""
@@ -597,6 +661,10 @@ class DB:
             "flushed_bytes": self._counters["flushed_bytes"],
             "flush_errors": self._counters["flush_errors"],
             "write_stalls": self._counters["stalls"],
+            "transactions_running": self._oracle.running,
+            "transaction_conflicts": self._counters["conflicts"],
+            "transactions_expired": self._oracle.expirations,
+            "oracle_tracked_keys": self._oracle.tracked_keys(),
             "write_stall_ms": self._counters["stall_ms"],
             "background_error": None if self._bg_error is None else repr(self._bg_error),
         }

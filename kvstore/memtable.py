@@ -23,8 +23,8 @@ bytes plus a fixed Python overhead, so ``memtable_bytes`` bounds real memory.
 from __future__ import annotations
 
 import threading
-from itertools import repeat
 from collections.abc import Iterator
+from itertools import repeat
 
 from sortedcontainers import SortedList
 

@@ -41,6 +41,8 @@ class Options:
     fsync: bool = True
     #: seconds between fencing checks for non-durable writes on remote stores
     fence_check_interval: float = 1.0
+    #: seconds a transaction may run; older ones fail at commit with TransactionExpired
+    transaction_ttl: float = 60.0
     #: options passed to the fsspec filesystem (endpoint_url, key, secret, ...)
     storage_options: dict[str, Any] = field(default_factory=dict)
     #: seed for ids (SST names); None uses the system's randomness
@@ -49,7 +51,7 @@ class Options:
     def __post_init__(self) -> None:
         def require(name: str, kinds: tuple[type, ...], label: str) -> None:
             v = getattr(self, name)
-            if isinstance(v, bool) and bool not in kinds or not isinstance(v, kinds):
+            if (isinstance(v, bool) and bool not in kinds) or not isinstance(v, kinds):
                 raise TypeError(f"option {name} must be {label}, not {type(v).__name__}")
 
         for name in (
@@ -67,6 +69,7 @@ class Options:
         for name in ("compression", "wal"):
             require(name, (str,), "a str")
         require("fence_check_interval", (int, float), "a number")
+        require("transaction_ttl", (int, float), "a number")
         require("storage_options", (dict,), "a dict")
         if self.wal_dir is not None:
             require("wal_dir", (str, os.PathLike), "a path or None")
@@ -89,6 +92,8 @@ class Options:
             )
         if self.wal not in ("auto", "journal", "object"):
             raise ValueError(f"option wal must be 'auto', 'journal' or 'object', not {self.wal!r}")
+        if self.transaction_ttl <= 0:
+            raise ValueError("option transaction_ttl must be positive")
         if self.fence_check_interval < 0:
             raise ValueError("option fence_check_interval must be >= 0")
 

@@ -1,0 +1,221 @@
+"""Optimistic transactions at SNAPSHOT and SERIALIZABLE isolation.
+
+A transaction reads the database as of ``read_seq`` (the last committed seq
+when it began) merged with its own buffered writes, and writes nothing until
+:meth:`Transaction.commit`. Commit runs on the database's single commit path,
+where the conflict check, the seq assignment and the WAL append are one step
+(see :mod:`kvstore.oracle` for the rules and a timeline)::
+
+    begin ── get / scan (snapshot at read_seq + own writes) ── put / delete (buffered)
+      │
+      └─ commit: [commit lock] expired? ─ conflict? ─ seq ─ WAL ─ memtable ─ publish
+                  TransactionExpired   TransactionConflict      (durable: fsync)
+
+What is tracked:
+
+==================  ==========================  =================================
+                    SNAPSHOT                    SERIALIZABLE
+==================  ==========================  =================================
+written keys        checked (first committer    checked
+                    wins)
+``get_for_update``  checked, like a write       checked
+keys read           —                           checked
+ranges scanned      —                           checked: the *requested* range,
+                                                also when it returned nothing or
+                                                the caller stopped early
+==================  ==========================  =================================
+
+A transaction that wrote nothing always commits (it read one consistent
+snapshot, which is a point in the serial order) and returns None. After
+commit or rollback every call raises :class:`~kvstore.errors.ClosedError`.
+"""
+
+from __future__ import annotations
+
+import enum
+import weakref
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from kvstore import _validate
+from kvstore import readpath as rp
+from kvstore.errors import ClosedError
+
+if TYPE_CHECKING:
+    from kvstore.db import DB
+
+
+class Isolation(enum.Enum):
+    """Isolation level of a :class:`Transaction`."""
+
+    #: snapshot isolation: no dirty/non-repeatable reads, no lost updates;
+    #: write skew is possible
+    SNAPSHOT = "snapshot"
+    #: serializable snapshot isolation: also read keys and scanned ranges are checked
+    SERIALIZABLE = "serializable"
+
+
+class Transaction:
+    """An optimistic transaction; create with :meth:`kvstore.DB.transaction`."""
+
+    def __init__(self, db: DB, isolation: Isolation, txn_id: int, read_seq: int) -> None:
+        self._db = db
+        self.isolation = isolation
+        self.read_seq = read_seq
+        self._id = txn_id
+        self._writes: dict[bytes, bytes | None] = {}
+        self._locked: set[bytes] = set()
+        self._serializable = isolation is Isolation.SERIALIZABLE
+        self._reads: set[bytes] = set()
+        self._ranges: list[tuple[bytes | None, bytes | None]] = []
+        self._status = "open"
+        self._finalizer = weakref.finalize(self, db._end_transaction, txn_id, read_seq)
+
+    # -- state ------------------------------------------------------------
+    @property
+    def status(self) -> str:
+        """``"open"``, ``"committed"`` or ``"rolled back"``."""
+        return self._status
+
+    def _check(self) -> None:
+        if self._status != "open":
+            raise ClosedError(f"the transaction is {self._status}; begin a new one")
+        self._db._check_open()
+
+    # -- reads ----------------------------------------------------------------
+    def get(self, key: bytes) -> bytes | None:
+        """The value as of ``read_seq``, or this transaction's own write."""
+        self._check()
+        k = _validate.key(key)
+        if k in self._writes:
+            return self._writes[k]
+        if self._serializable:
+            self._reads.add(k)
+        return rp.get(self._db._state, k, self.read_seq)
+
+    def get_for_update(self, key: bytes) -> bytes | None:
+        """Read ``key`` and make a concurrent write to it a conflict, even under SNAPSHOT."""
+        self._check()
+        k = _validate.key(key)
+        self._locked.add(k)
+        if k in self._writes:
+            return self._writes[k]
+        return rp.get(self._db._state, k, self.read_seq)
+
+    def scan(
+        self, start: bytes | None = None, end: bytes | None = None, *, reverse: bool = False
+    ) -> Iterator[tuple[bytes, bytes]]:
+        """``(key, value)`` in ``[start, end)`` as of ``read_seq``, with own writes merged."""
+        self._check()
+        s = _validate.bound(start, "start")
+        e = _validate.bound(end, "end")
+        _validate.flag(reverse, "reverse")
+        if self._serializable:
+            self._ranges.append((s, e))  # the requested range, consumed or not
+        base = rp.scan(self._db._state, s, e, reverse, self.read_seq)
+        own = sorted(
+            (k, v)
+            for k, v in self._writes.items()
+            if (s is None or k >= s) and (e is None or k < e)
+        )
+        if not own:
+            return base
+        if reverse:
+            own.reverse()
+        return _overlay(base, own, reverse)
+
+    def scan_prefix(self, prefix: bytes, *, reverse: bool = False) -> Iterator[tuple[bytes, bytes]]:
+        p = _validate.bound(prefix, "prefix")
+        if p is None:
+            raise TypeError("prefix must be bytes, not None")
+        return self.scan(p or None, _validate.prefix_end(p) if p else None, reverse=reverse)
+
+    # -- writes -------------------------------------------------------------------
+    def put(self, key: bytes, value: bytes) -> None:
+        self._check()
+        k = _validate.key(key)
+        self._writes.pop(k, None)
+        self._writes[k] = _validate.value(value)
+
+    def delete(self, key: bytes) -> None:
+        self._check()
+        k = _validate.key(key)
+        self._writes.pop(k, None)
+        self._writes[k] = None
+
+    # -- outcome ----------------------------------------------------------------
+    def commit(self, *, durable: bool = True) -> int | None:
+        """Commit atomically; returns the seq, or None when nothing was written.
+
+        Raises :class:`~kvstore.errors.TransactionConflict` (nothing of this
+        transaction becomes visible; retry it) or
+        :class:`~kvstore.errors.TransactionExpired`.
+        """
+        self._check()
+        _validate.flag(durable, "durable")
+        outcome = "rolled back"
+        try:
+            if not self._writes:
+                outcome = "committed"
+                return None
+            seq = self._db._commit(
+                list(self._writes), list(self._writes.values()), durable, txn=self
+            )
+            outcome = "committed"
+            return seq
+        finally:
+            self._status = outcome
+            self._finalizer()
+
+    def rollback(self) -> None:
+        """Discard the transaction's writes. Idempotent after commit or rollback."""
+        if self._status == "open":
+            self._status = "rolled back"
+            self._finalizer()
+
+    def _conflict_keys(self) -> Iterator[bytes]:
+        yield from self._writes
+        yield from self._locked
+        if self._serializable:
+            yield from self._reads
+
+    def __enter__(self) -> Transaction:
+        return self
+
+    def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+        if self._status != "open":
+            return
+        if exc_type is None:
+            self.commit()
+        else:
+            self.rollback()
+
+    def __repr__(self) -> str:
+        return (
+            f"<kvstore.Transaction {self.isolation.name} read_seq={self.read_seq} "
+            f"{self._status}, {len(self._writes)} writes>"
+        )
+
+
+def _overlay(
+    base: Iterator[tuple[bytes, bytes]], own: list[tuple[bytes, bytes | None]], reverse: bool
+) -> Iterator[tuple[bytes, bytes]]:
+    """Merge a snapshot scan with the transaction's own writes (own writes win)."""
+    i = 0
+    n = len(own)
+    for key, value in base:
+        while i < n and (own[i][0] > key if reverse else own[i][0] < key):
+            ok, ov = own[i]
+            if ov is not None:
+                yield ok, ov
+            i += 1
+        if i < n and own[i][0] == key:
+            ov = own[i][1]
+            i += 1
+            if ov is not None:
+                yield key, ov
+            continue
+        yield key, value
+    for ok, ov in own[i:]:
+        if ov is not None:
+            yield ok, ov

@@ -195,8 +195,9 @@ def test_write_batch_rejects_bad_types():
     assert len(batch) == 0
 
 
-@pytest.mark.parametrize("not_a_batch", [None, [(b"k", b"v")], {b"k": b"v"}, b"k"],
-                         ids=["None", "list", "dict", "bytes"])
+@pytest.mark.parametrize(
+    "not_a_batch", [None, [(b"k", b"v")], {b"k": b"v"}, b"k"], ids=["None", "list", "dict", "bytes"]
+)
 def test_write_of_non_batch_is_type_error(db, not_a_batch):
     with pytest.raises(TypeError, match="batch"):
         db.write(not_a_batch)
@@ -272,8 +273,14 @@ def test_stats_after_close_raises_closed_error(url):
 
 def test_closed_error_is_a_kv_error():
     assert issubclass(kvstore.ClosedError, kvstore.KvError)
-    for name in ("TransactionConflict", "FencedError", "CorruptionError", "SnapshotTooOld",
-                 "TransactionExpired", "ReadOnlyError"):
+    for name in (
+        "TransactionConflict",
+        "FencedError",
+        "CorruptionError",
+        "SnapshotTooOld",
+        "TransactionExpired",
+        "ReadOnlyError",
+    ):
         assert issubclass(getattr(kvstore, name), kvstore.KvError), name
 
 
@@ -455,8 +462,11 @@ def layered(url):
 
 
 def model_scan(expected, start=None, end=None, reverse=False):
-    out = sorted((k, v) for k, v in expected.items()
-                 if (start is None or k >= start) and (end is None or k < end))
+    out = sorted(
+        (k, v)
+        for k, v in expected.items()
+        if (start is None or k >= start) and (end is None or k < end)
+    )
     return out[::-1] if reverse else out
 
 
@@ -528,8 +538,21 @@ def test_tombstones_are_hidden_everywhere(url):
 
 @pytest.mark.parametrize("flush", [False, True])
 def test_scan_prefix_with_ff_bytes(url, flush):
-    keys = [b"\x00", b"a", b"a\xff", b"a\xff\x00", b"a\xff\xff", b"a\xff\xff\xff", b"b",
-            b"\xfe\xff", b"\xff", b"\xff\x00", b"\xff\xff", b"\xff\xff\x01", b"\xff\xff\xff"]
+    keys = [
+        b"\x00",
+        b"a",
+        b"a\xff",
+        b"a\xff\x00",
+        b"a\xff\xff",
+        b"a\xff\xff\xff",
+        b"b",
+        b"\xfe\xff",
+        b"\xff",
+        b"\xff\x00",
+        b"\xff\xff",
+        b"\xff\xff\x01",
+        b"\xff\xff\xff",
+    ]
     with open_db(url, memtable_bytes=4096) as db:
         for i, k in enumerate(keys):
             db.put(k, b"%d" % i)
@@ -542,8 +565,19 @@ def test_scan_prefix_with_ff_bytes(url, flush):
             assert items(db.scan_prefix(prefix)) == want, prefix
             assert items(db.scan_prefix(prefix, reverse=True)) == want[::-1], prefix
 
-        for prefix in [b"\xff", b"\xff\xff", b"\xff\xff\xff", b"a\xff", b"a\xff\xff", b"a",
-                       b"\xfe", b"\x00", b"", b"b", b"c"]:
+        for prefix in [
+            b"\xff",
+            b"\xff\xff",
+            b"\xff\xff\xff",
+            b"a\xff",
+            b"a\xff\xff",
+            b"a",
+            b"\xfe",
+            b"\x00",
+            b"",
+            b"b",
+            b"c",
+        ]:
             check(prefix)
         db.delete(b"\xff\xff")
         expected.pop(b"\xff\xff")
@@ -783,10 +817,12 @@ def test_reader_sees_flushed_and_non_durable_after_flush(url):
         db.flush()
         reader.refresh()
         assert items(reader.scan()) == sorted(expected.items())
-        assert items(reader.scan(b"r010", b"r020", reverse=True)) == \
-            sorted(((k, v) for k, v in expected.items() if b"r010" <= k < b"r020"), reverse=True)
-        assert items(reader.scan_prefix(b"r08")) == \
-            sorted((k, v) for k, v in expected.items() if k.startswith(b"r08"))
+        assert items(reader.scan(b"r010", b"r020", reverse=True)) == sorted(
+            ((k, v) for k, v in expected.items() if b"r010" <= k < b"r020"), reverse=True
+        )
+        assert items(reader.scan_prefix(b"r08")) == sorted(
+            (k, v) for k, v in expected.items() if k.startswith(b"r08")
+        )
         reader.close()
 
 
@@ -886,8 +922,9 @@ READER_SCRIPT = textwrap.dedent(
 
 
 def read_in_subprocess(url):
-    proc = subprocess.run([sys.executable, "-c", READER_SCRIPT, url], capture_output=True,
-                          text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-c", READER_SCRIPT, url], capture_output=True, text=True, timeout=60
+    )
     assert proc.returncode == 0, proc.stderr
     out = json.loads(proc.stdout)
     out["items"] = [(bytes.fromhex(k), bytes.fromhex(v)) for k, v in out["items"]]
@@ -962,8 +999,21 @@ def test_large_values(url):
 
 
 def test_binary_keys_sort_bytewise(url):
-    keys = [b"\x00", b"\x00\x00", b"\x00\xff", b"\x01", b"a\x00b", b"a", b"a\xff",
-            b"\x7f", b"\x80", b"\xff", b"\xff\x00", b"\xff\xff", b"\xff\xff\xff"]
+    keys = [
+        b"\x00",
+        b"\x00\x00",
+        b"\x00\xff",
+        b"\x01",
+        b"a\x00b",
+        b"a",
+        b"a\xff",
+        b"\x7f",
+        b"\x80",
+        b"\xff",
+        b"\xff\x00",
+        b"\xff\xff",
+        b"\xff\xff\xff",
+    ]
     with open_db(url) as db:
         for i, k in enumerate(keys):
             db.put(k, bytes([i]) + b"\x00\xff")

@@ -44,8 +44,8 @@ OPS = st.lists(st.tuples(KEYS, st.one_of(st.none(), VALUES)), min_size=1, max_si
 MAX_SNAPSHOTS = 4
 
 SETTINGS = settings(
-    max_examples=40,
-    stateful_step_count=50,
+    max_examples=100,
+    stateful_step_count=60,
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
@@ -61,8 +61,11 @@ def apply_ops(model, ops):
 
 
 def model_scan(model, start, end, reverse):
-    out = sorted((k, v) for k, v in model.items()
-                 if (start is None or k >= start) and (end is None or k < end))
+    out = sorted(
+        (k, v)
+        for k, v in model.items()
+        if (start is None or k >= start) and (end is None or k < end)
+    )
     return out[::-1] if reverse else out
 
 
@@ -146,10 +149,17 @@ class KvMachine(RuleBasedStateMachine):
         seq = self.db.put(key, value, durable=durable)
         self._committed(seq, [(key, value)], durable)
 
-    @rule(entries=st.lists(st.tuples(KEYS, st.one_of(st.none(), VALUES), DURABLE), min_size=1,
-                           max_size=12))
-    def put_many(self, entries):
+    @rule(
+        entries=st.lists(
+            st.tuples(KEYS, st.one_of(st.none(), VALUES), DURABLE), min_size=1, max_size=12
+        ),
+        all_nondurable=st.booleans(),
+    )
+    def put_many(self, entries, all_nondurable):
+        """Several writes in one step; often a run of non-durable ones (a crash then
+        keeps some prefix of them)."""
         for key, value, durable in entries:
+            durable = durable and not all_nondurable
             if value is None:
                 seq = self.db.delete(key, durable=durable)
             else:
@@ -202,16 +212,23 @@ class KvMachine(RuleBasedStateMachine):
         self.snaps.append((snap, dict(self.model)))
 
     @precondition(lambda self: self.snaps)
-    @rule(index=st.integers(0, MAX_SNAPSHOTS - 1), key=KEYS, start=BOUNDS, end=BOUNDS,
-          reverse=st.booleans())
+    @rule(
+        index=st.integers(0, MAX_SNAPSHOTS - 1),
+        key=KEYS,
+        start=BOUNDS,
+        end=BOUNDS,
+        reverse=st.booleans(),
+    )
     def read_snapshot(self, index, key, start, end, reverse):
         snap, model = self.snaps[index % len(self.snaps)]
         assert snap.get(key) == model.get(key)
-        assert list(snap.scan(start, end, reverse=reverse)) == model_scan(model, start, end,
-                                                                          reverse)
+        assert list(snap.scan(start, end, reverse=reverse)) == model_scan(
+            model, start, end, reverse
+        )
         prefix = key[:1]
         assert list(snap.scan_prefix(prefix)) == sorted(
-            (k, v) for k, v in model.items() if k.startswith(prefix))
+            (k, v) for k, v in model.items() if k.startswith(prefix)
+        )
 
     @precondition(lambda self: self.snaps)
     @rule(index=st.integers(0, MAX_SNAPSHOTS - 1))
@@ -258,35 +275,64 @@ class KvMachine(RuleBasedStateMachine):
     @precondition(lambda self: self.faulty is not None)
     @rule(crashable=st.booleans())
     def crash_and_reopen(self, crashable):
+        self._crash_and_reopen(crashable)
+
+    @precondition(lambda self: self.faulty is not None)
+    @rule(
+        ops=st.lists(st.tuples(KEYS, st.one_of(st.none(), VALUES)), min_size=1, max_size=15),
+        crashable=st.booleans(),
+    )
+    def nondurable_writes_then_crash(self, ops, crashable):
+        for key, value in ops:
+            if value is None:
+                seq = self.db.delete(key, durable=False)
+            else:
+                seq = self.db.put(key, value, durable=False)
+            self._committed(seq, [(key, value)], False)
+        self._crash_and_reopen(crashable)
+
+    def _crash_and_reopen(self, crashable):
         old = self.db
         self.faulty.crashed = True  # the process dies here
         try:
             old.close()  # stops its flush thread; its store calls all fail
-        except SimulatedCrash:
-            pass
+        except (SimulatedCrash, kvstore.KvError):
+            pass  # a dead writer may report its death; only what it left behind matters
         self.db = self._open(crashable)
         self._drop_snapshots_after_reopen(old)
 
-        actual = dict(self.db.scan())
-        recovered_seq = self.db.last_seq
-        candidate = dict(self.durable)
-        candidates = [(self.durable_seq, dict(candidate))]
-        for seq, ops in self.pending:
-            apply_ops(candidate, ops)
-            candidates.append((seq, dict(candidate)))
-        matches = [model for seq, model in candidates
-                   if seq == recovered_seq and model == actual]
-        assert matches, (
-            f"after a crash the store holds {actual!r} at seq {recovered_seq}; expected the "
-            f"durable state (seq {self.durable_seq}) plus a prefix of the non-durable writes "
-            f"{[s for s, _ in self.pending]}"
-        )
-        self.model = matches[0]
+        recovered_seq, model = self._match_durable_prefix(dict(self.db.scan()), self.db.last_seq)
+        self.model = model
         self.last_seq = recovered_seq
         self.history = {s: m for s, m in self.history.items() if s <= recovered_seq}
         for k in set(self.model) | set(self.durable):
             assert self.db.get(k) == self.model.get(k)
         self._durable_point()
+
+    def _match_durable_prefix(self, actual, seq):
+        """``actual`` at ``seq`` must be the durable state plus a prefix of the pending writes."""
+        candidate = dict(self.durable)
+        candidates = [(self.durable_seq, dict(candidate))]
+        for pending_seq, ops in self.pending:
+            apply_ops(candidate, ops)
+            candidates.append((pending_seq, dict(candidate)))
+        for cand_seq, model in candidates:
+            if cand_seq == seq and model == actual:
+                return cand_seq, model
+        raise AssertionError(
+            f"store holds {actual!r} at seq {seq}; expected the durable state (seq "
+            f"{self.durable_seq}) plus a prefix of the non-durable writes "
+            f"{[s for s, _ in self.pending]}"
+        )
+
+    @rule(refresh_twice=st.booleans())
+    def reader_sees_durable_state(self, refresh_twice):
+        with kvstore.open_reader(self.url) as reader:
+            if refresh_twice:
+                reader.refresh()
+            _, seen = self._match_durable_prefix(dict(reader.scan()), reader.last_seq)
+            for key in set(self.model) | set(self.durable):
+                assert reader.get(key) == seen.get(key)
 
     # -- invariants and cleanup -----------------------------------------
     @invariant()
@@ -338,10 +384,10 @@ class LocalObjectWalKvMachine(KvMachine):
 
 
 TestMemoryStateMachine = MemoryKvMachine.TestCase
-TestMemoryStateMachine.settings = SETTINGS
+TestMemoryStateMachine.settings = settings(SETTINGS, max_examples=150)
 TestLocalStateMachine = LocalKvMachine.TestCase
 TestLocalStateMachine.settings = SETTINGS
 TestMemorySyncFlushStateMachine = MemorySyncFlushKvMachine.TestCase
-TestMemorySyncFlushStateMachine.settings = settings(SETTINGS, max_examples=25)
+TestMemorySyncFlushStateMachine.settings = settings(SETTINGS, max_examples=60)
 TestLocalObjectWalStateMachine = LocalObjectWalKvMachine.TestCase
-TestLocalObjectWalStateMachine.settings = settings(SETTINGS, max_examples=25)
+TestLocalObjectWalStateMachine.settings = settings(SETTINGS, max_examples=60)

@@ -18,7 +18,9 @@ Workloads (each store runs them in this order):
     one full scan of that data set, in key order.
 ``put_durable``
     single-thread durable puts (each one on stable storage before the next),
-    on an empty store.
+    on an empty store. The raw append+fdatasync rate is measured again just
+    before and after (row ``raw_fsync``): on a shared machine the disk's
+    sync rate drifts, and kvstore's target compares it with its own.
 ``put_durable_mt``
     the same from :attr:`Config.threads` threads at once (kvstore group
     commit; every store's durable multi-threaded equivalent, see adapters).
@@ -62,6 +64,8 @@ MEMORY_SLACK = 200 * MiB
 RAW_RECORD_BYTES = 128
 
 WORKLOADS = ("load", "get", "scan", "put_durable", "put_durable_mt", "memory")
+#: table rows in order; ``raw_fsync`` is measured around each store's ``put_durable``
+ROW_ORDER = ("load", "get", "scan", "raw_fsync", "put_durable", "put_durable_mt", "memory")
 
 _MULT = 0x9E3779B97F4A7C15  # odd, so i -> i * _MULT mod 2**64 is a bijection
 _MASK = (1 << 64) - 1
@@ -115,7 +119,7 @@ class Config:
     root: str | None = None
     batch: int = 1000
     threads: int = 8
-    load_seconds: float = 90.0
+    load_seconds: float = 150.0
     get_ops: int = 100_000
     get_seconds: float = 10.0
     scan_seconds: float = 30.0
@@ -208,7 +212,7 @@ class Report:
     def row_keys(self) -> list[tuple[str, int | None]]:
         """The distinct (workload, size) rows, in table order."""
         keys = {(r.workload, r.size) for r in self.rows}
-        return sorted(keys, key=lambda k: (WORKLOADS.index(k[0]), k[1] or 0))
+        return sorted(keys, key=lambda k: (ROW_ORDER.index(k[0]), k[1] or 0))
 
     def value(self, store: str, workload: str, size: int | None) -> float | None:
         for r in self.rows:
@@ -217,7 +221,9 @@ class Report:
         return None
 
     def ratio(self, other: str, workload: str, size: int | None) -> float | None:
-        """kvstore's value divided by ``other``'s on one row."""
+        """kvstore's value divided by ``other``'s on one row (None for raw_fsync)."""
+        if workload == "raw_fsync":
+            return None
         mine = self.value("kvstore", workload, size)
         theirs = self.value(other, workload, size)
         if mine is None or not theirs:
@@ -251,6 +257,7 @@ def label(workload: str, size: int | None, threads: int) -> str:
         "load": f"load {n} (batched)",
         "get": f"random get, {n} keys, reopened",
         "scan": f"full scan, {n} keys",
+        "raw_fsync": "raw append+fdatasync (around durable put)",
         "put_durable": "durable put, 1 thread",
         "put_durable_mt": f"durable put, {threads} threads",
         "memory": f"peak RSS of the {n} load (MiB)",
@@ -285,8 +292,10 @@ def machine_info(data_dir: str) -> dict[str, Any]:
     }
 
 
-def raw_append_fdatasync(directory: str, seconds: float, max_ops: int = 1_000_000) -> float:
-    """Appends of RAW_RECORD_BYTES, each followed by fdatasync, per second."""
+def raw_append_fdatasync(
+    directory: str, seconds: float, max_ops: int = 1_000_000
+) -> tuple[int, float]:
+    """Appends of RAW_RECORD_BYTES, each followed by fdatasync: (appends, seconds)."""
     path = os.path.join(directory, "raw-append.bin")
     sync = getattr(os, "fdatasync", os.fsync)
     record = b"\x00" * RAW_RECORD_BYTES
@@ -301,7 +310,7 @@ def raw_append_fdatasync(directory: str, seconds: float, max_ops: int = 1_000_00
             n += 1
             if time.perf_counter() >= deadline:
                 break
-        return n / (time.perf_counter() - start)
+        return n, time.perf_counter() - start
     finally:
         os.close(fd)
         os.unlink(path)
@@ -384,7 +393,8 @@ def run(cfg: Config) -> Report:
     root = tempfile.mkdtemp(prefix="kvbench-", dir=cfg.root)
     report = Report(cfg, machine_info(root))
     try:
-        report.raw_fsync_ops = raw_append_fdatasync(root, cfg.fsync_seconds)
+        n, seconds = raw_append_fdatasync(root, cfg.fsync_seconds)
+        report.raw_fsync_ops = n / seconds
         log.info("raw append+fdatasync: %.0f ops/s", report.raw_fsync_ops)
         for name in cfg.stores:
             cls = STORES[name]
@@ -522,6 +532,8 @@ def _scan(cls: type[Store], path: str, loaded: int, size: int, cfg: Config, repo
 
 
 def _put_durable(cls: type[Store], path: str, cfg: Config, report: Report) -> None:
+    os.makedirs(path)
+    n0, s0 = raw_append_fdatasync(path, cfg.fsync_seconds / 2)
     store = cls(path)
     store.open()
     try:
@@ -530,7 +542,10 @@ def _put_durable(cls: type[Store], path: str, cfg: Config, report: Report) -> No
         seconds = time.perf_counter() - start
     finally:
         store.close()
-        shutil.rmtree(path, ignore_errors=True)
+    n1, s1 = raw_append_fdatasync(path, cfg.fsync_seconds / 2)
+    shutil.rmtree(path, ignore_errors=True)
+    note = f"raw rate {n0 / s0:,.0f}/s before, {n1 / s1:,.0f}/s after"
+    _add(report, Row(cls.name, "raw_fsync", None, (n0 + n1) / (s0 + s1), n0 + n1, s0 + s1, note))
     _add(report, Row(cls.name, "put_durable", None, n / seconds, n, seconds))
 
 
@@ -562,9 +577,11 @@ def evaluate_targets(report: Report) -> list[Target]:
                     w, n, f">= {vs_sqlite[w]}x sqlite3", report.ratio("sqlite3", w, n), vs_sqlite[w]
                 )
             )
+        if w == "raw_fsync":
+            continue
         if w == "put_durable":
             kv = report.value("kvstore", w, n)
-            raw = report.raw_fsync_ops
+            raw = report.value("kvstore", "raw_fsync", None) or report.raw_fsync_ops
             out.append(
                 Target(
                     w,

@@ -56,7 +56,7 @@ from kvstore.errors import (
 )
 from kvstore.format.manifest import Manifest, SstMeta
 from kvstore.format.sst import SstReader, build_sst
-from kvstore.format.wal import encode_record
+from kvstore.format.wal import encode_record, fence_object
 from kvstore.ids import IdGenerator
 from kvstore.manifest_store import ManifestStore
 from kvstore.memtable import Memtable
@@ -137,8 +137,13 @@ class DB:
         self._wal_objects: list[int] = []  # object WAL ids holding data (never fences)
         self._last_fence_check = 0.0
         self._counters: Counter[str] = Counter()
+        # Non-durable writes check for fencing on every write where that is
+        # cheap: a memory-mapped epoch cell on local disk, a dict on memory://.
+        # Other stores check at most every fence_check_interval seconds.
+        opener = getattr(store, "open_epoch_cell", None)
+        self._epoch_cell = opener(paths.EPOCH_CELL) if opener is not None else None
         self._fence_interval = (
-            0.0 if isinstance(store, (LocalStore, MemoryStore)) else options.fence_check_interval
+            0.0 if isinstance(store, MemoryStore) else options.fence_check_interval
         )
         self._recover()
         self._flusher: threading.Thread | None = None
@@ -187,6 +192,10 @@ class DB:
                 m = latest
         self._epoch = claimed.writer_epoch
         self._manifest = claimed
+        if self._opts.seed is not None:  # reproducible, but distinct per writer session
+            self._ids = IdGenerator(self._opts.seed * 1_000_003 + self._epoch, self._clock)
+        if self._epoch_cell is not None:
+            self._epoch_cell.raise_to(self._epoch)  # tell an old writer, cheaply
         journal = self._use_journal()
         found = list_wal_ids(self._wal_store)
         next_id = max([i for i, _ in found] + [claimed.wal_replay_from - 1]) + 1
@@ -194,7 +203,7 @@ class DB:
         if not journal:  # step 3: fence the old writer's next WAL object
             while True:
                 try:
-                    self._wal_store.put_if_absent(paths.wal_object_name(next_id), b"")
+                    self._wal_store.put_if_absent(paths.wal_object_name(next_id), fence_object())
                     break
                 except FileExistsError:
                     next_id += 1
@@ -202,11 +211,7 @@ class DB:
         result = replay(
             self._wal_store, claimed.wal_replay_from, claimed.last_flushed_seq, upto_id=upto
         )
-        self._wal_objects = (
-            [i for i in result.ids if self._wal_store.size(paths.wal_object_name(i)) > 0]
-            if not journal
-            else []
-        )
+        self._wal_objects = result.data_ids if not journal else []
         last_seq = max([claimed.last_flushed_seq] + [r.seq for r in result.records])
         for meta in claimed.all_ssts():
             self._handles[meta.id] = open_sst(self._store, meta, self._cache)
@@ -224,7 +229,7 @@ class DB:
             first_id = next_id
         else:
             first_id = next_id + 1
-            self._wal = ObjectWal(self._wal_store, first_id)
+            self._wal = ObjectWal(self._wal_store, first_id, self._wal_objects)
         new_l0 = claimed.l0
         if result.records:
             mt = Memtable(0)
@@ -289,15 +294,27 @@ class DB:
                 raise FencedError(str(self._fenced))
 
     def _write_manifest(self, m: Manifest) -> None:
+        """Create manifest ``m.id``, resolving ambiguous outcomes by reading it back.
+
+        A create that raised may still have happened (an error after the
+        write), and a retried create can find its own object: in both cases
+        the bytes at ``m.id`` decide.
+        """
+        data = m.encode()
         with self._manifest_lock:
             try:
-                self._mstore.write(m)
+                self._mstore.write(m, data)
             except FileExistsError:
-                self._fence_check()
-                raise CorruptionError(
-                    f"manifest {m.id} exists but no newer writer holds the store",
-                    object_name=paths.manifest_name(m.id),
-                ) from None
+                if not self._mstore.holds(m.id, data):
+                    self._fence_check()
+                    raise CorruptionError(
+                        f"manifest {m.id} exists but no newer writer holds the store",
+                        object_name=paths.manifest_name(m.id),
+                    ) from None
+            except OSError:
+                if not self._mstore.holds(m.id, data):
+                    raise
+                log.warning("manifest %d write reported an error but landed; continuing", m.id)
             self._manifest = m
 
     # ------------------------------------------------------------------
@@ -342,11 +359,16 @@ class DB:
         txn: Transaction | None = None,
     ) -> int:
         self._check_writable()
-        if not durable and self._fence_interval >= 0:
-            now = time.monotonic()
-            if now - self._last_fence_check >= self._fence_interval:
-                self._last_fence_check = now
-                self._fence_check()
+        if not durable:
+            cell = self._epoch_cell
+            if cell is not None:
+                if cell.read() > self._epoch:
+                    self._fence_check()
+            else:
+                now = time.monotonic()
+                if now - self._last_fence_check >= self._fence_interval:
+                    self._last_fence_check = now
+                    self._fence_check()
         with self._cond:
             self._check_writable()
             st = self._state
@@ -359,6 +381,8 @@ class DB:
             lsn = self._wal.append(encode_record(seq, keys, values))
             st.active.apply(seq, keys, values)
             oracle = self._oracle
+            if oracle.running:  # expired transactions stop holding the window open
+                oracle.expire(self._monotonic(), self._opts.transaction_ttl)
             with oracle.lock:  # atomic with transaction begin: see transaction()
                 if oracle.running:
                     oracle.record_locked(seq, keys)
@@ -377,7 +401,7 @@ class DB:
     def _check_transaction(self, txn: Transaction) -> None:
         """Conflict and expiry check; caller holds the commit lock."""
         oracle = self._oracle
-        now = self._monotonic()
+        oracle.expire(self._monotonic(), self._opts.transaction_ttl)
         if oracle.is_expired(txn._id):
             raise TransactionExpired(
                 f"transaction ran longer than transaction_ttl={self._opts.transaction_ttl}s"
@@ -390,7 +414,6 @@ class DB:
                 f"{txn.isolation.name} transaction (read seq {txn.read_seq}) conflicts on key "
                 f"{key!r}, written by a transaction that committed after it began; retry it"
             )
-        oracle.expire(now, self._opts.transaction_ttl)
 
     def _stall(self) -> None:
         """Wait (commit lock held via the condition) until a frozen memtable is flushed."""
@@ -405,6 +428,9 @@ class DB:
                 finally:
                     self._cond.acquire()
                 continue
+            err = self._bg_error
+            if isinstance(err, (CorruptionError, FencedError)):
+                raise KvError(f"memtable flush cannot proceed: {err}") from err
             self._cond.wait(0.5)
         self._counters["stall_ms"] += int((time.monotonic() - started) * 1000)
 
@@ -428,8 +454,13 @@ class DB:
             compression=o.compression,
             compression_level=o.compression_level,
         )
-        sst_id = self._ids.ulid()
-        self._store.put_if_absent(paths.sst_name(sst_id), data)
+        while True:
+            sst_id = self._ids.ulid()
+            try:
+                self._store.put_if_absent(paths.sst_name(sst_id), data)
+                break
+            except FileExistsError:  # names never repeat: draw another
+                log.warning("SST name %s already taken; drawing another", sst_id)
         meta = SstMeta(
             sst_id,
             summary.size,
@@ -487,13 +518,10 @@ class DB:
                     if wal_id < first_live and kind == "log":
                         self._wal_store.delete(paths.wal_segment_name(wal_id))
             else:
-                keep = []
-                for wal_id in self._wal_objects:
-                    if wal_id < first_live:
-                        self._wal_store.delete(paths.wal_object_name(wal_id))
-                    else:
-                        keep.append(wal_id)
-                self._wal_objects = keep
+                ids = self._wal.data_ids
+                for wal_id in [i for i in ids if i < first_live]:
+                    self._wal_store.delete(paths.wal_object_name(wal_id))
+                    ids.remove(wal_id)
         except OSError as exc:  # leftovers are harmless: replay skips flushed seqs
             log.warning("could not delete old WAL segments: %s", exc)
 
@@ -694,6 +722,8 @@ class DB:
                 error = error or exc
             if isinstance(self._wal, JournalWal):
                 self._wal._journal.close()
+            if self._epoch_cell is not None:
+                self._epoch_cell.close()
         if error is not None and not isinstance(error, FencedError):
             raise error
 

@@ -38,10 +38,18 @@ class ManifestStore:
         current = self.latest_id()
         return None if current == 0 else self.load(current)
 
-    def write(self, manifest: Manifest) -> None:
+    def write(self, manifest: Manifest, data: bytes | None = None) -> None:
         """Create manifest ``manifest.id``; FileExistsError if that id is taken."""
         manifest.check()
-        self.store.put_if_absent(paths.manifest_name(manifest.id), manifest.encode())
+        payload = manifest.encode() if data is None else data
+        self.store.put_if_absent(paths.manifest_name(manifest.id), payload)
+
+    def holds(self, manifest_id: int, data: bytes) -> bool:
+        """Whether manifest ``manifest_id`` exists with exactly these bytes."""
+        try:
+            return self.store.get(paths.manifest_name(manifest_id)) == data
+        except FileNotFoundError:
+            return False
 
     def newer_exists(self, manifest_id: int) -> bool:
         return self.store.exists(paths.manifest_name(manifest_id + 1))

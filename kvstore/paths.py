@@ -6,6 +6,7 @@ Layout under the store root::
     wal/00000000000000000007.log              local journal segments (append + fsync)
     wal/00000000000000000007.wal              immutable WAL objects (object stores)
     sst/<26-char ULID>.sst                    sorted string tables (never reused)
+    writer.epoch                              local only: 8-byte fencing hint (mmap)
 
 Names sort lexically in numeric order (ids are zero-padded to 20 digits).
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 MANIFEST_DIR = "manifest/"
 WAL_DIR = "wal/"
 SST_DIR = "sst/"
+EPOCH_CELL = "writer.epoch"
 
 _ID_WIDTH = 20
 

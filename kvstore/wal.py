@@ -45,7 +45,13 @@ from dataclasses import dataclass
 
 from kvstore import paths
 from kvstore.errors import CorruptionError, FencedError, KvError
-from kvstore.format.wal import WalRecord, decode_frames
+from kvstore.format.wal import (
+    WalRecord,
+    decode_object,
+    decode_segment,
+    encode_object,
+    segment_header,
+)
 from kvstore.objstore.base import Journal, ObjectStore
 
 log = logging.getLogger("kvstore.wal")
@@ -76,6 +82,7 @@ class _GroupCommit:
         self._error: BaseException | None = None
         self._last_group = 1
         self._last_sync_s = 0.0
+        self._taken_frames = 0
         self.syncs = 0
 
     @property
@@ -91,6 +98,7 @@ class _GroupCommit:
 
     def _take_pending(self) -> tuple[bytes, int]:
         data = b"".join(self._pending)
+        self._taken_frames = len(self._pending)
         self._last_group = max(1, len(self._pending))
         self._pending.clear()
         self._pending_bytes = 0
@@ -158,6 +166,7 @@ class JournalWal(_GroupCommit):
         journal = self._store.open_journal(paths.wal_segment_name(segment_id))
         if journal is None:
             raise ValueError(f"{self._store.describe()} cannot hold a WAL journal")
+        journal.append(segment_header())  # synced with the first frames
         return journal
 
     def append(self, frame: bytes) -> int:
@@ -166,17 +175,29 @@ class JournalWal(_GroupCommit):
 
     def write_out(self) -> None:
         """Hand buffered frames to the OS (no fsync): survives a process kill."""
+        self._raise_if_failed()
         with self._buf_lock:
             data, _ = self._take_pending()
             if data:
-                self._journal.append(data)
+                self._append_or_fail(self._journal, data)
+
+    def _append_or_fail(self, journal: Journal, data: bytes) -> None:
+        """Append taken frames; if that fails they are gone, so the WAL is unusable.
+
+        Without this, a later sync would report the dropped frames as durable.
+        """
+        try:
+            journal.append(data)
+        except BaseException as exc:
+            self._error = exc
+            raise
 
     def _write_and_sync(self) -> int:
         with self._buf_lock:
             data, target = self._take_pending()
             journal = self._journal
             if data:
-                journal.append(data)
+                self._append_or_fail(journal, data)
         journal.sync()
         self._fence_check()
         return target
@@ -190,8 +211,12 @@ class JournalWal(_GroupCommit):
             with self._buf_lock:
                 data, target = self._take_pending()
                 if data:
-                    self._journal.append(data)
-                self._journal.sync()
+                    self._append_or_fail(self._journal, data)
+                try:
+                    self._journal.sync()
+                except BaseException as exc:
+                    self._error = exc
+                    raise
                 self._fence_check()
                 try:
                     journal = self._create(self.segment_id + 1)
@@ -219,10 +244,13 @@ class JournalWal(_GroupCommit):
 
 
 class ObjectWal(_GroupCommit):
-    def __init__(self, store: ObjectStore, next_id: int) -> None:
+    def __init__(self, store: ObjectStore, next_id: int, data_ids: list[int] | None = None) -> None:
         super().__init__()
         self._store = store
         self.next_id = next_id
+        #: ids of WAL objects holding frames (fence objects are never listed here,
+        #: and never deleted)
+        self.data_ids: list[int] = list(data_ids or [])
 
     def write_out(self) -> None:
         self.sync(self._appended)
@@ -230,12 +258,14 @@ class ObjectWal(_GroupCommit):
     def _write_and_sync(self) -> int:
         with self._buf_lock:
             data, target = self._take_pending()
+            frames = self._taken_frames
         if data:
             name = paths.wal_object_name(self.next_id)
             try:
-                self._store.put_if_absent(name, data)
+                self._store.put_if_absent(name, encode_object(data, frames))
             except FileExistsError:
                 raise FencedError(f"WAL object {name} was taken by a newer writer") from None
+            self.data_ids.append(self.next_id)
             self.next_id += 1
         return target
 
@@ -261,6 +291,7 @@ class ReplayResult:
     records: list[WalRecord]
     ids: list[int]  # every WAL id found at or after the start
     max_id: int  # highest WAL id seen anywhere (0 if none)
+    data_ids: list[int]  # WAL objects holding frames (not fences)
 
 
 def list_wal_ids(store: ObjectStore) -> list[tuple[int, str]]:
@@ -291,6 +322,7 @@ def replay(
     max_id = max((i for i, _ in found), default=0)
     records: list[WalRecord] = []
     ids: list[int] = []
+    data_ids: list[int] = []
     seen: set[int] = set()
     for wal_id, kind in found:
         if wal_id < start_id or (upto_id is not None and wal_id > upto_id):
@@ -303,16 +335,22 @@ def replay(
                 continue
             raise
         ids.append(wal_id)
-        decoded = decode_frames(data, where=name)
-        if decoded.torn and kind == "wal":
-            raise CorruptionError("WAL object is truncated", object_name=name)
-        if decoded.torn:
-            log.info("cut a torn tail of %d bytes from %s", len(data) - decoded.valid_length, name)
-        for rec in decoded.records:
+        if kind == "wal":
+            recs, fence = decode_object(data, where=name)
+            if not fence:
+                data_ids.append(wal_id)
+        else:
+            decoded = decode_segment(data, where=name)
+            recs = decoded.records
+            if decoded.torn:
+                log.info(
+                    "cut a torn tail of %d bytes from %s", len(data) - decoded.valid_length, name
+                )
+        for rec in recs:
             if rec.seq in seen:
                 raise CorruptionError(f"sequence number {rec.seq} appears twice", object_name=name)
             seen.add(rec.seq)
             if rec.seq > after_seq:
                 records.append(rec)
     records.sort(key=lambda r: r.seq)
-    return ReplayResult(records, ids, max_id)
+    return ReplayResult(records, ids, max_id, data_ids)

@@ -143,7 +143,7 @@ class Manifest:
             raise CorruptionError("manifest checksum mismatch", object_name=where)
         try:
             d = json.loads(body)
-            return cls(
+            m = cls(
                 id=int(d["id"]),
                 writer_epoch=int(d["writer_epoch"]),
                 last_flushed_seq=int(d["last_flushed_seq"]),
@@ -154,5 +154,19 @@ class Manifest:
                 checkpoints=dict(d.get("checkpoints", {})),
                 created_ms=int(d.get("created_ms", 0)),
             )
-        except (ValueError, KeyError, TypeError) as exc:
+        except (
+            ValueError,
+            KeyError,
+            TypeError,
+            OverflowError,
+            RecursionError,
+            AttributeError,
+        ) as exc:
             raise CorruptionError(f"malformed manifest body: {exc}", object_name=where) from None
+        try:
+            m.check()
+        except AssertionError as exc:
+            raise CorruptionError(
+                f"manifest breaks an invariant: {exc}", object_name=where
+            ) from None
+        return m

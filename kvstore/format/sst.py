@@ -64,6 +64,7 @@ TRAILER = struct.Struct("<BI")
 TOMBSTONE_LEN = 0xFFFFFFFF
 RESTART_INTERVAL = 16
 MAX_KEY_LEN = 0xFFFF
+MAX_BLOCK_BYTES = 1 << 31  # a block holds at least one entry, and values are < 4 GiB
 COMPRESS_NONE = 0
 COMPRESS_ZSTD = 1
 _U32 = struct.Struct("<I")
@@ -107,8 +108,14 @@ def open_block(stored: bytes, *, where: str) -> bytes:
         return body
     if kind == COMPRESS_ZSTD:
         try:
+            size = zstandard.frame_content_size(body)
+            if size < 0 or size > MAX_BLOCK_BYTES:
+                raise CorruptionError(
+                    f"compressed block claims {size} bytes (limit {MAX_BLOCK_BYTES})",
+                    object_name=where,
+                )
             return _decompressor().decompress(body)
-        except zstandard.ZstdError as exc:
+        except (zstandard.ZstdError, MemoryError) as exc:
             raise CorruptionError(f"block does not decompress: {exc}", object_name=where) from None
     raise CorruptionError(f"unknown block compression {kind}", object_name=where)
 
@@ -257,6 +264,13 @@ class Block:
             keys = [body[a:b] for a, b in zip(soff, soff[1:])]
         if not all(map(le, keys, keys[1:])):
             raise CorruptionError("data block entries out of order", object_name=self.where)
+        same = list(map(eq, keys, keys[1:]))
+        if any(same):
+            seqs = self.seqs
+            if any(seqs[i] <= seqs[i + 1] for i in compress(range(len(same)), same)):
+                raise CorruptionError(
+                    "data block versions of a key out of order", object_name=self.where
+                )
         return keys
 
     def value(self, i: int) -> bytes | None:
@@ -301,12 +315,18 @@ class Block:
         i = restarts[j] if j > 0 else 0
         n = self.n
         prev = body[soff[i] : soff[i + 1]]
+        last_seq = -1
         while True:
             if prev >= key:
                 if prev != key:
                     return True, None
+                if last_seq >= 0 and seqs[i] >= last_seq:
+                    raise CorruptionError(
+                        "data block versions of a key out of order", object_name=self.where
+                    )
                 if seqs[i] <= read_seq:
                     return True, (key, seqs[i], self.value(i))
+                last_seq = seqs[i]
             i += 1
             if i >= n:
                 return False, None

@@ -18,6 +18,16 @@ transaction)::
 The payload is columnar so that encoding and decoding are a handful of C
 calls (``struct`` on whole arrays) rather than a Python loop per entry.
 
+Containers. A local journal segment starts with a 16-byte header; a WAL
+object (object stores) with a 24-byte header that also fixes its exact size
+and frame count, so an object cut at a frame boundary is detected::
+
+    segment header := magic "KVWLOG\x00\x01"  version:u16  flags:u16  crc32c(first 12):u32
+    object header  := magic "KVWOBJ\x00\x01"  version:u16  flags:u16
+                      body_len:u32  frames:u32  crc32c(first 20):u32
+                      flags bit 0 = fence (body empty): written by a new writer at
+                      the next WAL id so the old writer's next object is refused
+
 Torn tail rule (applied by :func:`decode_frames`, see docs/format/wal.md):
 scanning from the start of a segment,
 
@@ -150,3 +160,66 @@ def iter_records(data: bytes, *, where: str = "WAL") -> Iterator[WalRecord]:
 
 def _all_zero(data: bytes, start: int) -> bool:
     return data.count(0, start) == len(data) - start
+
+
+SEGMENT_MAGIC = b"KVWLOG\x00\x01"
+OBJECT_MAGIC = b"KVWOBJ\x00\x01"
+CONTAINER_VERSION = 1
+_SEG_HEAD = struct.Struct("<8sHHI")
+_OBJ_HEAD = struct.Struct("<8sHHIII")
+SEGMENT_HEADER_SIZE = _SEG_HEAD.size
+OBJECT_HEADER_SIZE = _OBJ_HEAD.size
+FLAG_FENCE = 1
+
+
+def segment_header() -> bytes:
+    head = _SEG_HEAD.pack(SEGMENT_MAGIC, CONTAINER_VERSION, 0, 0)[:12]
+    return head + struct.pack("<I", crc32c(head))
+
+
+def decode_segment(data: bytes, *, where: str = "WAL") -> DecodedSegment:
+    """Decode a journal segment: header, then frames (a torn tail is cut)."""
+    if len(data) < SEGMENT_HEADER_SIZE:
+        # the header itself was torn: the segment never held a frame
+        return DecodedSegment([], 0, bool(data))
+    magic, version, flags, crc = _SEG_HEAD.unpack_from(data, 0)
+    if crc32c(data[:12]) != crc or magic != SEGMENT_MAGIC:
+        if _all_zero(data, 0):
+            return DecodedSegment([], 0, True)
+        raise CorruptionError("bad WAL segment header", object_name=where)
+    if version != CONTAINER_VERSION or flags:
+        raise CorruptionError(f"unsupported WAL segment version {version}", object_name=where)
+    body = decode_frames(data[SEGMENT_HEADER_SIZE:], where=where)
+    return DecodedSegment(body.records, body.valid_length + SEGMENT_HEADER_SIZE, body.torn)
+
+
+def encode_object(frames: bytes, count: int, *, fence: bool = False) -> bytes:
+    head = _OBJ_HEAD.pack(
+        OBJECT_MAGIC, CONTAINER_VERSION, FLAG_FENCE if fence else 0, len(frames), count, 0
+    )[:20]
+    return head + struct.pack("<I", crc32c(head)) + frames
+
+
+def fence_object() -> bytes:
+    return encode_object(b"", 0, fence=True)
+
+
+def decode_object(data: bytes, *, where: str = "WAL") -> tuple[list[WalRecord], bool]:
+    """Decode a whole WAL object: ``(records, is_fence)``. Any damage is corruption."""
+    if len(data) < OBJECT_HEADER_SIZE:
+        raise CorruptionError("WAL object shorter than its header", object_name=where)
+    magic, version, flags, body_len, count, crc = _OBJ_HEAD.unpack_from(data, 0)
+    if magic != OBJECT_MAGIC or crc32c(data[:20]) != crc:
+        raise CorruptionError("bad WAL object header", object_name=where)
+    if version != CONTAINER_VERSION or flags & ~FLAG_FENCE:
+        raise CorruptionError(f"unsupported WAL object version {version}", object_name=where)
+    if len(data) - OBJECT_HEADER_SIZE != body_len:
+        raise CorruptionError("WAL object length does not match its header", object_name=where)
+    if flags & FLAG_FENCE:
+        if body_len or count:
+            raise CorruptionError("fence WAL object with a body", object_name=where)
+        return [], True
+    decoded = decode_frames(data[OBJECT_HEADER_SIZE:], where=where)
+    if decoded.torn or len(decoded.records) != count:
+        raise CorruptionError("WAL object frame count does not match", object_name=where)
+    return decoded.records, False

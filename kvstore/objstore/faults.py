@@ -56,6 +56,10 @@ class FaultyStore:
     def supports_journal(self) -> bool:
         return bool(getattr(self.inner, "supports_journal", False))
 
+    def open_epoch_cell(self, name: str) -> Any:
+        opener = getattr(self.inner, "open_epoch_cell", None)
+        return None if opener is None else opener(name)
+
     # -- fault logic --------------------------------------------------------
     def _check_alive(self) -> None:
         if self.crashed:

@@ -161,6 +161,12 @@ class LocalStore:
         self._fsync_dir(parent)
         return _FileJournal(name, fd, self._fsync)
 
+    def open_epoch_cell(self, name: str) -> EpochCell:
+        """A shared 8-byte counter (memory-mapped) that writers use as a fencing hint."""
+        path = self._path(name)
+        self._ensure_parent(path)
+        return EpochCell(path)
+
     def open_range_reader(self, name: str) -> RangeReader:
         try:
             fd = os.open(self._path(name), os.O_RDONLY)
@@ -180,6 +186,36 @@ class LocalStore:
                     _unlink_quietly(os.path.join(dirpath, fn))
                     removed += 1
         return removed
+
+
+class EpochCell:
+    """An 8-byte little-endian counter in a shared memory mapping.
+
+    Reading it is a plain memory access: no system call, so no GIL release
+    (a ``stat`` per write can cost a whole GIL switch interval when another
+    thread is busy). It is only a hint for fencing; the manifest decides.
+    """
+
+    def __init__(self, path: str) -> None:
+        import mmap
+
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            if os.fstat(fd).st_size < 8:
+                os.ftruncate(fd, 8)
+            self._map = mmap.mmap(fd, 8, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+        finally:
+            os.close(fd)
+
+    def read(self) -> int:
+        return int.from_bytes(self._map[:8], "little")
+
+    def raise_to(self, value: int) -> None:
+        if value > self.read():
+            self._map[:8] = value.to_bytes(8, "little")
+
+    def close(self) -> None:
+        self._map.close()
 
 
 class _FileJournal:

@@ -37,7 +37,7 @@ import threading
 import time
 import weakref
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from typing import Any
 
@@ -45,6 +45,7 @@ from kvstore import _validate, paths
 from kvstore import readpath as rp
 from kvstore.batch import WriteBatch
 from kvstore.cache import BlockCache
+from kvstore.compaction import CompactionPolicy, Plan, compaction_chunks, plan, plan_full
 from kvstore.errors import (
     ClosedError,
     CorruptionError,
@@ -55,9 +56,10 @@ from kvstore.errors import (
     TransactionExpired,
 )
 from kvstore.format.manifest import Manifest, SstMeta
-from kvstore.format.sst import SstReader, build_sst
+from kvstore.format.sst import Entry, SstReader, build_sst
 from kvstore.format.wal import encode_record, fence_object
 from kvstore.ids import IdGenerator
+from kvstore.iterators import merge_batches
 from kvstore.manifest_store import ManifestStore
 from kvstore.memtable import Memtable
 from kvstore.objstore import LocalStore, MemoryStore, ObjectStore
@@ -124,7 +126,7 @@ class DB:
         self._commit_lock = threading.Lock()
         self._cond = threading.Condition(self._commit_lock)
         self._flush_lock = threading.Lock()
-        self._manifest_lock = threading.Lock()
+        self._manifest_lock = threading.RLock()
         self._snapshots = SeqRegistry()
         self._oracle = Oracle()
         self._monotonic = time.monotonic
@@ -134,6 +136,7 @@ class DB:
         self._bg_error: BaseException | None = None
         self._stopping = False
         self._handles: dict[str, rp.SstHandle] = {}
+        self._obsolete: list[tuple[float, str]] = []  # (when replaced, sst id)
         self._wal_objects: list[int] = []  # object WAL ids holding data (never fences)
         self._last_fence_check = 0.0
         self._counters: Counter[str] = Counter()
@@ -146,6 +149,16 @@ class DB:
             0.0 if isinstance(store, MemoryStore) else options.fence_check_interval
         )
         self._recover()
+        self._compaction_lock = threading.Lock()
+        self._compaction_wanted = threading.Event()
+        self._compaction_error: BaseException | None = None
+        self._compactor: threading.Thread | None = None
+        if options.background_compaction:
+            self._compactor = threading.Thread(
+                target=self._compaction_loop, name="kvstore-compact", daemon=True
+            )
+            self._compactor.start()
+            self._wake_compactor()
         self._flusher: threading.Thread | None = None
         if options.background_flush:
             self._flusher = threading.Thread(
@@ -249,6 +262,12 @@ class DB:
         self._last_seq = last_seq
         self._floor_seq = last_seq
         self._delete_wal_before(first_id)
+        live = {meta.id for meta in final.all_ssts()}
+        now = self._clock()
+        for name in self._store.list(paths.SST_DIR):
+            sst_id = paths.parse_sst_name(name)
+            if sst_id is not None and sst_id not in live:  # left by a crash or a fenced writer
+                self._obsolete.append((now, sst_id))
         log.info(
             "opened %s: epoch %d, manifest %d, last seq %d, replayed %d writes",
             self._store.describe(),
@@ -292,6 +311,15 @@ class DB:
                     f"epoch {latest.writer_epoch}; open the store again to write"
                 )
                 raise FencedError(str(self._fenced))
+
+    def _advance_manifest(self, change: Callable[[Manifest], Manifest]) -> Manifest:
+        """Write ``change(current)`` as the next manifest; flush and compaction both
+        advance it, so the change is computed under the manifest lock."""
+        with self._manifest_lock:
+            m = self._manifest
+            new = change(m).evolve(id=m.id + 1, created_ms=self._now_ms())
+            self._write_manifest(new)
+            return new
 
     def _write_manifest(self, m: Manifest) -> None:
         """Create manifest ``m.id``, resolving ambiguous outcomes by reading it back.
@@ -446,9 +474,12 @@ class DB:
     # flush
     # ------------------------------------------------------------------
     def _write_sst(self, mt: Memtable, snapshot_seqs: list[int]) -> rp.SstHandle:
+        return self._write_entries(mt.flush_entries(snapshot_seqs))
+
+    def _write_entries(self, entries: list[Entry]) -> rp.SstHandle:
         o = self._opts
         data, summary = build_sst(
-            mt.flush_entries(snapshot_seqs),
+            entries,
             block_bytes=o.block_bytes,
             bloom_bits_per_key=o.bloom_bits_per_key,
             compression=o.compression,
@@ -488,15 +519,13 @@ class DB:
                 cur = self._state
                 nxt = cur.immutable[-2] if len(cur.immutable) > 1 else cur.active
                 replay_from = nxt.wal_start
-            m = self._manifest
-            new = m.evolve(
-                id=m.id + 1,
-                l0=(handle.meta, *m.l0),
-                last_flushed_seq=max(m.last_flushed_seq, mt.max_seq),
-                wal_replay_from=replay_from,
-                created_ms=self._now_ms(),
+            self._advance_manifest(
+                lambda m: m.evolve(
+                    l0=(handle.meta, *m.l0),
+                    last_flushed_seq=max(m.last_flushed_seq, mt.max_seq),
+                    wal_replay_from=replay_from,
+                )
             )
-            self._write_manifest(new)
             with self._cond:
                 cur = self._state
                 assert cur.immutable[-1] is mt
@@ -505,6 +534,7 @@ class DB:
             self._counters["flushes"] += 1
             self._counters["flushed_bytes"] += handle.meta.size
             self._delete_wal_before(replay_from)
+            self._wake_compactor()
             return True
 
     def _flush_pending(self) -> None:
@@ -558,6 +588,143 @@ class DB:
     def _wake_all(self) -> None:
         with self._cond:
             self._cond.notify_all()
+
+    # ------------------------------------------------------------------
+    # compaction and garbage collection
+    # ------------------------------------------------------------------
+    def _policy(self) -> CompactionPolicy:
+        o = self._opts
+        return CompactionPolicy(l0_compaction_trigger=o.l0_compaction_trigger)
+
+    def _compact_once(self, p: Plan) -> None:
+        """Merge the plan's inputs into one sorted run and swap it in."""
+        st = self._state
+        l0_in = [h for h in st.l0 if h.meta.id in p.l0_ids]
+        runs_in = st.runs[p.first_run : p.last_run]
+        inputs = [*(h.meta for h in l0_in), *(h.meta for r in runs_in for h in r.ssts)]
+        if not inputs:
+            return
+        with self._snapshots.lock:
+            snaps = self._snapshots.seqs()
+            self._floor_seq = max(self._floor_seq, max(m.max_seq for m in inputs))
+        sources: list[Iterator[Entry]] = [h.reader.iter_forward(None, None) for h in l0_in]
+        sources += [r.iter(None, None, False) for r in runs_in]
+        outputs = [
+            self._write_entries(chunk)
+            for chunk in compaction_chunks(
+                merge_batches(sources), snaps, p.bottom, self._opts.sst_target_bytes
+            )
+        ]
+        input_ids = {m.id for m in inputs}
+        out_run = tuple(h.meta for h in outputs)
+        first, last = p.first_run, p.last_run
+
+        def change(m: Manifest) -> Manifest:
+            runs = list(m.runs)
+            assert [s.id for r in runs[first:last] for s in r] == [
+                h.meta.id for r in runs_in for h in r.ssts
+            ], "runs changed under a running compaction"
+            runs[first:last] = [out_run] if out_run else []
+            return m.evolve(l0=tuple(s for s in m.l0 if s.id not in input_ids), runs=tuple(runs))
+
+        self._advance_manifest(change)
+        with self._cond:
+            cur = self._state
+            runs = list(cur.runs)
+            runs[first:last] = [rp.SortedRun.of(tuple(outputs))] if outputs else []
+            self._state = replace(
+                cur, l0=tuple(h for h in cur.l0 if h.meta.id not in input_ids), runs=tuple(runs)
+            )
+            self._cond.notify_all()
+        now = self._clock()
+        self._obsolete.extend((now, sst_id) for sst_id in input_ids)
+        self._counters["compactions"] += 1
+        self._counters["compaction_input_bytes"] += sum(m.size for m in inputs)
+        self._counters["compaction_output_bytes"] += sum(h.meta.size for h in outputs)
+        log.info(
+            "compacted %d L0 + %d runs (%d bytes) into %d SSTs (%d bytes)",
+            len(l0_in),
+            len(runs_in),
+            sum(m.size for m in inputs),
+            len(outputs),
+            sum(h.meta.size for h in outputs),
+        )
+
+    def compact(self) -> None:
+        """Flush, then compact until everything is one sorted run."""
+        self.flush()
+        with self._compaction_lock:
+            first = True
+            while True:
+                self._check_writable()
+                m = self._manifest
+                p = plan_full(m.l0, m.runs, purge_tombstones=first)
+                if p is None:
+                    break
+                self._compact_once(p)
+                first = False
+        self.collect_garbage(grace_seconds=None)
+
+    def _wake_compactor(self) -> None:
+        self._compaction_wanted.set()
+
+    def _compaction_loop(self) -> None:
+        backoff = 0.1
+        while not self._stopping:
+            self._compaction_wanted.wait(1.0)
+            self._compaction_wanted.clear()
+            if self._stopping:
+                return
+            try:
+                with self._compaction_lock:
+                    while not self._stopping:
+                        m = self._manifest
+                        p = plan(m.l0, m.runs, self._policy())
+                        if p is None:
+                            break
+                        self._compact_once(p)
+                self.collect_garbage()
+                backoff = 0.1
+            except FencedError as exc:
+                self._fenced = self._fenced or exc
+                return
+            except Exception as exc:  # retried; reported via stats and logging
+                self._counters["compaction_errors"] += 1
+                self._compaction_error = exc
+                log.error("compaction failed (retrying in %.1fs): %s", backoff, exc)
+                time.sleep(backoff)
+                backoff = min(backoff * 2, 10.0)
+                self._compaction_wanted.set()
+            except BaseException as exc:  # the process is going down (or a simulated crash)
+                self._compaction_error = exc
+                return
+
+    def collect_garbage(self, *, grace_seconds: float | None = -1.0) -> int:
+        """Delete SSTs that compaction replaced, once older than the grace period.
+
+        The grace period (option ``gc_grace_seconds``) lets readers in other
+        processes finish with files of an older manifest. ``grace_seconds=None``
+        deletes everything obsolete now (this process's own readers keep their
+        open files). Returns how many files were deleted.
+        """
+        grace = self._opts.gc_grace_seconds if grace_seconds == -1.0 else (grace_seconds or 0.0)
+        now = self._clock()
+        keep: list[tuple[float, str]] = []
+        deleted = 0
+        for when, sst_id in self._obsolete:
+            if now - when >= grace:
+                try:
+                    self._store.delete(paths.sst_name(sst_id))
+                    self._handles.pop(sst_id, None)
+                    deleted += 1
+                except OSError as exc:
+                    log.warning("could not delete %s: %s", sst_id, exc)
+                    keep.append((when, sst_id))
+            else:
+                keep.append((when, sst_id))
+        self._obsolete = keep
+        self._counters["gc_deleted"] += deleted
+        return deleted
 
     # ------------------------------------------------------------------
     # reads
@@ -688,6 +855,12 @@ class DB:
             "flushes": self._counters["flushes"],
             "flushed_bytes": self._counters["flushed_bytes"],
             "flush_errors": self._counters["flush_errors"],
+            "compactions": self._counters["compactions"],
+            "compaction_input_bytes": self._counters["compaction_input_bytes"],
+            "compaction_output_bytes": self._counters["compaction_output_bytes"],
+            "compaction_errors": self._counters["compaction_errors"],
+            "gc_deleted_ssts": self._counters["gc_deleted"],
+            "obsolete_ssts": len(self._obsolete),
             "write_stalls": self._counters["stalls"],
             "transactions_running": self._oracle.running,
             "transaction_conflicts": self._counters["conflicts"],
@@ -714,8 +887,11 @@ class DB:
             with self._cond:
                 self._stopping = True
                 self._cond.notify_all()
+            self._compaction_wanted.set()
             if self._flusher is not None:
                 self._flusher.join(timeout=30)
+            if self._compactor is not None:
+                self._compactor.join(timeout=60)
             try:
                 self._wal.close() if error is None else None
             except BaseException as exc:

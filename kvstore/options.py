@@ -37,6 +37,14 @@ class Options:
     wal_buffer_bytes: int = 1 * MiB
     #: run memtable flushes on a background thread
     background_flush: bool = True
+    #: run compaction on a background thread (db.compact() works either way)
+    background_compaction: bool = True
+    #: L0 SSTs that trigger a merge into a sorted run
+    l0_compaction_trigger: int = 4
+    #: split compaction outputs into SSTs of about this many bytes
+    sst_target_bytes: int = 32 * MiB
+    #: seconds an SST replaced by compaction is kept for readers before deletion
+    gc_grace_seconds: float = 60.0
     #: fsync files and directories (turn off only for throwaway test data)
     fsync: bool = True
     #: seconds between fencing checks for non-durable writes on remote stores
@@ -62,14 +70,17 @@ class Options:
             "wal_buffer_bytes",
             "bloom_bits_per_key",
             "compression_level",
+            "l0_compaction_trigger",
+            "sst_target_bytes",
         ):
             require(name, (int,), "an int")
-        for name in ("background_flush", "fsync"):
+        for name in ("background_flush", "background_compaction", "fsync"):
             require(name, (bool,), "a bool")
         for name in ("compression", "wal"):
             require(name, (str,), "a str")
         require("fence_check_interval", (int, float), "a number")
         require("transaction_ttl", (int, float), "a number")
+        require("gc_grace_seconds", (int, float), "a number")
         require("storage_options", (dict,), "a dict")
         if self.wal_dir is not None:
             require("wal_dir", (str, os.PathLike), "a path or None")
@@ -81,9 +92,14 @@ class Options:
             "block_bytes",
             "block_cache_bytes",
             "wal_buffer_bytes",
+            "sst_target_bytes",
         ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"option {name} must be positive, got {getattr(self, name)}")
+        if self.l0_compaction_trigger < 2:
+            raise ValueError("option l0_compaction_trigger must be >= 2")
+        if self.gc_grace_seconds < 0:
+            raise ValueError("option gc_grace_seconds must be >= 0")
         if self.bloom_bits_per_key < 0:
             raise ValueError("option bloom_bits_per_key must be >= 0")
         if self.compression not in ("zstd", "none"):

@@ -52,6 +52,12 @@ def sst_name(sst_id: str) -> str:
     return f"{SST_DIR}{sst_id}.sst"
 
 
+def parse_sst_name(name: str) -> str | None:
+    if name.startswith(SST_DIR) and name.endswith(".sst") and "/" not in name[len(SST_DIR) :]:
+        return name[len(SST_DIR) : -len(".sst")] or None
+    return None
+
+
 def _parse_numbered(name: str, prefix: str, suffix: str) -> int | None:
     if not (name.startswith(prefix) and name.endswith(suffix)):
         return None

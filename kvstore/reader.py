@@ -61,7 +61,7 @@ class Reader:
         if self._closed:
             raise ClosedError("the reader is closed")
         with self._lock:
-            for _attempt in range(10):
+            for _attempt in range(100):
                 m = self._mstore.load_latest()
                 if m is None:
                     self._state = rp.State(Memtable(0), (), (), ())
@@ -76,6 +76,11 @@ class Reader:
                     }
                 except FileNotFoundError:
                     continue  # the writer flushed and deleted meanwhile: retry
+                if self._mstore.newer_exists(m.id):
+                    # The writer advanced while we read: WAL segments our manifest
+                    # points to may have been deleted before we listed them, which
+                    # would leave a gap between its SSTs and what we replayed.
+                    continue
                 mt = Memtable(0)
                 for rec in result.records:
                     mt.apply(rec.seq, rec.keys, rec.values)

@@ -435,7 +435,7 @@ def layered(url):
 
     Returns (db, expected dict).
     """
-    db = open_db(url, memtable_bytes=4096, block_bytes=256)
+    db = open_db(url, memtable_bytes=4096, block_bytes=256, background_compaction=False)
     expected = {}
     for i in range(0, 60):
         db.put(key(i), b"v1-%d" % i)

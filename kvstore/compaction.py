@@ -1,0 +1,213 @@
+"""Compaction: which files to merge (a pure plan) and the merge itself.
+
+Shape of the tree, newest data on the left::
+
+    L0:    [sst] [sst] [sst] [sst]          one per memtable flush; key ranges overlap
+    runs:  [run 0: sst sst sst] [run 1: sst sst ...] ...
+                                            each run: disjoint, sorted SSTs
+
+Size-tiered policy (as in SlateDB):
+
+* when ``l0_compaction_trigger`` L0 SSTs have piled up, merge *all* of them
+  into one new run, placed before every existing run;
+* when ``min_merge_width`` neighbouring runs have sizes within
+  ``size_ratio`` of each other, merge them into one run in their place.
+
+Only neighbouring (contiguous) sources are ever merged. Point reads take the
+first source, newest first, that has a version at or below the read seq;
+that is only right if every source is newer, for every key, than the ones
+after it, and merging a non-contiguous pair would break it::
+
+    run0: k@30   run1: k@20   run2: k@10
+    merge run0+run2 -> [k@30, k@10] placed first: a read at seq 25 finds k@10. Wrong.
+
+What a merge may drop (the rule of :func:`kvstore.iterators.retain`): a
+version only when no open snapshot or running transaction reads it; the
+newest version of every key is always kept. A tombstone is dropped only when
+the output is the bottom run (nothing older exists below it) and it is the
+oldest version kept for its key::
+
+    versions of k:  v@9   tomb@6   v@2      snapshot at 7, none at 2..5
+    kept:           v@9   tomb@6            (the snapshot at 7 must read "deleted")
+    at the bottom, with no snapshot at 7:   v@9 only
+
+Outputs are split at ``sst_target_bytes``, but never inside the versions of
+one key (a run finds a key's SST by key range).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from kvstore.format.manifest import SstMeta
+from kvstore.format.sst import Entry
+from kvstore.iterators import retain_batch
+
+
+@dataclass(frozen=True)
+class CompactionPolicy:
+    l0_compaction_trigger: int = 4
+    min_merge_width: int = 4
+    max_merge_width: int = 8
+    size_ratio: float = 4.0
+
+
+@dataclass(frozen=True)
+class Plan:
+    """Merge these L0 SSTs (ids) and runs ``runs[first_run:last_run]`` into one run."""
+
+    l0_ids: tuple[str, ...]
+    first_run: int
+    last_run: int  # exclusive; first_run == last_run means no run is an input
+    bottom: bool  # the output will be the oldest run: tombstones may go
+
+    @property
+    def run_count(self) -> int:
+        return self.last_run - self.first_run
+
+
+def run_bytes(run: tuple[SstMeta, ...] | list[SstMeta]) -> int:
+    return sum(s.size for s in run)
+
+
+def plan(
+    l0: list[SstMeta] | tuple[SstMeta, ...],
+    runs: list[tuple[SstMeta, ...]] | tuple[tuple[SstMeta, ...], ...],
+    policy: CompactionPolicy,
+) -> Plan | None:
+    """The next compaction to run, or None. Pure: depends only on its arguments."""
+    if len(l0) >= policy.l0_compaction_trigger:
+        # all L0s into a new run before every run (runs stay untouched)
+        return Plan(tuple(s.id for s in l0), 0, 0, bottom=not runs)
+    sizes = [run_bytes(r) for r in runs]
+    best: tuple[int, int] | None = None
+    for i in range(len(runs)):
+        j = i + 1
+        while j < len(runs) and j - i < policy.max_merge_width:
+            window = sizes[i : j + 1]
+            if max(window) > policy.size_ratio * max(1, min(window)):
+                break
+            j += 1
+        if j - i >= policy.min_merge_width and (best is None or j - i > best[1] - best[0]):
+            best = (i, j)
+    if best is None:
+        return None
+    return Plan((), best[0], best[1], bottom=best[1] == len(runs))
+
+
+def plan_full(
+    l0: list[SstMeta] | tuple[SstMeta, ...],
+    runs: list[tuple[SstMeta, ...]] | tuple[tuple[SstMeta, ...], ...],
+    *,
+    purge_tombstones: bool = True,
+) -> Plan | None:
+    """Everything into one run (``db.compact()``); None when that is already so.
+
+    A single run that still holds tombstones is rewritten once more when
+    ``purge_tombstones`` (an open snapshot may legitimately keep some)."""
+    if (not l0 and len(runs) <= 1) and (
+        not runs or not purge_tombstones or not sum(s.tombstones for s in runs[0])
+    ):
+        return None
+    return Plan(tuple(s.id for s in l0), 0, len(runs), bottom=True)
+
+
+def drop_bottom_tombstones(entries: Iterator[Entry]) -> Iterator[Entry]:
+    """Drop each key's oldest kept version when it is a tombstone (bottom run only)."""
+    pending: Entry | None = None
+    for entry in entries:
+        if pending is not None:
+            if pending[0] != entry[0] and pending[2] is None:
+                pending = entry
+                continue
+            yield pending
+        pending = entry
+    if pending is not None and pending[2] is not None:
+        yield pending
+
+
+def split_at_key_boundaries(entries: Iterator[Entry], target_bytes: int) -> Iterator[list[Entry]]:
+    """Chunks of about ``target_bytes`` (key + value bytes), never splitting a key."""
+    chunk: list[Entry] = []
+    size = 0
+    append = chunk.append
+    for entry in entries:
+        if size >= target_bytes and entry[0] != chunk[-1][0]:
+            yield chunk
+            chunk = []
+            append = chunk.append
+            size = 0
+        append(entry)
+        size += len(entry[0]) + (len(entry[2]) if entry[2] is not None else 0) + 16
+    if chunk:
+        yield chunk
+
+
+def compaction_chunks(
+    batches: Iterator[list[Entry]], snapshot_seqs: list[int], bottom: bool, target_bytes: int
+) -> Iterator[list[Entry]]:
+    """Turn merged batches (whole key groups) into output SST contents.
+
+    Applies :func:`~kvstore.iterators.retain` and, for a bottom run,
+    :func:`drop_bottom_tombstones`; cuts between batches (so between keys)
+    once ``target_bytes`` is reached.
+    """
+    chunk: list[Entry] = []
+    size = 0
+    for batch in batches:
+        kept = retain_batch(batch, snapshot_seqs)
+        if bottom:
+            if snapshot_seqs:
+                kept = list(drop_bottom_tombstones(iter(kept)))
+            else:  # one version per key left: drop the tombstones
+                kept = [e for e in kept if e[2] is not None]
+        if not kept:
+            continue
+        chunk.extend(kept)
+        size += sum([len(e[0]) + 16 + (len(e[2]) if e[2] is not None else 0) for e in kept])
+        if size >= target_bytes:
+            yield chunk
+            chunk = []
+            size = 0
+    if chunk:
+        yield chunk
+
+
+def simulate(
+    flush_bytes: int, flushes: int, policy: CompactionPolicy, *, overwrite_fraction: float = 0.0
+) -> dict[str, float]:
+    """Write and space amplification of the policy for a simple workload, without I/O.
+
+    Each flush adds an L0 of ``flush_bytes``; a merge writes the sum of its
+    inputs, shrunk by ``overwrite_fraction`` (the share of entries that
+    newer data overwrites and the merge drops).
+    """
+    counter = [0]
+
+    def sst(size: int) -> SstMeta:
+        counter[0] += 1
+        return SstMeta(f"s{counter[0]}", size, 1, 0, 0, 0, b"a", b"b")
+
+    l0: list[SstMeta] = []
+    runs: list[tuple[SstMeta, ...]] = []
+    written = 0
+    for _ in range(flushes):
+        l0.insert(0, sst(flush_bytes))
+        written += flush_bytes
+        while (p := plan(l0, runs, policy)) is not None:
+            inputs = sum(s.size for s in l0 if s.id in p.l0_ids) + sum(
+                run_bytes(r) for r in runs[p.first_run : p.last_run]
+            )
+            out = int(inputs * (1 - overwrite_fraction)) if p.run_count or p.l0_ids else inputs
+            written += out
+            l0 = [s for s in l0 if s.id not in p.l0_ids]
+            runs = [*runs[: p.first_run], (sst(out),), *runs[p.last_run :]]
+    live = sum(s.size for s in l0) + sum(run_bytes(r) for r in runs)
+    user = flush_bytes * flushes
+    return {
+        "write_amplification": written / user,
+        "space_amplification": live / max(1, int(user * (1 - overwrite_fraction)) or 1),
+        "l0_ssts": len(l0),
+        "sorted_runs": len(runs),
+    }

@@ -75,18 +75,22 @@ def open_reader(
     storage_options: dict[str, Any] | None = None,
     block_cache_bytes: int = 64 << 20,
     wal_dir: str | os.PathLike[str] | None = None,
+    checkpoint: str | None = None,
 ) -> Reader:
     """A read-only view of what the writer has made durable.
 
     Call :meth:`Reader.refresh` to see newer writes, or pass
     ``refresh_interval`` (seconds) to refresh automatically on reads. A
-    writer opened with ``wal_dir`` needs the same ``wal_dir`` here.
+    writer opened with ``wal_dir`` needs the same ``wal_dir`` here. With
+    ``checkpoint=name`` the view is that checkpoint (static; KeyError if it
+    does not exist).
     """
     store = open_store(url, storage_options)
     wal_store = LocalStore(wal_dir) if wal_dir is not None else None
     return Reader(
         store,
         wal_store=wal_store,
+        checkpoint=checkpoint,
         block_cache_bytes=block_cache_bytes,
         refresh_interval=refresh_interval,
     )

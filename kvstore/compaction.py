@@ -145,7 +145,11 @@ def split_at_key_boundaries(entries: Iterator[Entry], target_bytes: int) -> Iter
 
 
 def compaction_chunks(
-    batches: Iterator[list[Entry]], snapshot_seqs: list[int], bottom: bool, target_bytes: int
+    batches: Iterator[list[Entry]],
+    snapshot_seqs: list[int],
+    bottom: bool,
+    target_bytes: int,
+    watermark: int | None = None,
 ) -> Iterator[list[Entry]]:
     """Turn merged batches (whole key groups) into output SST contents.
 
@@ -156,9 +160,9 @@ def compaction_chunks(
     chunk: list[Entry] = []
     size = 0
     for batch in batches:
-        kept = retain_batch(batch, snapshot_seqs)
+        kept = retain_batch(batch, snapshot_seqs, watermark)
         if bottom:
-            if snapshot_seqs:
+            if snapshot_seqs or watermark is not None:
                 kept = list(drop_bottom_tombstones(iter(kept)))
             else:  # one version per key left: drop the tombstones
                 kept = [e for e in kept if e[2] is not None]

@@ -35,7 +35,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-import weakref
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import replace
@@ -45,7 +44,6 @@ from kvstore import _validate, paths
 from kvstore import readpath as rp
 from kvstore.batch import WriteBatch
 from kvstore.cache import BlockCache
-from kvstore.compaction import CompactionPolicy, Plan, compaction_chunks, plan, plan_full
 from kvstore.errors import (
     ClosedError,
     CorruptionError,
@@ -59,39 +57,17 @@ from kvstore.format.manifest import Manifest, SstMeta
 from kvstore.format.sst import Entry, SstReader, build_sst
 from kvstore.format.wal import encode_record, fence_object
 from kvstore.ids import IdGenerator
-from kvstore.iterators import merge_batches
+from kvstore.maintenance import MaintenanceMixin
 from kvstore.manifest_store import ManifestStore
 from kvstore.memtable import Memtable
 from kvstore.objstore import LocalStore, MemoryStore, ObjectStore
 from kvstore.options import Options
 from kvstore.oracle import Oracle
+from kvstore.snapshot import SeqRegistry, Snapshot
 from kvstore.txn import Isolation, Transaction
 from kvstore.wal import JournalWal, ObjectWal, list_wal_ids, replay
 
 log = logging.getLogger("kvstore")
-
-
-class SeqRegistry:
-    """Sequence numbers pinned by open snapshots (a multiset)."""
-
-    def __init__(self) -> None:
-        self._counts: Counter[int] = Counter()
-        self.lock = threading.Lock()
-
-    def add(self, seq: int) -> None:
-        self._counts[seq] += 1
-
-    def remove(self, seq: int) -> None:
-        with self.lock:
-            self._counts[seq] -= 1
-            if self._counts[seq] <= 0:
-                del self._counts[seq]
-
-    def seqs(self) -> list[int]:
-        return sorted(self._counts)
-
-    def __len__(self) -> int:
-        return sum(self._counts.values())
 
 
 def open_sst(store: ObjectStore, meta: SstMeta, cache: BlockCache | None) -> rp.SstHandle:
@@ -109,7 +85,7 @@ def open_sst(store: ObjectStore, meta: SstMeta, cache: BlockCache | None) -> rp.
     return rp.SstHandle(meta, sst)
 
 
-class DB:
+class DB(MaintenanceMixin):
     """An open kvstore (the single writer). Use :func:`kvstore.open`."""
 
     def __init__(self, store: ObjectStore, options: Options, *, clock: Any = time.time) -> None:
@@ -137,6 +113,7 @@ class DB:
         self._stopping = False
         self._handles: dict[str, rp.SstHandle] = {}
         self._obsolete: list[tuple[float, str]] = []  # (when replaced, sst id)
+        self._inflight: set[str] = set()  # SSTs written, not yet in a manifest
         self._wal_objects: list[int] = []  # object WAL ids holding data (never fences)
         self._last_fence_check = 0.0
         self._counters: Counter[str] = Counter()
@@ -148,10 +125,11 @@ class DB:
         self._fence_interval = (
             0.0 if isinstance(store, MemoryStore) else options.fence_check_interval
         )
+        self._age_retention = isinstance(options.retention, (int, float)) and not isinstance(
+            options.retention, bool
+        )
+        self._init_maintenance()
         self._recover()
-        self._compaction_lock = threading.Lock()
-        self._compaction_wanted = threading.Event()
-        self._compaction_error: BaseException | None = None
         self._compactor: threading.Thread | None = None
         if options.background_compaction:
             self._compactor = threading.Thread(
@@ -248,9 +226,17 @@ class DB:
             mt = Memtable(0)
             for rec in result.records:
                 mt.apply(rec.seq, rec.keys, rec.values)
-            handle = self._write_sst(mt, [])
+            w = claimed.retention_seq
+            if self._opts.retention == "all" and w is None:
+                w = claimed.last_flushed_seq
+            handle = self._write_sst(mt, [], w)
             new_l0 = (handle.meta, *claimed.l0)
+        retention_seq = claimed.retention_seq
+        if self._opts.retention == "all" and retention_seq is None:
+            retention_seq = last_seq  # keep every version from now on
+        self._seq_times.extend(claimed.seq_times)
         final = claimed.evolve(
+            retention_seq=retention_seq,
             id=claimed.id + 1,
             l0=new_l0,
             last_flushed_seq=last_seq,
@@ -260,9 +246,10 @@ class DB:
         self._write_manifest(final)
         self._state = self._state_from_manifest(final, Memtable(first_id))
         self._last_seq = last_seq
-        self._floor_seq = last_seq
+        self._floor_seq = last_seq if final.retention_seq is None else final.retention_seq
         self._delete_wal_before(first_id)
-        live = {meta.id for meta in final.all_ssts()}
+        self._load_pins()
+        live = {meta.id for meta in final.all_ssts()}.union(*self._pins.values())
         now = self._clock()
         for name in self._store.list(paths.SST_DIR):
             sst_id = paths.parse_sst_name(name)
@@ -417,7 +404,14 @@ class DB:
                 self._last_seq = seq
             if st.active.size >= self._opts.memtable_bytes:
                 self._freeze_locked()
-        self._counters["writes"] += 1
+        counters = self._counters
+        counters["writes"] += 1
+        counters["user_bytes"] += sum(map(len, keys)) + sum(map(len, filter(None, values)))
+        if self._age_retention:
+            self._sample_seq_time(seq, self._clock())
+        if len(self._state.l0) >= self._opts.l0_slowdown_ssts and self._opts.background_compaction:
+            self._counters["write_slowdowns"] += 1
+            time.sleep(0.001)  # let compaction catch up before writers must stop
         if durable:
             self._wal.sync(lsn)
         elif self._wal.pending_bytes >= self._opts.wal_buffer_bytes:
@@ -473,8 +467,10 @@ class DB:
     # ------------------------------------------------------------------
     # flush
     # ------------------------------------------------------------------
-    def _write_sst(self, mt: Memtable, snapshot_seqs: list[int]) -> rp.SstHandle:
-        return self._write_entries(mt.flush_entries(snapshot_seqs))
+    def _write_sst(
+        self, mt: Memtable, snapshot_seqs: list[int], watermark: int | None = None
+    ) -> rp.SstHandle:
+        return self._write_entries(mt.flush_entries(snapshot_seqs, watermark))
 
     def _write_entries(self, entries: list[Entry]) -> rp.SstHandle:
         o = self._opts
@@ -487,10 +483,12 @@ class DB:
         )
         while True:
             sst_id = self._ids.ulid()
+            self._inflight.add(sst_id)  # GC must not touch it until a manifest holds it
             try:
                 self._store.put_if_absent(paths.sst_name(sst_id), data)
                 break
             except FileExistsError:  # names never repeat: draw another
+                self._inflight.discard(sst_id)
                 log.warning("SST name %s already taken; drawing another", sst_id)
         meta = SstMeta(
             sst_id,
@@ -511,10 +509,9 @@ class DB:
             if not st.immutable:
                 return False
             mt = st.immutable[-1]
-            with self._snapshots.lock:
-                snaps = self._snapshots.seqs()
-                self._floor_seq = max(self._floor_seq, mt.max_seq)
-            handle = self._write_sst(mt, snaps)
+            self._wait_for_l0_room()
+            snaps, watermark = self._retention_args(mt.max_seq)
+            handle = self._write_sst(mt, snaps, watermark)
             with self._commit_lock:
                 cur = self._state
                 nxt = cur.immutable[-2] if len(cur.immutable) > 1 else cur.active
@@ -524,8 +521,10 @@ class DB:
                     l0=(handle.meta, *m.l0),
                     last_flushed_seq=max(m.last_flushed_seq, mt.max_seq),
                     wal_replay_from=replay_from,
+                    **self._retention_fields(m, watermark),
                 )
             )
+            self._inflight.discard(handle.meta.id)
             with self._cond:
                 cur = self._state
                 assert cur.immutable[-1] is mt
@@ -536,6 +535,21 @@ class DB:
             self._delete_wal_before(replay_from)
             self._wake_compactor()
             return True
+
+    def _wait_for_l0_room(self) -> None:
+        """Backpressure: hold the flush while L0 is full and compaction can empty it."""
+        if not self._opts.background_compaction:
+            return
+        started = None
+        while len(self._state.l0) >= self._opts.l0_max_ssts and not self._stopping:
+            if started is None:
+                started = time.monotonic()
+                self._counters["l0_stalls"] += 1
+            self._wake_compactor()
+            with self._cond:
+                self._cond.wait(0.1)
+        if started is not None:
+            self._counters["l0_stall_ms"] += int((time.monotonic() - started) * 1000)
 
     def _flush_pending(self) -> None:
         while self._flush_oldest():
@@ -588,143 +602,6 @@ class DB:
     def _wake_all(self) -> None:
         with self._cond:
             self._cond.notify_all()
-
-    # ------------------------------------------------------------------
-    # compaction and garbage collection
-    # ------------------------------------------------------------------
-    def _policy(self) -> CompactionPolicy:
-        o = self._opts
-        return CompactionPolicy(l0_compaction_trigger=o.l0_compaction_trigger)
-
-    def _compact_once(self, p: Plan) -> None:
-        """Merge the plan's inputs into one sorted run and swap it in."""
-        st = self._state
-        l0_in = [h for h in st.l0 if h.meta.id in p.l0_ids]
-        runs_in = st.runs[p.first_run : p.last_run]
-        inputs = [*(h.meta for h in l0_in), *(h.meta for r in runs_in for h in r.ssts)]
-        if not inputs:
-            return
-        with self._snapshots.lock:
-            snaps = self._snapshots.seqs()
-            self._floor_seq = max(self._floor_seq, max(m.max_seq for m in inputs))
-        sources: list[Iterator[Entry]] = [h.reader.iter_forward(None, None) for h in l0_in]
-        sources += [r.iter(None, None, False) for r in runs_in]
-        outputs = [
-            self._write_entries(chunk)
-            for chunk in compaction_chunks(
-                merge_batches(sources), snaps, p.bottom, self._opts.sst_target_bytes
-            )
-        ]
-        input_ids = {m.id for m in inputs}
-        out_run = tuple(h.meta for h in outputs)
-        first, last = p.first_run, p.last_run
-
-        def change(m: Manifest) -> Manifest:
-            runs = list(m.runs)
-            assert [s.id for r in runs[first:last] for s in r] == [
-                h.meta.id for r in runs_in for h in r.ssts
-            ], "runs changed under a running compaction"
-            runs[first:last] = [out_run] if out_run else []
-            return m.evolve(l0=tuple(s for s in m.l0 if s.id not in input_ids), runs=tuple(runs))
-
-        self._advance_manifest(change)
-        with self._cond:
-            cur = self._state
-            runs = list(cur.runs)
-            runs[first:last] = [rp.SortedRun.of(tuple(outputs))] if outputs else []
-            self._state = replace(
-                cur, l0=tuple(h for h in cur.l0 if h.meta.id not in input_ids), runs=tuple(runs)
-            )
-            self._cond.notify_all()
-        now = self._clock()
-        self._obsolete.extend((now, sst_id) for sst_id in input_ids)
-        self._counters["compactions"] += 1
-        self._counters["compaction_input_bytes"] += sum(m.size for m in inputs)
-        self._counters["compaction_output_bytes"] += sum(h.meta.size for h in outputs)
-        log.info(
-            "compacted %d L0 + %d runs (%d bytes) into %d SSTs (%d bytes)",
-            len(l0_in),
-            len(runs_in),
-            sum(m.size for m in inputs),
-            len(outputs),
-            sum(h.meta.size for h in outputs),
-        )
-
-    def compact(self) -> None:
-        """Flush, then compact until everything is one sorted run."""
-        self.flush()
-        with self._compaction_lock:
-            first = True
-            while True:
-                self._check_writable()
-                m = self._manifest
-                p = plan_full(m.l0, m.runs, purge_tombstones=first)
-                if p is None:
-                    break
-                self._compact_once(p)
-                first = False
-        self.collect_garbage(grace_seconds=None)
-
-    def _wake_compactor(self) -> None:
-        self._compaction_wanted.set()
-
-    def _compaction_loop(self) -> None:
-        backoff = 0.1
-        while not self._stopping:
-            self._compaction_wanted.wait(1.0)
-            self._compaction_wanted.clear()
-            if self._stopping:
-                return
-            try:
-                with self._compaction_lock:
-                    while not self._stopping:
-                        m = self._manifest
-                        p = plan(m.l0, m.runs, self._policy())
-                        if p is None:
-                            break
-                        self._compact_once(p)
-                self.collect_garbage()
-                backoff = 0.1
-            except FencedError as exc:
-                self._fenced = self._fenced or exc
-                return
-            except Exception as exc:  # retried; reported via stats and logging
-                self._counters["compaction_errors"] += 1
-                self._compaction_error = exc
-                log.error("compaction failed (retrying in %.1fs): %s", backoff, exc)
-                time.sleep(backoff)
-                backoff = min(backoff * 2, 10.0)
-                self._compaction_wanted.set()
-            except BaseException as exc:  # the process is going down (or a simulated crash)
-                self._compaction_error = exc
-                return
-
-    def collect_garbage(self, *, grace_seconds: float | None = -1.0) -> int:
-        """Delete SSTs that compaction replaced, once older than the grace period.
-
-        The grace period (option ``gc_grace_seconds``) lets readers in other
-        processes finish with files of an older manifest. ``grace_seconds=None``
-        deletes everything obsolete now (this process's own readers keep their
-        open files). Returns how many files were deleted.
-        """
-        grace = self._opts.gc_grace_seconds if grace_seconds == -1.0 else (grace_seconds or 0.0)
-        now = self._clock()
-        keep: list[tuple[float, str]] = []
-        deleted = 0
-        for when, sst_id in self._obsolete:
-            if now - when >= grace:
-                try:
-                    self._store.delete(paths.sst_name(sst_id))
-                    self._handles.pop(sst_id, None)
-                    deleted += 1
-                except OSError as exc:
-                    log.warning("could not delete %s: %s", sst_id, exc)
-                    keep.append((when, sst_id))
-            else:
-                keep.append((when, sst_id))
-        self._obsolete = keep
-        self._counters["gc_deleted"] += deleted
-        return deleted
 
     # ------------------------------------------------------------------
     # reads
@@ -855,7 +732,27 @@ class DB:
             "flushes": self._counters["flushes"],
             "flushed_bytes": self._counters["flushed_bytes"],
             "flush_errors": self._counters["flush_errors"],
+            "levels": {
+                "l0": [h.meta.size for h in st.l0],
+                "runs": [[len(r.ssts), sum(h.meta.size for h in r.ssts)] for r in st.runs],
+            },
+            "read_amplification": 1 + len(st.immutable) + len(st.l0) + len(st.runs),
+            "write_amplification": self._write_amplification(),
+            "space_amplification": self._space_amplification(st),
+            "user_bytes_written": self._counters["user_bytes"],
+            "wal_bytes_written": self._wal._appended,
+            "retention_watermark": self.retention_watermark,
+            "oldest_readable_seq": self._floor_seq,
+            "checkpoints": len(self._manifest.checkpoints),
             "compactions": self._counters["compactions"],
+            "trivial_moves": self._counters["trivial_moves"],
+            "compaction_error": None
+            if self._compaction_error is None
+            else repr(self._compaction_error),
+            "l0_stalls": self._counters["l0_stalls"],
+            "l0_stall_ms": self._counters["l0_stall_ms"],
+            "write_slowdowns": self._counters["write_slowdowns"],
+            "gc_deleted_manifests": self._counters["gc_deleted_manifests"],
             "compaction_input_bytes": self._counters["compaction_input_bytes"],
             "compaction_output_bytes": self._counters["compaction_output_bytes"],
             "compaction_errors": self._counters["compaction_errors"],
@@ -869,6 +766,21 @@ class DB:
             "write_stall_ms": self._counters["stall_ms"],
             "background_error": None if self._bg_error is None else repr(self._bg_error),
         }
+
+    def _write_amplification(self) -> float:
+        """Bytes written to storage (WAL, flushes, compactions) per byte the user wrote."""
+        user = self._counters["user_bytes"]
+        if not user:
+            return 0.0
+        c = self._counters
+        return (self._wal._appended + c["flushed_bytes"] + c["compaction_output_bytes"]) / user
+
+    @staticmethod
+    def _space_amplification(st: rp.State) -> float:
+        """Live SST bytes over the bottom run's bytes (1.0 when fully compacted)."""
+        total = sum(h.meta.size for h in st.l0) + sum(h.meta.size for r in st.runs for h in r.ssts)
+        bottom = sum(h.meta.size for h in st.runs[-1].ssts) if st.runs else 0
+        return total / bottom if bottom else (1.0 if not total else float(len(st.l0)))
 
     def close(self) -> None:
         """Flush what must be flushed and stop background threads. Idempotent."""
@@ -912,50 +824,3 @@ class DB:
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"seq={self._last_seq}"
         return f"<kvstore.DB {self._store.describe()} {state}>"
-
-
-class Snapshot:
-    """A consistent, read-only view of the database at :attr:`seq`."""
-
-    def __init__(self, db: DB, seq: int) -> None:
-        self._db = db
-        self.seq = seq
-        self._closed = False
-        self._finalizer = weakref.finalize(self, db._snapshots.remove, seq)
-
-    def _check(self) -> None:
-        if self._closed:
-            raise ClosedError("the snapshot is closed")
-        self._db._check_open()
-
-    def get(self, key: bytes) -> bytes | None:
-        self._check()
-        return rp.get(self._db._state, _validate.key(key), self.seq)
-
-    def scan(
-        self, start: bytes | None = None, end: bytes | None = None, *, reverse: bool = False
-    ) -> Iterator[tuple[bytes, bytes]]:
-        self._check()
-        s = _validate.bound(start, "start")
-        e = _validate.bound(end, "end")
-        return rp.scan(self._db._state, s, e, _validate.flag(reverse, "reverse"), self.seq)
-
-    def scan_prefix(self, prefix: bytes, *, reverse: bool = False) -> Iterator[tuple[bytes, bytes]]:
-        p = _validate.bound(prefix, "prefix")
-        if p is None:
-            raise TypeError("prefix must be bytes, not None")
-        return self.scan(p or None, _validate.prefix_end(p) if p else None, reverse=reverse)
-
-    def close(self) -> None:
-        if not self._closed:
-            self._closed = True
-            self._finalizer()
-
-    def __enter__(self) -> Snapshot:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        return f"<kvstore.Snapshot seq={self.seq}{' closed' if self._closed else ''}>"

@@ -58,17 +58,22 @@ def visible(entries: Iterable[Entry], read_seq: int) -> Iterator[tuple[bytes, by
             yield key, value
 
 
-def retain(entries: Iterable[Entry], snapshot_seqs: list[int]) -> Iterator[Entry]:
+def retain(
+    entries: Iterable[Entry], snapshot_seqs: list[int], watermark: int | None = None
+) -> Iterator[Entry]:
     """Drop versions no reader can see.
 
-    For each key keep the newest version, and an older version only if some
-    snapshot in ``snapshot_seqs`` (ascending) reads it: a snapshot at ``s``
-    sees the newest version with ``seq <= s``. Tombstones are kept (older
-    versions may sit in older files)::
+    A version is visible to reads at seqs in ``[its seq, the next newer
+    version's seq)``. Keep the newest version of each key, and an older one
+    only if that interval holds a snapshot in ``snapshot_seqs`` (ascending)
+    or reaches above the retention ``watermark`` (every read at or above the
+    watermark must stay exact; None means no watermark). Tombstones are kept
+    (older versions may sit in older files)::
 
         versions of k:   seq 9        seq 6        seq 2
         snapshots:              s=7                       s=1
         kept:            9 (newest)   6 (s=7 sees it)     2 dropped (no s in [2, 6))
+        with watermark 4:                                 2 kept ([2, 6) reaches 4..5)
     """
     last = None
     newer_seq = 0
@@ -79,10 +84,13 @@ def retain(entries: Iterable[Entry], snapshot_seqs: list[int]) -> Iterator[Entry
             newer_seq = seq
             yield entry
             continue
-        # keep if a snapshot s exists with seq <= s < newer_seq
-        i = bisect_left(snapshot_seqs, seq)
-        if i < len(snapshot_seqs) and snapshot_seqs[i] < newer_seq:
+        if watermark is not None and newer_seq > watermark:
             yield entry
+        else:
+            # keep if a snapshot s exists with seq <= s < newer_seq
+            i = bisect_left(snapshot_seqs, seq)
+            if i < len(snapshot_seqs) and snapshot_seqs[i] < newer_seq:
+                yield entry
         newer_seq = seq
 
 
@@ -132,9 +140,11 @@ def merge_batches(sources: list[Iterator[Entry]], batch: int = 8192) -> Iterator
                 b.extend(more)
 
 
-def retain_batch(entries: list[Entry], snapshot_seqs: list[int]) -> list[Entry]:
+def retain_batch(
+    entries: list[Entry], snapshot_seqs: list[int], watermark: int | None = None
+) -> list[Entry]:
     """:func:`retain` over a list of whole key groups (fast path without snapshots)."""
-    if snapshot_seqs:
-        return list(retain(entries, snapshot_seqs))
+    if snapshot_seqs or watermark is not None:
+        return list(retain(entries, snapshot_seqs, watermark))
     keys = [e[0] for e in entries]
     return [e for e, dup in zip(entries, map(eq, keys, [None, *keys[:-1]])) if not dup]

@@ -151,7 +151,7 @@ class Memtable:
                     yield (key, seq, value)
             cur = chunk[0]
 
-    def flush_entries(self, snapshot_seqs: list[int]) -> list[Entry]:
+    def flush_entries(self, snapshot_seqs: list[int], watermark: int | None = None) -> list[Entry]:
         """The entries to write to an SST, in internal order (key asc, seq desc).
 
         Keeps the newest version of each key and the older versions some
@@ -170,7 +170,11 @@ class Memtable:
             if type(vs) is tuple:
                 append((key, *vs))
             else:
-                out.extend(retain(((key, seq, v) for seq, v in _newest_first(vs)), snapshot_seqs))
+                out.extend(
+                    retain(
+                        ((key, seq, v) for seq, v in _newest_first(vs)), snapshot_seqs, watermark
+                    )
+                )
         return out
 
     def iter_all(self) -> Iterator[Entry]:

@@ -43,8 +43,16 @@ class Options:
     l0_compaction_trigger: int = 4
     #: split compaction outputs into SSTs of about this many bytes
     sst_target_bytes: int = 32 * MiB
+    #: L0 SSTs at which each write sleeps 1 ms so compaction can catch up
+    l0_slowdown_ssts: int = 8
+    #: L0 SSTs at which flushes wait for compaction (writers then stall)
+    l0_max_ssts: int = 12
     #: seconds an SST replaced by compaction is kept for readers before deletion
     gc_grace_seconds: float = 60.0
+    #: versions to keep beyond open snapshots: None (only what snapshots read; the
+    #: persisted watermark, if any, stays), "all" (every version from now on), or a
+    #: number of seconds (every version written that recently)
+    retention: str | float | None = None
     #: fsync files and directories (turn off only for throwaway test data)
     fsync: bool = True
     #: seconds between fencing checks for non-durable writes on remote stores
@@ -72,6 +80,8 @@ class Options:
             "compression_level",
             "l0_compaction_trigger",
             "sst_target_bytes",
+            "l0_slowdown_ssts",
+            "l0_max_ssts",
         ):
             require(name, (int,), "an int")
         for name in ("background_flush", "background_compaction", "fsync"):
@@ -96,6 +106,18 @@ class Options:
         ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"option {name} must be positive, got {getattr(self, name)}")
+        if self.retention is not None:
+            require("retention", (str, int, float), "None, 'all' or a number of seconds")
+            if isinstance(self.retention, str) and self.retention != "all":
+                raise ValueError(
+                    f"option retention must be None, 'all' or seconds, not {self.retention!r}"
+                )
+            if not isinstance(self.retention, str) and self.retention <= 0:
+                raise ValueError("option retention (seconds) must be positive")
+        if not self.l0_compaction_trigger <= self.l0_slowdown_ssts <= self.l0_max_ssts:
+            raise ValueError(
+                "options must satisfy l0_compaction_trigger <= l0_slowdown_ssts <= l0_max_ssts"
+            )
         if self.l0_compaction_trigger < 2:
             raise ValueError("option l0_compaction_trigger must be >= 2")
         if self.gc_grace_seconds < 0:

@@ -39,11 +39,13 @@ class Reader:
         store: ObjectStore,
         *,
         wal_store: ObjectStore | None = None,
+        checkpoint: str | None = None,
         block_cache_bytes: int = 64 << 20,
         refresh_interval: float | None = None,
     ) -> None:
         self._store = store
         self._wal_store = wal_store if wal_store is not None else store
+        self.checkpoint = checkpoint
         self._mstore = ManifestStore(store)
         self._cache = BlockCache(block_cache_bytes)
         self._handles: dict[str, rp.SstHandle] = {}
@@ -63,6 +65,9 @@ class Reader:
         with self._lock:
             for _attempt in range(100):
                 m = self._mstore.load_latest()
+                if m is not None and self.checkpoint is not None:
+                    self._load_checkpoint(m)
+                    break
                 if m is None:
                     self._state = rp.State(Memtable(0), (), (), ())
                     self._seq = 0
@@ -98,6 +103,26 @@ class Reader:
                 raise KvError("the store changed too quickly to load a consistent view")
             self._last_refresh = time.monotonic()
             return self._seq
+
+    def _load_checkpoint(self, latest: Manifest) -> None:
+        """A checkpoint is static: its manifest's SSTs, read at its seq, no WAL."""
+        cp = latest.checkpoints.get(self.checkpoint or "")
+        if cp is None:
+            raise KeyError(f"no checkpoint named {self.checkpoint!r}")
+        m = self._mstore.load(int(cp["manifest_id"]))
+        handles = {
+            meta.id: self._handles.get(meta.id) or open_sst(self._store, meta, self._cache)
+            for meta in m.all_ssts()
+        }
+        self._handles = handles
+        self._manifest = m
+        self._state = rp.State(
+            Memtable(0),
+            (),
+            tuple(handles[s.id] for s in m.l0),
+            tuple(rp.SortedRun.of(tuple(handles[s.id] for s in run)) for run in m.runs),
+        )
+        self._seq = int(cp["seq"])
 
     def _maybe_refresh(self) -> None:
         if self._closed:

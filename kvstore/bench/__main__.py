@@ -17,11 +17,14 @@ from kvstore.bench.adapters import STORES
 from kvstore.bench.workloads import (
     KEY_BYTES,
     RAW_RECORD_BYTES,
+    ROW_ORDER,
+    UNITS,
     VALUE_BYTES,
     WORKLOADS,
     Config,
     Report,
     Target,
+    fmt_value,
     human,
     label,
 )
@@ -127,21 +130,18 @@ def table(
     return "\n".join([line(headers), line(["-" * w for w in widths]), *map(line, rows)])
 
 
-def fmt_value(v: float | None) -> str:
-    return "-" if v is None else f"{v:,.0f}"
-
-
 def fmt_ratio(r: float | None) -> str:
     return "-" if r is None else f"{r:.2f}x"
 
 
 def fmt_target(t: Target) -> str:
     mark = {True: "✓", False: "✗", None: "?"}[t.passed]
-    actual = (
-        "n/a"
-        if t.actual is None
-        else (f"{t.actual:,.0f} MiB" if t.workload == "memory" else f"{t.actual:.2f}x")
-    )
+    if t.actual is None:
+        actual = "n/a"
+    elif t.unit == "x":
+        actual = f"{t.actual:.2f}x"
+    else:
+        actual = f"{t.actual:,.0f} {t.unit}"
     return f"{mark} {t.text} ({actual})"
 
 
@@ -164,7 +164,9 @@ def render(report: Report, *, markdown: bool) -> str:
         f"{bullet}versions: {versions}",
         f"{bullet}data: {KEY_BYTES}-byte keys, {VALUE_BYTES}-byte values, loads of {sizes} keys "
         f"in batches of {cfg.batch}; durable puts: up to {cfg.put_ops} per thread or "
-        f"{cfg.put_seconds:g}s",
+        f"{cfg.put_seconds:g}s; transactions: {cfg.txn_seconds:g}s per run over "
+        f"{human(cfg.txn_keys)} keys; overwrite: {human(cfg.overwrite_puts)} puts over "
+        f"{human(cfg.overwrite_keys)} keys (bound {cfg.overwrite_seconds:g}s)",
         f"{bullet}raw append+fdatasync ({RAW_RECORD_BYTES}-byte appends): "
         f"{'-' if raw is None else f'{raw:,.0f}'} ops/s",
         "",
@@ -172,22 +174,30 @@ def render(report: Report, *, markdown: bool) -> str:
     by_row: dict[tuple[str, int | None], list[Target]] = {}
     for t in report.targets:
         by_row.setdefault((t.workload, t.size), []).append(t)
-    ops_rows = [
-        [label(w, n, cfg.threads)] + [fmt_value(report.value(s, w, n)) for s in stores]
-        for w, n in keys
-    ]
+
+    def cell(s: str, w: str, n: int | None) -> str:
+        if (s, w) in report.not_applicable:
+            return "n/a"
+        return fmt_value(report.value(s, w, n), UNITS.get(w, "ops/s"))
+
+    def ratio_cell(s: str, w: str, n: int | None) -> str:
+        if (s, w) in report.not_applicable or ("kvstore", w) in report.not_applicable:
+            return "n/a"
+        return fmt_ratio(report.ratio(s, w, n))
+
+    ops_rows = [[label(w, n, cfg)] + [cell(s, w, n) for s in stores] for w, n in keys]
     ratio_rows = [
-        [label(w, n, cfg.threads)]
-        + [fmt_ratio(report.ratio(s, w, n)) for s in others]
+        [label(w, n, cfg)]
+        + [ratio_cell(s, w, n) for s in others]
         + ["; ".join(fmt_target(t) for t in by_row.get((w, n), []))]
         for w, n in keys
     ]
     out += [
-        "ops/s per store (peak RSS in MiB):",
+        "ops/s per store (txn rows: commits/s; other units as labelled):",
         "",
         table(["workload", *stores], ops_rows, markdown=markdown),
         "",
-        "kvstore / other (for peak RSS lower is better) and kvstore's targets:",
+        "kvstore / other (for peak RSS and slowest put lower is better) and kvstore's targets:",
         "",
         table(
             ["workload", *(f"vs {s}" for s in others), "targets"],
@@ -200,11 +210,20 @@ def render(report: Report, *, markdown: bool) -> str:
     judged = [t for t in report.targets if t.passed is not None]
     out.append(f"targets met: {sum(bool(t.passed) for t in judged)} of {len(judged)}")
     notes = [
-        f"{r.store} {label(r.workload, r.size, cfg.threads)}: {r.note}"
+        f"{r.store} {label(r.workload, r.size, cfg).strip()}: {r.note}"
         for r in report.rows
         if r.note
     ]
     notes += [f"skipped {s}: {why}" for s, why in report.skipped.items()]
+    rows_na: dict[tuple[str, str], list[str]] = {}
+    for (s, w), why in report.not_applicable.items():
+        rows_na.setdefault((s, why), []).append(w)
+    stores_na: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+    for (s, why), ws in rows_na.items():
+        stores_na.setdefault((why, tuple(sorted(ws, key=ROW_ORDER.index))), []).append(s)
+    notes += [
+        f"n/a for {', '.join(ss)} ({', '.join(ws)}): {why}" for (why, ws), ss in stores_na.items()
+    ]
     notes += [f"error: {e}" for e in report.errors]
     notes += [f"{s}: {STORES[s].durability}" for s in stores]
     out += ["", "notes:", *(f"- {n}" for n in notes)]

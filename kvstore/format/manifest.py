@@ -76,7 +76,8 @@ class Manifest:
     wal_replay_from: int = 1
     l0: tuple[SstMeta, ...] = ()
     runs: tuple[tuple[SstMeta, ...], ...] = ()
-    retention_seq: int = 0
+    retention_seq: int | None = None  # None: no watermark (only snapshots keep versions)
+    seq_times: tuple[tuple[int, int], ...] = ()  # (seq, ms) samples for age-based retention
     checkpoints: dict[str, Any] = field(default_factory=dict)
     created_ms: int = 0
 
@@ -88,6 +89,11 @@ class Manifest:
 
     def check(self) -> None:
         """Raise AssertionError naming the first broken invariant."""
+        if self.retention_seq is not None and self.retention_seq < 0:
+            raise AssertionError(f"retention watermark {self.retention_seq} is negative")
+        for name, cp in self.checkpoints.items():
+            if not isinstance(cp, dict) or not 1 <= int(cp.get("manifest_id", 0)) <= self.id:
+                raise AssertionError(f"checkpoint {name!r} points to no valid manifest")
         if self.id < 1 or self.writer_epoch < 0:
             raise AssertionError(f"manifest id {self.id} / epoch {self.writer_epoch} invalid")
         ids = [s.id for s in self.all_ssts()]
@@ -116,6 +122,7 @@ class Manifest:
                 "l0": [s.to_json() for s in self.l0],
                 "runs": [[s.to_json() for s in run] for run in self.runs],
                 "retention_seq": self.retention_seq,
+                "seq_times": [list(x) for x in self.seq_times],
                 "checkpoints": self.checkpoints,
                 "created_ms": self.created_ms,
             },
@@ -150,7 +157,8 @@ class Manifest:
                 wal_replay_from=int(d["wal_replay_from"]),
                 l0=tuple(SstMeta.from_json(s) for s in d["l0"]),
                 runs=tuple(tuple(SstMeta.from_json(s) for s in run) for run in d["runs"]),
-                retention_seq=int(d.get("retention_seq", 0)),
+                retention_seq=None if d.get("retention_seq") is None else int(d["retention_seq"]),
+                seq_times=tuple((int(a), int(b)) for a, b in d.get("seq_times", [])),
                 checkpoints=dict(d.get("checkpoints", {})),
                 created_ms=int(d.get("created_ms", 0)),
             )

@@ -41,6 +41,7 @@ Footer (52 bytes)::
 
 from __future__ import annotations
 
+import itertools
 import struct
 import threading
 from bisect import bisect_left
@@ -72,6 +73,7 @@ _U32 = struct.Struct("<I")
 Entry = tuple[bytes, int, "bytes | None"]
 
 _tls = threading.local()
+_reader_ids = itertools.count(1)
 
 
 def _decompressor() -> zstandard.ZstdDecompressor:
@@ -574,7 +576,9 @@ class SstReader:
         self._first_keys = first_keys
         self._first_seqs = first_seqs
         self.num_blocks = n
-        self.cache_id = id(self)
+        # never id(self): a freed reader's id is reused, and the cache would then
+        # serve a dead SST's blocks for a new one
+        self.cache_id = next(_reader_ids)
 
     # -- blocks -----------------------------------------------------------
     def block(self, i: int) -> Block:

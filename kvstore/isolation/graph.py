@@ -13,9 +13,12 @@ Nodes are transaction ids; each edge carries a bit mask of dependency kinds
    ``v`` back to ``u`` over the kinds the shape allows. Example, G-single
    (exactly one rw) in this component::
 
-        T1 -rw-> T2 -wr-> T3 -ww-> T1        start at the rw edge T1 -> T2,
-                  └──────rw──────┘           BFS T2 => T1 over ww|wr only:
-                                             T2 -wr-> T3 -ww-> T1
+        ┌──────────── ww ────────────┐     start at the rw edge T1 -> T2,
+        ▼                            │     BFS from T2 back to T1 over
+        T1 ── rw ──► T2 ── wr ──► T3 ┘     ww|wr only: T2 -wr-> T3 -ww-> T1
+        ▲            │                     cycle: T1 -rw-> T2 -wr-> T3 -ww-> T1
+        └──── rw ────┘                     (the shorter T1 <-> T2 ring has two
+                                            rw edges: G2-item, a different shape)
 
    G-nonadjacent (several rw, no two in a row) needs a little state in the
    search: (node, was the last edge rw?, seen a second rw yet?).

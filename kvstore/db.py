@@ -33,6 +33,7 @@ is taken) or manifest write, and raises :class:`FencedError`.
 from __future__ import annotations
 
 import logging
+import secrets
 import threading
 import time
 from collections import Counter
@@ -172,7 +173,10 @@ class DB(MaintenanceMixin):
             assert m is not None
         while True:  # step 2: claim the store
             claimed = m.evolve(
-                id=m.id + 1, writer_epoch=m.writer_epoch + 1, created_ms=self._now_ms()
+                id=m.id + 1,
+                writer_epoch=m.writer_epoch + 1,
+                created_ms=self._now_ms(),
+                writer_nonce=secrets.token_hex(8),
             )
             try:
                 self._mstore.write(claimed)

@@ -80,6 +80,7 @@ class Manifest:
     seq_times: tuple[tuple[int, int], ...] = ()  # (seq, ms) samples for age-based retention
     checkpoints: dict[str, Any] = field(default_factory=dict)
     created_ms: int = 0
+    writer_nonce: str = ""  # random per writer session: tells same-epoch writes apart
 
     def evolve(self, **changes: Any) -> Manifest:
         return replace(self, **changes)
@@ -125,6 +126,7 @@ class Manifest:
                 "seq_times": [list(x) for x in self.seq_times],
                 "checkpoints": self.checkpoints,
                 "created_ms": self.created_ms,
+                "writer_nonce": self.writer_nonce,
             },
             separators=(",", ":"),
             sort_keys=True,
@@ -161,6 +163,7 @@ class Manifest:
                 seq_times=tuple((int(a), int(b)) for a, b in d.get("seq_times", [])),
                 checkpoints=dict(d.get("checkpoints", {})),
                 created_ms=int(d.get("created_ms", 0)),
+                writer_nonce=str(d.get("writer_nonce", "")),
             )
         except (
             ValueError,

@@ -1,18 +1,64 @@
 """Any fsspec filesystem as an object store (S3 through s3fs, GCS, ...).
 
 ``put_if_absent`` is ``pipe_file(path, data, mode="create")``, which s3fs sends
-as ``If-None-Match: *`` and maps a 412 to FileExistsError. Filesystems whose
-``pipe_file`` has no create mode cannot be used for a writer (fencing would be
-a check-then-write race), so they raise :class:`NotImplementedError` there.
-Filesystems are built with ``skip_instance_cache=True`` and
-``use_listings_cache=False`` so listings never go stale.
+as ``If-None-Match: *`` and maps a 412 to FileExistsError (never
+``open(p, "xb")``: with zero bytes it silently overwrites, and multipart
+uploads drop the condition). Filesystems whose ``pipe_file`` has no create
+mode cannot be used for a writer (fencing would be a check-then-write race),
+so they raise :class:`NotImplementedError` there. Filesystems are built with
+``skip_instance_cache=True`` and ``use_listings_cache=False`` so listings
+never go stale.
+
+Ambiguous outcomes. A conditional PUT that errors or times out may still have
+happened, and a retried PUT (ours, or the HTTP client's own retry) can answer
+412 to the writer that actually won. So after *any* uncertain outcome, and on
+every FileExistsError, the object is read back: if it holds exactly our bytes,
+the write happened and is reported as a success; otherwise FileExistsError
+(someone else's object) or the original error (nothing there). Every object
+the engine creates this way is unique to its writer (manifests carry the
+writer epoch and a per-session nonce; WAL objects carry their sequence
+numbers; SST names are random), so "same bytes" means "our write".
+
+Transient failures (throttling, 5xx, timeouts, connection resets) are retried
+with exponential backoff and jitter, ``retries`` times.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import logging
+import random
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from kvstore.objstore.base import Journal, RangeReader, SimpleRangeReader, check_name
+
+log = logging.getLogger("kvstore.objstore")
+T = TypeVar("T")
+
+#: errors that say something definite about the object: never retried
+_DEFINITE = (
+    FileNotFoundError,
+    FileExistsError,
+    PermissionError,
+    IsADirectoryError,
+    NotADirectoryError,
+    NotImplementedError,
+    ValueError,
+    TypeError,
+)
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Throttling, 5xx, timeouts and connection trouble: worth another try."""
+    if isinstance(exc, _DEFINITE):
+        return False
+    return isinstance(exc, (OSError, TimeoutError, ConnectionError)) or type(exc).__name__ in {
+        "ClientError",
+        "ServerTimeoutError",
+        "ClientOSError",
+        "ServerDisconnectedError",
+    }
 
 
 class FsspecStore:
@@ -23,6 +69,10 @@ class FsspecStore:
         storage_options: dict[str, Any] | None = None,
         *,
         filesystem: Any = None,
+        retries: int = 5,
+        backoff: float = 0.05,
+        sleep: Callable[[float], None] = time.sleep,
+        rng: random.Random | None = None,
     ) -> None:
         import fsspec
 
@@ -32,32 +82,90 @@ class FsspecStore:
             opts.setdefault("use_listings_cache", False)
             filesystem = fsspec.filesystem(protocol, **opts)
         self.fs = filesystem
+        self.retries = retries
+        self._backoff = backoff
+        self._sleep = sleep
+        self._rng = rng or random.Random()
+        self.stats = {"requests": 0, "retries": 0, "ambiguous_resolved": 0}
         self.protocol = protocol
         self.root = root.rstrip("/")
 
     def _path(self, name: str) -> str:
         return f"{self.root}/{check_name(name)}"
 
+    def _call(self, what: str, fn: Callable[[], T]) -> T:
+        """Run one request, retrying transient failures with jittered backoff."""
+        delay = self._backoff
+        for attempt in range(self.retries + 1):
+            self.stats["requests"] += 1
+            try:
+                return fn()
+            except BaseException as exc:
+                if attempt == self.retries or not is_transient(exc):
+                    raise
+                self.stats["retries"] += 1
+                log.warning("%s: %s (retry %d in %.2fs)", what, exc, attempt + 1, delay)
+                self._sleep(delay * (0.5 + self._rng.random()))
+                delay = min(delay * 2, 5.0)
+        raise AssertionError("unreachable")
+
+    def _holds(self, name: str, data: bytes) -> bool:
+        try:
+            return self.get(name) == data
+        except FileNotFoundError:
+            return False
+
     def put(self, name: str, data: bytes) -> None:
-        self.fs.pipe_file(self._path(name), bytes(data))
+        path = self._path(name)
+        payload = bytes(data)
+        self._call(f"put {name}", lambda: self.fs.pipe_file(path, payload))
 
     def put_if_absent(self, name: str, data: bytes) -> None:
+        path = self._path(name)
+        payload = bytes(data)
+
+        def attempt() -> None:
+            try:
+                self.fs.pipe_file(path, payload, mode="create")
+            except TypeError as exc:  # pipe_file without a create mode
+                raise NotImplementedError(
+                    f"{self.protocol}: filesystem has no atomic create (pipe_file mode='create')"
+                ) from exc
+
         try:
-            self.fs.pipe_file(self._path(name), bytes(data), mode="create")
-        except TypeError as exc:  # pipe_file without a create mode
-            raise NotImplementedError(
-                f"{self.protocol}: filesystem has no atomic create (pipe_file mode='create')"
-            ) from exc
+            self._call(f"put_if_absent {name}", attempt)
+        except FileExistsError:
+            # maybe our own earlier (retried) request won: read back and decide
+            if self._holds(name, payload):
+                self.stats["ambiguous_resolved"] += 1
+                return
+            raise FileExistsError(name) from None
+        except NotImplementedError:
+            raise
+        except BaseException:
+            # outcome unknown (error after retries, timeout): the object decides
+            if self._holds(name, payload):
+                self.stats["ambiguous_resolved"] += 1
+                log.warning("put_if_absent %s reported an error but landed", name)
+                return
+            raise
 
     def get(self, name: str) -> bytes:
+        path = self._path(name)
         try:
-            return bytes(self.fs.cat_file(self._path(name)))
+            return bytes(self._call(f"get {name}", lambda: self.fs.cat_file(path)))
         except FileNotFoundError:
             raise FileNotFoundError(name) from None
 
     def get_range(self, name: str, start: int, length: int) -> bytes:
+        path = self._path(name)
         try:
-            return bytes(self.fs.cat_file(self._path(name), start=start, end=start + length))
+            return bytes(
+                self._call(
+                    f"get_range {name}",
+                    lambda: self.fs.cat_file(path, start=start, end=start + length),
+                )
+            )
         except FileNotFoundError:
             raise FileNotFoundError(name) from None
 
@@ -65,33 +173,32 @@ class FsspecStore:
         dir_part, _, _ = prefix.rpartition("/")
         base = f"{self.root}/{dir_part}" if dir_part else self.root
         try:
-            found = self.fs.find(base)
+            found = self._call(f"list {prefix}", lambda: self.fs.find(base))
         except FileNotFoundError:
             return []
-        strip = len(self.root) + 1
+        root = self.root + "/"
         names = []
         for path in found:
-            rel = (
-                path[strip:]
-                if path.startswith(self.root + "/")
-                else path.split(self.root + "/", 1)[-1]
-            )
+            rel = path[len(root) :] if path.startswith(root) else path.split(root, 1)[-1]
             if rel.startswith(prefix):
                 names.append(rel)
         return sorted(names)
 
     def delete(self, name: str) -> None:
+        path = self._path(name)
         try:
-            self.fs.rm_file(self._path(name))
+            self._call(f"delete {name}", lambda: self.fs.rm_file(path))
         except FileNotFoundError:
             pass
 
     def exists(self, name: str) -> bool:
-        return bool(self.fs.exists(self._path(name)))
+        path = self._path(name)
+        return bool(self._call(f"exists {name}", lambda: self.fs.exists(path)))
 
     def size(self, name: str) -> int:
+        path = self._path(name)
         try:
-            return int(self.fs.size(self._path(name)))
+            return int(self._call(f"size {name}", lambda: self.fs.size(path)))
         except FileNotFoundError:
             raise FileNotFoundError(name) from None
 

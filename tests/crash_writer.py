@@ -126,7 +126,7 @@ def main(argv: list[str]) -> int:
 
     ack_fd = os.open(args.acklog, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     print("OPENING", flush=True)
-    db = kvstore.open(args.dir, memtable_bytes=MEMTABLE_BYTES, seed=args.seed)
+    db = kvstore.open(args.dir, memtable_bytes=MEMTABLE_BYTES)
     print("READY", flush=True)
     deadline = time.monotonic() + args.max_seconds
     stop = threading.Event()
@@ -136,8 +136,9 @@ def main(argv: list[str]) -> int:
         while not stop.is_set() and time.monotonic() < deadline:
             w.step(kvstore)
 
-    threads = [threading.Thread(target=loop, args=(t,), daemon=True)
-               for t in range(1, args.threads + 1)]
+    threads = [
+        threading.Thread(target=loop, args=(t,), daemon=True) for t in range(1, args.threads + 1)
+    ]
     for t in threads:
         t.start()
     loop(0)  # runs until killed (or the safety deadline)

@@ -21,7 +21,6 @@ recovery), before the final check. Some trials add concurrent writer threads
 from __future__ import annotations
 
 import importlib.util
-import os
 import random
 import re
 import signal
@@ -120,9 +119,11 @@ def check_store(directory: Path, acks: Acks) -> dict[str, int]:
         for key, version in acks.overwrites.items():
             got = crash_writer.parse_value(found[key]) if key in found else None
             if got is None or got[1] < version:
-                problems.append(f"overwrite {key!r}: acknowledged v{version}, found "
-                                f"{None if got is None else got[1]}")
-        for base, n in acks.batches.items():
+                problems.append(
+                    f"overwrite {key!r}: acknowledged v{version}, found "
+                    f"{None if got is None else got[1]}"
+                )
+        for base in acks.batches:
             if base not in batches:
                 problems.append(f"acknowledged batch {base!r} is missing")
         for base, sizes in batches.items():
@@ -132,15 +133,29 @@ def check_store(directory: Path, acks: Acks) -> dict[str, int]:
         assert not problems, "\n".join(problems[:30]) + f"\n({len(problems)} problems)"
         # the recovered store takes writes and keeps them
         db.put(b"zz/check", b"ok")
-        return {"keys": len(items), "batches": len(batches)}
+        ssts = db.stats()["l0_ssts"] + db.stats()["sorted_runs"]
+        return {"keys": len(items), "batches": len(batches), "ssts": ssts}
 
 
 class Child:
     def __init__(self, directory: Path, acklog: Path, run: int, seed: int, threads: int) -> None:
         self.proc = subprocess.Popen(
-            [sys.executable, str(WRITER), str(directory), str(acklog), "--run", str(run),
-             "--seed", str(seed), "--threads", str(threads), "--max-seconds", "30"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            [
+                sys.executable,
+                str(WRITER),
+                str(directory),
+                str(acklog),
+                "--run",
+                str(run),
+                "--seed",
+                str(seed),
+                "--threads",
+                str(threads),
+                "--max-seconds",
+                "30",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
         )
 
     def wait_for(self, word: bytes, timeout: float = 20.0) -> None:
@@ -150,8 +165,10 @@ class Child:
             line = self.proc.stdout.readline()
             if not line:
                 _, err = self.proc.communicate()
-                raise AssertionError(f"writer exited before {word!r} "
-                                     f"(rc={self.proc.returncode}):\n{err.decode()[-3000:]}")
+                raise AssertionError(
+                    f"writer exited before {word!r} "
+                    f"(rc={self.proc.returncode}):\n{err.decode()[-3000:]}"
+                )
             if line.strip() == word:
                 return
         raise AssertionError(f"writer did not print {word!r} in {timeout}s")
@@ -160,16 +177,18 @@ class Child:
         """SIGKILL the writer; returns the rest of its stdout."""
         if self.proc.poll() is not None:
             _, err = self.proc.communicate()
-            raise AssertionError(f"writer died on its own (rc={self.proc.returncode}):\n"
-                                 f"{err.decode()[-3000:]}")
+            raise AssertionError(
+                f"writer died on its own (rc={self.proc.returncode}):\n{err.decode()[-3000:]}"
+            )
         self.proc.send_signal(signal.SIGKILL)
         out, _ = self.proc.communicate(timeout=20)
         assert self.proc.returncode == -signal.SIGKILL
         return out
 
 
-def run_and_kill(directory: Path, acklog: Path, run: int, rng: random.Random, *,
-                 threads: int, during_open: bool) -> bool:
+def run_and_kill(
+    directory: Path, acklog: Path, run: int, rng: random.Random, *, threads: int, during_open: bool
+) -> bool:
     """One writer run, SIGKILLed; True if it was killed before the store was open."""
     child = Child(directory, acklog, run, rng.randrange(1 << 30), threads)
     try:
@@ -190,6 +209,7 @@ def run_and_kill(directory: Path, acklog: Path, run: int, rng: random.Random, *,
 def test_kill_single(tmp_path: Path) -> None:
     rng = random.Random(SEED)
     total_acks = 0
+    flushed = 0  # trials in which the writer flushed memtables (SSTs besides recovery's)
     with_threads = 0
     started = time.monotonic()
     for trial in range(N_SINGLE):
@@ -201,14 +221,18 @@ def test_kill_single(tmp_path: Path) -> None:
         acks = Acks()
         acks.read(acklog)
         total_acks += acks.lines
-        check_store(d, acks)
+        flushed += check_store(d, acks)["ssts"] >= 2
         # reopen once more: the store opened by the check must reopen cleanly
         with kvstore.open(d) as db:
             assert db.get(b"zz/check") == b"ok"
-    print(f"{N_SINGLE} kill trials, {total_acks} acknowledged writes, "
-          f"{with_threads} with threads, {time.monotonic() - started:.1f}s")
+    print(
+        f"{N_SINGLE} kill trials, {total_acks} acknowledged writes, "
+        f"{with_threads} with threads, {flushed} with flushes, "
+        f"{time.monotonic() - started:.1f}s"
+    )
     assert with_threads >= 5
     assert total_acks > 20 * N_SINGLE, "the writer acknowledged too few writes to test much"
+    assert flushed >= N_SINGLE // 2, f"only {flushed} trials flushed memtables"
 
 
 def test_kill_repeated(tmp_path: Path) -> None:
@@ -224,8 +248,9 @@ def test_kill_repeated(tmp_path: Path) -> None:
         for run in range(runs):
             # the first run must write something for later recoveries to replay
             during_open = run > 0 and rng.random() < 0.5
-            killed_in_open += run_and_kill(d, acklog, run, rng, threads=threads,
-                                           during_open=during_open)
+            killed_in_open += run_and_kill(
+                d, acklog, run, rng, threads=threads, during_open=during_open
+            )
             total_runs += 1
             if run == 1 and rng.random() < 0.3:
                 acks = Acks()

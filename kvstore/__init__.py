@@ -81,12 +81,14 @@ def open_reader(
 
     Call :meth:`Reader.refresh` to see newer writes, or pass
     ``refresh_interval`` (seconds) to refresh automatically on reads. A
+    local directory that does not exist raises FileNotFoundError (a reader
+    never creates a store). A
     writer opened with ``wal_dir`` needs the same ``wal_dir`` here. With
     ``checkpoint=name`` the view is that checkpoint (static; KeyError if it
     does not exist).
     """
-    store = open_store(url, storage_options)
-    wal_store = LocalStore(wal_dir) if wal_dir is not None else None
+    store = open_store(url, storage_options, create=False)
+    wal_store = LocalStore(wal_dir, create=False) if wal_dir is not None else None
     return Reader(
         store,
         wal_store=wal_store,

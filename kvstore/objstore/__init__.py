@@ -39,10 +39,16 @@ __all__ = [
 def open_store(
     url: str | os.PathLike[str] | ObjectStore,
     storage_options: dict[str, Any] | None = None,
+    *,
+    create: bool = True,
 ) -> ObjectStore:
-    """Resolve ``url`` to an object store (a store instance passes through)."""
+    """Resolve ``url`` to an object store (a store instance passes through).
+
+    With ``create=False`` a local directory that does not exist raises
+    FileNotFoundError instead of being created (readers never create stores).
+    """
     if isinstance(url, os.PathLike):
-        return LocalStore(url)
+        return LocalStore(url, create=create)
     if not isinstance(url, str):
         if isinstance(url, ObjectStore):
             return url
@@ -50,11 +56,11 @@ def open_store(
     if not url:
         raise ValueError("url must not be empty")
     if "://" not in url:
-        return LocalStore(url)
+        return LocalStore(url, create=create)
     scheme, rest = url.split("://", 1)
     scheme = scheme.lower()
     if scheme == "file":
-        return LocalStore(rest if rest.startswith("/") else "/" + rest)
+        return LocalStore(rest if rest.startswith("/") else "/" + rest, create=create)
     if scheme == "memory":
         if not rest:
             raise ValueError("memory:// URL needs a name, e.g. memory://test")

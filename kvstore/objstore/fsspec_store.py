@@ -49,9 +49,51 @@ _DEFINITE = (
 )
 
 
+#: 4xx answers that are worth another try (timeouts, throttling, conflicting
+#: concurrent conditional requests, bodies damaged in transit)
+_TRANSIENT_4XX_CODES = frozenset(
+    {
+        "RequestTimeout",
+        "SlowDown",
+        "Throttling",
+        "ThrottlingException",
+        "TooManyRequestsException",
+        "RequestLimitExceeded",
+        "ConditionalRequestConflict",
+        "OperationAborted",
+        "IncompleteBody",
+        "BadDigest",
+        "XAmzContentSHA256Mismatch",
+    }
+)
+
+
+def _s3_answer(exc: BaseException) -> tuple[int | None, str | None]:
+    """(HTTP status, S3 error code) of a translated botocore ClientError, if any."""
+    for e in (exc, exc.__cause__):
+        response = getattr(e, "response", None)
+        if isinstance(response, dict):
+            status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+            code = response.get("Error", {}).get("Code")
+            return (status if isinstance(status, int) else None), code
+    return None, None
+
+
 def is_transient(exc: BaseException) -> bool:
-    """Throttling, 5xx, timeouts and connection trouble: worth another try."""
+    """Throttling, 5xx, timeouts and connection trouble: worth another try.
+
+    A definite 4xx answer (416 InvalidRange, 400 InvalidArgument, ...) is not:
+    asking again gets the same answer.
+    """
     if isinstance(exc, _DEFINITE):
+        return False
+    status, code = _s3_answer(exc)
+    if (
+        status is not None
+        and 400 <= status < 500
+        and status not in (408, 409, 429)
+        and code not in _TRANSIENT_4XX_CODES
+    ):
         return False
     return isinstance(exc, (OSError, TimeoutError, ConnectionError)) or type(exc).__name__ in {
         "ClientError",
@@ -158,7 +200,16 @@ class FsspecStore:
             raise FileNotFoundError(name) from None
 
     def get_range(self, name: str, start: int, length: int) -> bytes:
+        """Bytes ``start .. start+length`` (fewer at the end), like the other stores.
+
+        One ranged GET. ``length <= 0`` reads nothing (s3fs would return the
+        whole object for an empty range) and a range past the end is empty
+        (S3 answers 416), but a missing object is FileNotFoundError either way.
+        """
         path = self._path(name)
+        if length <= 0:
+            self.size(name)
+            return b""
         try:
             return bytes(
                 self._call(
@@ -168,6 +219,11 @@ class FsspecStore:
             )
         except FileNotFoundError:
             raise FileNotFoundError(name) from None
+        except OSError as exc:
+            status, code = _s3_answer(exc)
+            if status == 416 or code == "InvalidRange":
+                return b""
+            raise
 
     def list(self, prefix: str = "") -> list[str]:
         dir_part, _, _ = prefix.rpartition("/")

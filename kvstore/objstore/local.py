@@ -31,10 +31,15 @@ _TMP_PREFIX = ".tmp-"
 class LocalStore:
     supports_journal = True
 
-    def __init__(self, root: str | os.PathLike[str], *, fsync: bool = True) -> None:
+    def __init__(
+        self, root: str | os.PathLike[str], *, fsync: bool = True, create: bool = True
+    ) -> None:
         self.root = os.path.abspath(os.fspath(root))
         self._fsync = fsync
-        os.makedirs(self.root, exist_ok=True)
+        if create:
+            os.makedirs(self.root, exist_ok=True)
+        elif not os.path.isdir(self.root):
+            raise FileNotFoundError(f"no kvstore at {self.root} (directory does not exist)")
         self._known_dirs: set[str] = set()
         self._dir_lock = threading.Lock()
 

@@ -254,6 +254,9 @@ class Block:
     def _decode_keys(self) -> list[bytes]:
         body, shared, soff = self.body, self.shared, self.soff
         if any(shared):
+            fast = self._decode_interval_keys()
+            if fast is not None:
+                return self._checked(fast)
             keys: list[bytes] = []
             append = keys.append
             prev = b""
@@ -266,6 +269,31 @@ class Block:
                 append(prev)
         else:
             keys = [body[a:b] for a, b in zip(soff, soff[1:])]
+        return self._checked(keys)
+
+    def _decode_interval_keys(self) -> list[bytes] | None:
+        """Fast path for blocks whose restart intervals each share one prefix length.
+
+        That is how :func:`encode_block_columns` writes them; each interval is
+        then one list comprehension. Returns None for other layouts.
+        """
+        body, shared, soff, n = self.body, self.shared, self.soff, self.n
+        bounds = [*self.restarts, n]
+        keys: list[bytes] = []
+        for r, nxt in zip(bounds, bounds[1:]):
+            first = body[soff[r] : soff[r + 1]]
+            keys.append(first)
+            if nxt - r > 1:
+                p = shared[r + 1]
+                if shared[r + 1 : nxt].count(p) != nxt - r - 1 or p > len(first):
+                    return None
+                prefix = first[:p]
+                keys.extend(
+                    [prefix + body[a:b] for a, b in zip(soff[r + 1 : nxt], soff[r + 2 : nxt + 1])]
+                )
+        return keys
+
+    def _checked(self, keys: list[bytes]) -> list[bytes]:
         if not all(map(le, keys, keys[1:])):
             raise CorruptionError("data block entries out of order", object_name=self.where)
         same = list(map(eq, keys, keys[1:]))

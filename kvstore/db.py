@@ -294,6 +294,12 @@ class DB(MaintenanceMixin):
         """Raise FencedError if a writer with a higher epoch has claimed the store."""
         if self._fenced is not None:
             raise FencedError(str(self._fenced))
+        cell = self._epoch_cell
+        if cell is not None and cell.read() <= self._epoch:
+            # A new writer raises the cell right after claiming the manifest and
+            # before reading the WAL, so a cell at or below our epoch means no
+            # newer writer has read (or can miss) what we synced.
+            return
         if self._mstore.newer_exists(self._manifest.id):
             latest = self._mstore.load_latest()
             if latest is not None and latest.writer_epoch > self._epoch:
@@ -799,7 +805,8 @@ class DB(MaintenanceMixin):
         except BaseException as exc:
             error = exc
         finally:
-            self._closed = True
+            # stop the background threads first (a running compaction abandons its
+            # work at the next output SST), then refuse further calls
             with self._cond:
                 self._stopping = True
                 self._cond.notify_all()
@@ -808,6 +815,7 @@ class DB(MaintenanceMixin):
                 self._flusher.join(timeout=30)
             if self._compactor is not None:
                 self._compactor.join(timeout=60)
+            self._closed = True
             try:
                 self._wal.close() if error is None else None
             except BaseException as exc:

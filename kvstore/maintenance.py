@@ -56,6 +56,10 @@ _MAX_SEQ_TIMES = 1024
 _CHECKPOINT_NAME_MAX = 128
 
 
+class CompactionStopped(Exception):
+    """A running compaction was abandoned because the database is closing."""
+
+
 def check_checkpoint_name(name: Any) -> str:
     if not isinstance(name, str):
         raise TypeError(f"checkpoint name must be a str, not {type(name).__name__}")
@@ -190,12 +194,18 @@ class MaintenanceMixin:
             outputs = sorted(l0_in, key=lambda h: h.meta.first_key)
             moved = True
         else:
-            sources: list[Iterator[Entry]] = [h.reader.iter_forward(None, None) for h in l0_in]
-            sources += [r.iter(None, None, False) for r in runs_in]
+            sources: list[Iterator[Entry]] = [
+                h.reader.iter_forward(None, None, fill_cache=False) for h in l0_in
+            ]
+            sources += [r.iter(None, None, False, fill_cache=False) for r in runs_in]
             chunks = compaction_chunks(
                 merge_batches(sources), snaps, p.bottom, self._opts.sst_target_bytes, watermark
             )
-            outputs = [self._write_entries(chunk) for chunk in chunks]
+            outputs = []
+            for chunk in chunks:
+                if self._stopping:  # closing: abandon; the outputs are orphans for GC
+                    raise CompactionStopped()
+                outputs.append(self._write_entries(chunk))
             moved = False
         input_ids = {m.id for m in inputs}
         out_run = tuple(h.meta for h in outputs)
@@ -283,7 +293,11 @@ class MaintenanceMixin:
             except FencedError as exc:
                 self._fenced = self._fenced or exc
                 return
+            except CompactionStopped:
+                return
             except Exception as exc:  # retried; reported via stats and logging
+                if self._stopping:
+                    return
                 self._counters["compaction_errors"] += 1
                 self._compaction_error = exc
                 log.error("compaction failed (retrying in %.1fs): %s", backoff, exc)

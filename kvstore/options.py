@@ -42,7 +42,7 @@ class Options:
     #: L0 SSTs that trigger a merge into a sorted run
     l0_compaction_trigger: int = 4
     #: split compaction outputs into SSTs of about this many bytes
-    sst_target_bytes: int = 32 * MiB
+    sst_target_bytes: int = 16 * MiB
     #: L0 SSTs at which each write sleeps 1 ms so compaction can catch up
     l0_slowdown_ssts: int = 8
     #: L0 SSTs at which flushes wait for compaction (writers then stall)

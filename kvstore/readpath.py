@@ -40,7 +40,9 @@ class SortedRun:
             return self.ssts[i]
         return None
 
-    def iter(self, start: bytes | None, end: bytes | None, reverse: bool) -> Iterator[Entry]:
+    def iter(
+        self, start: bytes | None, end: bytes | None, reverse: bool, *, fill_cache: bool = True
+    ) -> Iterator[Entry]:
         ssts = self.ssts
         if not reverse:
             for h in ssts:
@@ -48,7 +50,7 @@ class SortedRun:
                     return
                 if start is not None and h.meta.last_key < start:
                     continue
-                yield from h.reader.iter_forward(start, end)
+                yield from h.reader.iter_forward(start, end, fill_cache=fill_cache)
         else:
             for h in reversed(ssts):
                 if start is not None and h.meta.last_key < start:

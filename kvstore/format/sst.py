@@ -609,16 +609,16 @@ class SstReader:
         self.cache_id = next(_reader_ids)
 
     # -- blocks -----------------------------------------------------------
-    def block(self, i: int) -> Block:
+    def block(self, i: int, *, fill_cache: bool = True) -> Block:
         cache = self._cache
         ck = (self.cache_id, i)
         if cache is not None:
             hit = cache.get(ck)
             if hit is not None:
                 return hit
-        return self._load_block(i)
+        return self._load_block(i, fill_cache=fill_cache)
 
-    def _load_block(self, i: int) -> Block:
+    def _load_block(self, i: int, *, fill_cache: bool = True) -> Block:
         cache = self._cache
         ck = (self.cache_id, i)
         stored = self._read(self._offsets[i], self._sizes[i])
@@ -631,7 +631,7 @@ class SstReader:
             or blk.body[blk.soff[0] : blk.soff[1]] != self._first_keys[i]
         ):
             raise CorruptionError("data block does not match the index", object_name=where)
-        if cache is not None:
+        if cache is not None and fill_cache:
             cache.put(ck, blk, blk.charge)
         return blk
 
@@ -671,10 +671,14 @@ class SstReader:
                 return None
             blk = self.block(b)
 
-    def iter_forward(self, start: bytes | None, end: bytes | None) -> Iterator[Entry]:
+    def iter_forward(
+        self, start: bytes | None, end: bytes | None, *, fill_cache: bool = True
+    ) -> Iterator[Entry]:
+        """Entries with start <= key < end in internal order. ``fill_cache=False``
+        (compaction) reads without evicting the blocks that serve user reads."""
         b = 0 if start is None else self._seek_block(start)
         for bi in range(b, self.num_blocks):
-            blk = self.block(bi)
+            blk = self.block(bi, fill_cache=fill_cache)
             keys = blk.keys
             i = 0 if start is None else bisect_left(keys, start)
             if end is None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from kvstore.format.manifest import SstMeta
 from kvstore.format.sst import Entry, SstReader
-from kvstore.iterators import merge, visible
+from kvstore.iterators import merge, visible, visible_slices
 from kvstore.memtable import Memtable
 
 
@@ -114,4 +114,22 @@ def scan(
 ) -> Iterator[tuple[bytes, bytes]]:
     if start is not None and end is not None and start >= end:
         return iter(())
+    if not reverse:
+        single = _single_sorted_source(state, start, end)
+        if single is not None:  # nothing to merge: decide visibility block by block
+            return visible_slices(single, read_seq)
     return visible(entries(state, start, end, reverse), read_seq)
+
+
+def _single_sorted_source(
+    state: State, start: bytes | None, end: bytes | None
+) -> Iterator[tuple[list[bytes], tuple[int, ...], list[bytes | None]]] | None:
+    """Block slices when exactly one SST or run holds data in range and memtables are empty."""
+    if len(state.active) or any(len(m) for m in state.immutable):
+        return None
+    l0 = [h for h in state.l0 if _overlaps(h.meta, start, end)]
+    runs = [r for r in state.runs if any(_overlaps(h.meta, start, end) for h in r.ssts)]
+    if len(l0) + len(runs) != 1:
+        return None
+    ssts = l0 or [h for h in runs[0].ssts if _overlaps(h.meta, start, end)]
+    return (sl for h in ssts for sl in h.reader.iter_block_slices(start, end))

@@ -691,6 +691,24 @@ class SstReader:
                     return
             start = None
 
+    def iter_block_slices(
+        self, start: bytes | None, end: bytes | None
+    ) -> Iterator[tuple[list[bytes], tuple[int, ...], list[bytes | None]]]:
+        """Forward ``(keys, seqs, values)`` slices, one per block, within [start, end)."""
+        b = 0 if start is None else self._seek_block(start)
+        for bi in range(b, self.num_blocks):
+            blk = self.block(bi)
+            keys = blk.keys
+            i = 0 if start is None else bisect_left(keys, start)
+            j = len(keys) if end is None else bisect_left(keys, end, i)
+            if i == 0 and j == len(keys):
+                yield keys, blk.seqs, blk.values
+            elif i < j:
+                yield keys[i:j], blk.seqs[i:j], blk.values[i:j]
+            if j < len(keys):
+                return
+            start = None
+
     def iter_reverse(self, start: bytes | None, end: bytes | None) -> Iterator[Entry]:
         """Entries with start <= key < end, key descending, seq descending per key."""
         b = self.num_blocks - 1 if end is None else self._seek_block(end)

@@ -19,7 +19,7 @@ $(VENV)/.test-installed: $(BIN)/python pyproject.toml
 	touch $@
 
 demo: $(VENV)/.demo-installed
-	$(BIN)/python -m kvstore.demo
+	$(BIN)/python -m lakehouse.demo
 
 test: $(VENV)/.test-installed
 	$(BIN)/python -m pytest -q

@@ -1,5 +1,77 @@
 """lakehouse: a TrinityLake-style lakehouse whose tree and versions live in kvstore.
 
-Not built yet: it lands with the lakehouse issue (it builds on kvstore's
-transactions and retention). Until then this package only reserves the name.
+>>> import lakehouse, pyarrow as pa
+>>> lh = lakehouse.open("memory://doc-lakehouse")
+>>> with lh.begin() as txn:
+...     txn.create_namespace("sales")
+...     txn.create_table("sales.orders", pa.schema([("id", pa.int64())]))
+>>> lh.version
+1
+>>> lh.at_version(0).list_namespaces()
+[]
+>>> lh.close()
+
+See ``docs/lakehouse.md`` for the key layout, the commit protocol, time
+travel, rollback, export and expiration.
 """
+
+from __future__ import annotations
+
+from lakehouse.errors import (
+    AlreadyExists,
+    ClosedError,
+    CommitConflict,
+    CorruptionError,
+    IncompatibleConflict,
+    LakehouseError,
+    NamespaceNotEmpty,
+    NotFound,
+    RetryableConflict,
+    TransactionExpired,
+    VersionExpired,
+)
+from lakehouse.lakehouse import Lakehouse, open
+from lakehouse.model import (
+    Column,
+    DataFile,
+    Isolation,
+    LakehouseDef,
+    NamespaceDef,
+    ObjectChange,
+    TableDef,
+    VersionInfo,
+    ViewDef,
+)
+from lakehouse.options import Options
+from lakehouse.txn import Transaction
+from lakehouse.view import LakehouseView
+
+__all__ = [
+    "AlreadyExists",
+    "ClosedError",
+    "Column",
+    "CommitConflict",
+    "CorruptionError",
+    "DataFile",
+    "IncompatibleConflict",
+    "Isolation",
+    "Lakehouse",
+    "LakehouseDef",
+    "LakehouseError",
+    "LakehouseView",
+    "NamespaceDef",
+    "NamespaceNotEmpty",
+    "NotFound",
+    "ObjectChange",
+    "Options",
+    "RetryableConflict",
+    "TableDef",
+    "Transaction",
+    "TransactionExpired",
+    "VersionExpired",
+    "VersionInfo",
+    "ViewDef",
+    "open",
+]
+
+__version__ = "0.1.0"

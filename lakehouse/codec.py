@@ -1,0 +1,243 @@
+"""Values of the lakehouse keys: one format byte, then compact JSON.
+
+    +------+-----------------------------------------------+
+    | 0x01 | {"kind": ..., fields in a fixed order, no spaces} |
+    +------+-----------------------------------------------+
+
+The format byte lets a later release change the encoding; an unknown byte or
+unparsable JSON raises :class:`~lakehouse.errors.CorruptionError`. (The
+kvstore already checksums every block, so torn or flipped bytes never reach
+this module.) Encoding is deterministic (fields in a fixed order, properties
+sorted by key), so the hash of the bytes identifies a definition:
+:func:`def_id` is what version records store as ``old_id``/``new_id``. Arrow
+schemas travel as base64 of their IPC encoding, which round-trips every Arrow
+type, nested ones and metadata included. Decoded definitions are cached by
+their bytes: they are immutable (frozen dataclasses, read-only properties).
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from typing import Any
+
+from lakehouse.errors import CorruptionError
+from lakehouse.model import (
+    Column,
+    DataFile,
+    Definition,
+    Isolation,
+    LakehouseDef,
+    NamespaceDef,
+    ObjectChange,
+    TableDef,
+    VersionInfo,
+    ViewDef,
+)
+
+FORMAT = 1
+_FORMAT_BYTE = bytes([FORMAT])
+
+
+def _dump(obj: dict[str, Any]) -> bytes:
+    return _FORMAT_BYTE + json.dumps(obj, separators=(",", ":")).encode()
+
+
+def _load(data: bytes, what: str) -> dict[str, Any]:
+    if not data or data[0] != FORMAT:
+        raise CorruptionError(
+            f"{what}: unknown format byte {data[:1]!r} (this release reads {FORMAT})"
+        )
+    try:
+        obj = json.loads(data[1:])
+    except ValueError as exc:
+        raise CorruptionError(f"{what}: bad JSON: {exc}") from None
+    if not isinstance(obj, dict):
+        raise CorruptionError(f"{what}: expected a JSON object")
+    return obj
+
+
+def def_id(data: bytes) -> str:
+    """A short content hash naming one stored definition."""
+    return hashlib.blake2b(data, digest_size=8).hexdigest()
+
+
+# -- definitions -------------------------------------------------------------------
+def encode_lakehouse(d: LakehouseDef) -> bytes:
+    return _dump(
+        {
+            "kind": "lakehouse",
+            "id": d.id,
+            "max_name_length": d.max_name_length,
+            "default_isolation": d.default_isolation.value,
+            "transaction_ttl": d.transaction_ttl,
+            "properties": d.properties,
+            "created_ms": d.created_ms,
+        }
+    )
+
+
+def decode_lakehouse(data: bytes) -> LakehouseDef:
+    o = _load(data, "lakehouse definition")
+    try:
+        return LakehouseDef(
+            id=o["id"],
+            max_name_length=int(o["max_name_length"]),
+            default_isolation=Isolation(o["default_isolation"]),
+            transaction_ttl=float(o["transaction_ttl"]),
+            properties=dict(o["properties"]),
+            created_ms=int(o["created_ms"]),
+        )
+    except (KeyError, ValueError, TypeError) as exc:
+        raise CorruptionError(f"lakehouse definition: {exc!r}") from None
+
+
+def encode_def(d: Definition) -> bytes:
+    if isinstance(d, NamespaceDef):
+        return _dump({"kind": "namespace", "name": d.name, "properties": d.properties})
+    if isinstance(d, TableDef):
+        return _dump(
+            {
+                "kind": "table",
+                "namespace": d.namespace,
+                "name": d.name,
+                "table_id": d.table_id,
+                "columns": [[c.id, c.name, c.type, c.nullable] for c in d.columns],
+                "last_column_id": d.last_column_id,
+                "schema": base64.b64encode(d.schema_ipc).decode("ascii"),
+                "properties": d.properties,
+                "primary_key": list(d.primary_key),
+                "sort_keys": list(d.sort_keys),
+                "format": d.format,
+            }
+        )
+    if isinstance(d, ViewDef):
+        return _dump(
+            {
+                "kind": "view",
+                "namespace": d.namespace,
+                "name": d.name,
+                "sql": d.sql,
+                "referenced": list(d.referenced),
+                "properties": d.properties,
+                "dialect": d.dialect,
+            }
+        )
+    raise TypeError(f"not a definition: {type(d).__name__}")
+
+
+_DEF_CACHE: dict[bytes, Definition] = {}
+_DEF_CACHE_MAX = 8192
+
+
+def decode_def(data: bytes) -> Definition:
+    """Decode a definition (cached by its bytes: definitions are immutable)."""
+    d = _DEF_CACHE.get(data)
+    if d is None:
+        d = _decode_def(data)
+        remember_def(data, d)
+    return d
+
+
+def remember_def(data: bytes, d: Definition) -> None:
+    """Cache ``d`` as the decoding of ``data`` (a commit primes it with what it wrote)."""
+    if len(_DEF_CACHE) >= _DEF_CACHE_MAX:
+        _DEF_CACHE.clear()
+    _DEF_CACHE[data] = d
+
+
+def _decode_def(data: bytes) -> Definition:
+    o = _load(data, "definition")
+    try:
+        kind = o["kind"]
+        if kind == "namespace":
+            return NamespaceDef(o["name"], dict(o["properties"]))
+        if kind == "table":
+            return TableDef(
+                namespace=o["namespace"],
+                name=o["name"],
+                table_id=o["table_id"],
+                columns=tuple(Column(int(i), n, t, bool(nl)) for i, n, t, nl in o["columns"]),
+                last_column_id=int(o["last_column_id"]),
+                schema_ipc=base64.b64decode(o["schema"]),
+                properties=dict(o["properties"]),
+                primary_key=tuple(o["primary_key"]),
+                sort_keys=tuple(o["sort_keys"]),
+                format=o["format"],
+            )
+        if kind == "view":
+            return ViewDef(
+                namespace=o["namespace"],
+                name=o["name"],
+                sql=o["sql"],
+                referenced=tuple(o["referenced"]),
+                properties=dict(o["properties"]),
+                dialect=o["dialect"],
+            )
+    except (KeyError, ValueError, TypeError) as exc:
+        raise CorruptionError(f"definition: {exc!r}") from None
+    raise CorruptionError(f"definition of unknown kind {kind!r}")
+
+
+# -- table state ----------------------------------------------------------------------
+def encode_data_file(f: DataFile) -> bytes:
+    return _dump({"kind": "file", "path": f.path, "size": f.size, "records": f.record_count})
+
+
+def decode_data_file(data: bytes) -> DataFile:
+    o = _load(data, "data file entry")
+    try:
+        return DataFile(o["path"], int(o["size"]), int(o["records"]))
+    except (KeyError, ValueError, TypeError) as exc:
+        raise CorruptionError(f"data file entry: {exc!r}") from None
+
+
+def encode_paths(paths: list[str]) -> bytes:
+    return _dump({"kind": "paths", "paths": paths})
+
+
+def decode_paths(data: bytes) -> list[str]:
+    return list(_load(data, "path list").get("paths", []))
+
+
+# -- version records ----------------------------------------------------------------------
+def encode_record(r: VersionInfo) -> bytes:
+    return _dump(
+        {
+            "kind": "version",
+            "version": r.version,
+            "parent": r.parent,
+            "base_seq": r.base_seq,
+            "created_ms": r.created_ms,
+            "isolation": r.isolation.value,
+            "txn": r.txn_id,
+            "changes": [[c.kind, c.name, c.op, c.old_id, c.new_id] for c in r.changes],
+            "reads": [list(x) for x in r.reads],
+            "listings": [list(x) for x in r.listings],
+            "rollback_of": r.rollback_of,
+            "source": r.source,
+            "files_added": list(r.files_added),
+        }
+    )
+
+
+def decode_record(data: bytes) -> VersionInfo:
+    o = _load(data, "version record")
+    try:
+        return VersionInfo(
+            version=int(o["version"]),
+            created_ms=int(o["created_ms"]),
+            parent=o["parent"],
+            isolation=Isolation(o["isolation"]),
+            txn_id=o["txn"],
+            changes=tuple(ObjectChange(k, n, op, a, b) for k, n, op, a, b in o["changes"]),
+            reads=tuple((k, n) for k, n in o["reads"]),
+            listings=tuple((k, n) for k, n in o["listings"]),
+            rollback_of=o["rollback_of"],
+            base_seq=int(o["base_seq"]),
+            source=o["source"],
+            files_added=tuple(o["files_added"]),
+        )
+    except (KeyError, ValueError, TypeError) as exc:
+        raise CorruptionError(f"version record: {exc!r}") from None

@@ -1,0 +1,192 @@
+"""Every kvstore key the lakehouse uses, packed and parsed in this one module.
+
+The lakehouse tree (TrinityLake's "object keys": a type prefix plus names)
+and its version history are plain keys in one kvstore. A one-byte type tag
+and a ``/`` start every key, so each kind of key is one contiguous range that
+a prefix scan can list::
+
+    key                                   value (see codec.py)
+    ───────────────────────────────────   ─────────────────────────────────────
+    H                                     head: latest version, 8-byte big-endian
+    L/def                                 lakehouse definition
+    L/oldest                              oldest retained version, 8-byte BE
+    L/gc                                  data files queued for deletion
+    N/<ns>                                namespace definition
+    T/<ns> 00 <table>                     table definition
+    V/<ns> 00 <view>                      view definition
+    S/<ns> 00 <table> 00 <suffix>         table state (data files, later issues)
+    R/<version, 20 decimal digits>        version record
+
+Byte layout of a table key (names are UTF-8)::
+
+    +----+----+---- ... ----+----+------- ... -------+
+    | T  | /  |  namespace  | 00 |        table      |
+    +----+----+---- ... ----+----+------- ... -------+
+
+Why these choices:
+
+* **Names never contain the separator.** Names may not contain control
+  characters (model.py enforces it), so the NUL byte ``00`` cannot occur
+  inside a name. Hence ``T/<ns>00`` is a prefix of exactly the tables of
+  ``<ns>``: namespace ``a`` cannot capture ``ab``'s tables (``a 00`` vs
+  ``a b``), and the table listing of a namespace is one range scan.
+* **Order follows the names.** UTF-8 preserves code point order, and ``00``
+  sorts below every byte a name can hold, so keys sort exactly like the
+  tuples ``(namespace, table)`` compare in Python: listings come back sorted.
+* **Versions sort numerically.** Record keys carry the version as 20
+  zero-padded decimal digits (enough for any 64-bit number), so byte order
+  is numeric order and ``R/`` scans walk history in order.
+* **Dots are free in table names.** Qualified names are ``ns.table`` split on
+  the first dot; namespaces may not contain dots, table and view names may.
+  Keys never use dots, so nothing here depends on that rule.
+
+Ordering and prefix properties are tested in tests/test_lakehouse_keys.py.
+"""
+
+from __future__ import annotations
+
+import struct
+
+HEAD = b"H"
+LAKEHOUSE_DEF = b"L/def"
+OLDEST = b"L/oldest"
+PENDING_GC = b"L/gc"
+
+NAMESPACE_PREFIX = b"N/"
+TABLE_PREFIX = b"T/"
+VIEW_PREFIX = b"V/"
+STATE_PREFIX = b"S/"
+RECORD_PREFIX = b"R/"
+
+SEP = b"\x00"
+_VERSION_DIGITS = 20
+_U64 = struct.Struct(">Q")
+
+#: object kinds and the prefix of their definition keys
+KIND_PREFIX = {"namespace": NAMESPACE_PREFIX, "table": TABLE_PREFIX, "view": VIEW_PREFIX}
+
+#: prefixes of every key that makes up a version's state (what rollback and
+#: export copy); the version history and system keys are not state
+STATE_PREFIXES = (NAMESPACE_PREFIX, TABLE_PREFIX, VIEW_PREFIX, STATE_PREFIX)
+
+
+def _utf8(name: str) -> bytes:
+    b = name.encode("utf-8")
+    if SEP in b:
+        raise ValueError(f"name {name!r} contains a NUL character")
+    return b
+
+
+# -- integers ----------------------------------------------------------------
+def encode_u64(n: int) -> bytes:
+    return _U64.pack(n)
+
+
+def decode_u64(b: bytes) -> int:
+    if len(b) != _U64.size:
+        raise ValueError(f"expected {_U64.size} bytes, got {len(b)}")
+    return int(_U64.unpack(b)[0])
+
+
+# -- objects ---------------------------------------------------------------------
+def namespace_key(ns: str) -> bytes:
+    return NAMESPACE_PREFIX + _utf8(ns)
+
+
+def table_key(ns: str, table: str) -> bytes:
+    return TABLE_PREFIX + _utf8(ns) + SEP + _utf8(table)
+
+
+def view_key(ns: str, view: str) -> bytes:
+    return VIEW_PREFIX + _utf8(ns) + SEP + _utf8(view)
+
+
+def object_key(kind: str, ns: str, name: str | None = None) -> bytes:
+    """The definition key of a ``namespace`` (name None), ``table`` or ``view``."""
+    if kind == "namespace":
+        return namespace_key(ns)
+    if name is None:
+        raise ValueError(f"a {kind} key needs a name")
+    if kind == "table":
+        return table_key(ns, name)
+    if kind == "view":
+        return view_key(ns, name)
+    raise ValueError(f"unknown object kind {kind!r}")
+
+
+def children_prefix(kind: str, ns: str) -> bytes:
+    """Prefix of the ``table`` or ``view`` keys of namespace ``ns``."""
+    if kind not in ("table", "view"):
+        raise ValueError(f"namespaces hold tables and views, not {kind!r}")
+    return KIND_PREFIX[kind] + _utf8(ns) + SEP
+
+
+def parse_namespace_key(key: bytes) -> str:
+    if not key.startswith(NAMESPACE_PREFIX):
+        raise ValueError(f"not a namespace key: {key!r}")
+    return key[len(NAMESPACE_PREFIX) :].decode("utf-8")
+
+
+def parse_child_key(key: bytes) -> tuple[str, str]:
+    """``(namespace, name)`` of a table or view key."""
+    body = key[2:]
+    if key[:2] not in (TABLE_PREFIX, VIEW_PREFIX) or body.count(SEP) != 1:
+        raise ValueError(f"not a table or view key: {key!r}")
+    ns, name = body.split(SEP)
+    return ns.decode("utf-8"), name.decode("utf-8")
+
+
+def child_name(prefix: bytes, key: bytes) -> str:
+    """The plain name in ``key``, which starts with ``children_prefix(...)``."""
+    return key[len(prefix) :].decode("utf-8")
+
+
+# -- table state -------------------------------------------------------------------
+def table_state_prefix(ns: str, table: str) -> bytes:
+    """Prefix of every state key of one table (data files, deletion vectors, ...)."""
+    return STATE_PREFIX + _utf8(ns) + SEP + _utf8(table) + SEP
+
+
+def data_file_key(ns: str, table: str, file_id: str) -> bytes:
+    """The state key listing one data file of a table."""
+    return table_state_prefix(ns, table) + b"F/" + _utf8(file_id)
+
+
+def is_data_file_key(key: bytes) -> bool:
+    if not key.startswith(STATE_PREFIX):
+        return False
+    parts = key.split(SEP, 2)
+    return len(parts) == 3 and parts[2].startswith(b"F/")
+
+
+def parse_state_key(key: bytes) -> tuple[str, str, bytes]:
+    """``(namespace, table, suffix)`` of a table state key."""
+    parts = key[len(STATE_PREFIX) :].split(SEP, 2)
+    if not key.startswith(STATE_PREFIX) or len(parts) != 3:
+        raise ValueError(f"not a table state key: {key!r}")
+    return parts[0].decode("utf-8"), parts[1].decode("utf-8"), parts[2]
+
+
+# -- versions ----------------------------------------------------------------------
+def record_key(version: int) -> bytes:
+    if version < 0 or version >= 10**_VERSION_DIGITS:
+        raise ValueError(f"version {version} out of range")
+    return RECORD_PREFIX + b"%020d" % version
+
+
+def parse_record_key(key: bytes) -> int:
+    digits = key[len(RECORD_PREFIX) :]
+    if not key.startswith(RECORD_PREFIX) or len(digits) != _VERSION_DIGITS:
+        raise ValueError(f"not a version record key: {key!r}")
+    return int(digits)
+
+
+def prefix_end(prefix: bytes) -> bytes | None:
+    """The smallest key greater than every key starting with ``prefix``."""
+    b = bytearray(prefix)
+    while b and b[-1] == 0xFF:
+        b.pop()
+    if not b:
+        return None
+    b[-1] += 1
+    return bytes(b)

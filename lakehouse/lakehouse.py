@@ -1,0 +1,361 @@
+"""The :class:`Lakehouse`: open, begin, time travel, history.
+
+Time travel, exactly and in constant time::
+
+    kvstore seq ─────────s3──────────s4──────────s5─────────▶
+    lakehouse       v3 visible │ v4 visible │ v5 visible ...
+                               │            │
+                R/4.base_seq ──┘ (commit of v4 read v3 here)
+
+Version ``v`` is the state visible at any seq in ``[commit seq of v, commit
+seq of v+1)``, and the commit of ``v+1`` read ``v`` at ``R/<v+1>.base_seq``,
+inside that interval. So ``at_version(v)`` is: read ``H`` and the oldest
+retained version, read one record, open a kvstore snapshot at that seq. The
+head version is served by the latest snapshot. ``at_time(t)`` binary-searches
+the records between the oldest retained version and the head by
+``created_at`` (monotone by construction), then does the same. Neither
+replays or scans history; reads through the view then cost what kvstore reads
+at that seq cost.
+
+Rollback, export and expiration live in :mod:`lakehouse.maintenance`.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import kvstore
+from lakehouse import codec, keys
+from lakehouse.errors import ClosedError, CorruptionError, NotFound, VersionExpired
+from lakehouse.layout import Layout
+from lakehouse.model import Isolation, LakehouseDef, VersionInfo, to_epoch_ms
+from lakehouse.options import Options
+from lakehouse.txn import Transaction
+from lakehouse.view import LakehouseView
+
+log = logging.getLogger("lakehouse")
+
+_RECORD_CACHE_MAX = 200_000
+
+
+class Lakehouse:
+    """An open lakehouse. Use :func:`lakehouse.open`."""
+
+    def __init__(self, db: kvstore.DB, layout: Layout, options: Options) -> None:
+        self._db = db
+        self._layout = layout
+        self._data = layout.data
+        self._options = options
+        self._rng = random.Random(options.seed)
+        self._rng_lock = threading.Lock()
+        self._clock: Callable[[], float] = options.clock or time.time
+        self._sleep: Callable[[float], None] = options.sleep or time.sleep
+        self._monotonic: Callable[[], float] = time.monotonic
+        self._records: dict[int, VersionInfo] = {}
+        self._maintenance_lock = threading.Lock()
+        self._closed = False
+        #: test hook: called inside each commit attempt just before the kvstore commit
+        self._before_kv_commit: Callable[[Transaction, int], None] | None = None
+        self.definition = self._load_or_create()
+        from lakehouse.maintenance import retry_pending_deletes
+
+        retry_pending_deletes(self)
+
+    # -- creation ---------------------------------------------------------------------
+    def _load_or_create(self) -> LakehouseDef:
+        db = self._db
+        if db.get(keys.HEAD) is None:
+            if not self._options.create:
+                raise NotFound(f"no lakehouse at {self._layout.label}")
+            o = self._options
+            iso = o.default_isolation
+            assert isinstance(iso, Isolation)
+            now = self._now_ms()
+            d = LakehouseDef(
+                id=f"{self._rng_bits(128):032x}",
+                max_name_length=o.max_name_length,
+                default_isolation=iso,
+                transaction_ttl=float(o.transaction_ttl),
+                properties=dict(o.properties or {}),
+                created_ms=now,
+            )
+            with db.transaction() as ktx:
+                if ktx.get_for_update(keys.HEAD) is None:
+                    ktx.put(keys.LAKEHOUSE_DEF, codec.encode_lakehouse(d))
+                    root = VersionInfo(0, now, None, iso, "init", (), base_seq=ktx.read_seq)
+                    ktx.put(keys.record_key(0), codec.encode_record(root))
+                    ktx.put(keys.OLDEST, keys.encode_u64(0))
+                    ktx.put(keys.HEAD, keys.encode_u64(0))
+            log.info("created lakehouse %s at %s", d.id, self._layout.label)
+        raw = db.get(keys.LAKEHOUSE_DEF)
+        if raw is None:
+            raise CorruptionError("the lakehouse has a head version but no definition")
+        return codec.decode_lakehouse(raw)
+
+    # -- small services for the other modules -----------------------------------------------
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ClosedError("the lakehouse is closed")
+
+    def _now_ms(self) -> int:
+        return int(self._clock() * 1000)
+
+    def _rng_bits(self, n: int) -> int:
+        with self._rng_lock:
+            return self._rng.getrandbits(n)
+
+    def _backoff(self, attempt: int) -> float:
+        o = self._options
+        with self._rng_lock:
+            jitter = self._rng.random()
+        return min(o.retry_max_delay, o.retry_base_delay * (2 ** min(attempt - 1, 16))) * (
+            0.5 + jitter
+        )
+
+    def _record(self, version: int, get: Callable[[bytes], bytes | None]) -> VersionInfo:
+        """Version record ``version`` (immutable once committed, hence cached)."""
+        rec = self._records.get(version)
+        if rec is None:
+            raw = get(keys.record_key(version))
+            if raw is None:
+                raise CorruptionError(f"version record {version} is missing")
+            rec = codec.decode_record(raw)
+            self._remember(rec)
+        return rec
+
+    def _remember(self, rec: VersionInfo) -> None:
+        if len(self._records) >= _RECORD_CACHE_MAX:
+            self._records.clear()
+        self._records[rec.version] = rec
+
+    def _forget_before(self, version: int) -> None:
+        for v in [v for v in self._records if v < version]:
+            self._records.pop(v, None)
+
+    @staticmethod
+    def _u64(snap: kvstore.Snapshot, key: bytes, default: int | None = None) -> int:
+        raw = snap.get(key)
+        if raw is None:
+            if default is not None:
+                return default
+            raise CorruptionError(f"key {key!r} is missing")
+        return keys.decode_u64(raw)
+
+    # -- public API ----------------------------------------------------------------------------
+    @property
+    def version(self) -> int:
+        """The latest committed version (0 for a new lakehouse)."""
+        self._check_open()
+        raw = self._db.get(keys.HEAD)
+        assert raw is not None
+        return keys.decode_u64(raw)
+
+    @property
+    def oldest_version(self) -> int:
+        """The oldest version still readable (raised by :meth:`expire_versions`)."""
+        self._check_open()
+        raw = self._db.get(keys.OLDEST)
+        return 0 if raw is None else keys.decode_u64(raw)
+
+    @property
+    def url(self) -> str:
+        return self._layout.label
+
+    def begin(self, isolation: Isolation | None = None) -> Transaction:
+        """Begin a transaction at the latest version (default isolation: the lakehouse's)."""
+        self._check_open()
+        if isolation is None:
+            isolation = self.definition.default_isolation
+        elif not isinstance(isolation, Isolation):
+            raise TypeError(
+                f"isolation must be a lakehouse.Isolation, not {type(isolation).__name__}"
+            )
+        snap = self._db.snapshot()
+        version = self._u64(snap, keys.HEAD)
+        return Transaction(self, snap, version, isolation, f"{self._rng_bits(64):016x}")
+
+    def at_version(self, version: int) -> LakehouseView:
+        """Read-only view of the whole lakehouse at ``version`` (FOR SYSTEM_VERSION AS OF)."""
+        self._check_open()
+        if isinstance(version, bool) or not isinstance(version, int):
+            raise TypeError(f"version must be an int, not {type(version).__name__}")
+        if version < 0:
+            raise ValueError(f"version must be >= 0, got {version}")
+        return self._view(self._db.snapshot(), version)
+
+    def _view(self, snap: kvstore.Snapshot, version: int) -> LakehouseView:
+        """A view of ``version`` given a snapshot at the latest seq (consumed)."""
+        limit = self.definition.max_name_length
+        try:
+            head = self._u64(snap, keys.HEAD)
+            oldest = self._u64(snap, keys.OLDEST, 0)
+            if version > head:
+                raise NotFound(f"version {version} does not exist; the latest is {head}")
+            if version < oldest:
+                raise VersionExpired(
+                    f"version {version} has expired; the oldest retained version is {oldest}"
+                )
+            if version == head:
+                return LakehouseView(snap, version, limit, self._check_open)
+            seq = self._record(version + 1, snap.get).base_seq
+        except BaseException:
+            snap.close()
+            raise
+        snap.close()
+        try:
+            return LakehouseView(self._db.snapshot(seq=seq), version, limit, self._check_open)
+        except kvstore.SnapshotTooOld:
+            raise VersionExpired(f"version {version} has expired (kvstore seq {seq})") from None
+
+    def at_time(self, ts: Any) -> LakehouseView:
+        """View as of ``ts`` (aware ``datetime`` or epoch ms): the newest version
+        created at or before it (FOR SYSTEM_TIME AS OF). Naive datetimes raise
+        ValueError."""
+        self._check_open()
+        ms = to_epoch_ms(ts)
+        snap = self._db.snapshot()
+        try:
+            version = self._version_at(snap, ms)
+        except BaseException:
+            snap.close()
+            raise
+        return self._view(snap, version)
+
+    def version_at(self, ts: Any) -> int:
+        """The newest version created at or before ``ts`` (see :meth:`at_time`)."""
+        self._check_open()
+        with self._db.snapshot() as snap:
+            return self._version_at(snap, to_epoch_ms(ts))
+
+    def _version_at(self, snap: kvstore.Snapshot, ms: int) -> int:
+        head = self._u64(snap, keys.HEAD)
+        oldest = self._u64(snap, keys.OLDEST, 0)
+        if ms < self.definition.created_ms:
+            raise NotFound("the lakehouse did not exist yet at that time")
+        if self._record(oldest, snap.get).created_ms > ms:
+            raise VersionExpired(
+                f"the version current at that time has expired (the oldest retained "
+                f"version, {oldest}, was created later)"
+            )
+        lo, hi = oldest, head  # invariant: created(lo) <= ms
+        while lo < hi:
+            mid = (lo + hi + 1) // 2
+            if self._record(mid, snap.get).created_ms <= ms:
+                lo = mid
+            else:
+                hi = mid - 1
+        return lo
+
+    def version_info(self, version: int) -> VersionInfo:
+        """The record of one retained version."""
+        self._check_open()
+        with self._db.snapshot() as snap:
+            oldest = self._u64(snap, keys.OLDEST, 0)
+            head = self._u64(snap, keys.HEAD)
+            if version > head:
+                raise NotFound(f"version {version} does not exist; the latest is {head}")
+            if version < oldest:
+                raise VersionExpired(f"version {version} has expired")
+            return self._record(version, snap.get)
+
+    def history(self, *, limit: int | None = None) -> list[VersionInfo]:
+        """Retained versions, newest first: what each changed, its isolation, rollback source."""
+        self._check_open()
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
+            raise TypeError("limit must be an int or None")
+        out: list[VersionInfo] = []
+        with self._db.snapshot() as snap:
+            for k, v in snap.scan_prefix(keys.RECORD_PREFIX, reverse=True):
+                if limit is not None and len(out) >= limit:
+                    break
+                version = keys.parse_record_key(k)
+                rec = self._records.get(version)
+                if rec is None:
+                    rec = codec.decode_record(v)
+                    self._remember(rec)
+                out.append(rec)
+        return out
+
+    def rollback(self, to_version: int) -> int:
+        """Roll forward: commit a new version whose state equals ``to_version``."""
+        from lakehouse.maintenance import rollback
+
+        return rollback(self, to_version)
+
+    def export(
+        self, dest_url: Any, *, version: int | None = None, kind: str = "full"
+    ) -> dict[str, Any]:
+        """Write ``version`` (default: latest) as a new lakehouse at ``dest_url``.
+
+        ``kind="full"`` copies every data file the version references;
+        ``"minimal"`` copies only the metadata (data files are then referenced
+        at their original location). Returns a summary dict.
+        """
+        from lakehouse.maintenance import export
+
+        return export(self, dest_url, version=version, kind=kind)
+
+    def expire_versions(
+        self, *, keep_last: int | None = None, older_than: Any = None, compact: bool = True
+    ) -> int:
+        """Drop old versions and the data files only they reference; returns the
+        oldest retained version. See :func:`lakehouse.maintenance.expire_versions`."""
+        from lakehouse.maintenance import expire_versions
+
+        return expire_versions(self, keep_last=keep_last, older_than=older_than, compact=compact)
+
+    def stats(self) -> dict[str, Any]:
+        self._check_open()
+        return {
+            "version": self.version,
+            "oldest_version": self.oldest_version,
+            "kvstore": self._db.stats(),
+        }
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._db.close()
+
+    def __enter__(self) -> Lakehouse:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else f"version {self.version}"
+        return f"<lakehouse.Lakehouse {self._layout.label} {state}>"
+
+
+def open(url: Any, **options: Any) -> Lakehouse:
+    """Open (creating if missing) the lakehouse at ``url``.
+
+    ``url``: a local directory, ``file:///abs/dir``, ``memory://name``,
+    ``s3://bucket/prefix`` (with ``storage_options=``) or a kvstore
+    ``ObjectStore`` instance. Options are those of
+    :class:`lakehouse.options.Options`; unknown names raise TypeError.
+    """
+    from lakehouse.layout import exists, resolve
+
+    opts = Options.from_kwargs(options)
+    if not opts.create and not exists(url, opts.storage_options):
+        raise NotFound(f"no lakehouse at {url}")
+    layout = resolve(url, opts.storage_options, opts.data_store)
+    kv = dict(opts.kv_options)
+    if opts.storage_options and "storage_options" not in kv:
+        kv["storage_options"] = opts.storage_options
+    db = kvstore.open(layout.meta, retention="all", **kv)
+    try:
+        return Lakehouse(db, layout, opts)
+    except BaseException:
+        try:
+            db.close()
+        except Exception:
+            pass
+        raise

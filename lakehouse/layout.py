@@ -1,0 +1,123 @@
+"""Where a lakehouse keeps things: the one module that builds locations.
+
+Under the lakehouse URL::
+
+    <url>/meta/      the kvstore holding the tree, definitions and versions
+    <url>/data/      table data files (paths in table state are relative to it)
+
+``memory://name`` becomes ``memory://name/meta`` and ``memory://name/data``.
+An :class:`~kvstore.ObjectStore` instance (tests pass a ``FaultyStore``) holds
+the kvstore itself; data files then go to ``data_store`` if given, else under
+``lakehouse-data/`` inside the same store (kvstore only ever touches its own
+``manifest/``, ``wal/`` and ``sst/`` names).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from kvstore.objstore import ObjectStore, RangeReader, open_store
+from kvstore.objstore.base import Journal
+
+META_DIR = "meta"
+DATA_DIR = "data"
+INSTANCE_DATA_PREFIX = "lakehouse-data/"
+
+
+@dataclass(frozen=True)
+class Layout:
+    #: what kvstore.open receives: a URL/path or a store instance
+    meta: str | ObjectStore
+    #: where data files live
+    data: ObjectStore
+    #: absolute URL of the data directory (None for store instances)
+    data_url: str | None
+    #: printable location
+    label: str
+
+
+def _join(url: str, part: str) -> str:
+    if "://" in url:
+        return url.rstrip("/") + "/" + part
+    return os.path.join(url, part)
+
+
+def resolve(
+    url: Any,
+    storage_options: dict[str, Any] | None = None,
+    data_store: ObjectStore | None = None,
+) -> Layout:
+    """Turn ``lakehouse.open``'s first argument into a :class:`Layout`."""
+    if isinstance(url, os.PathLike):
+        url = os.fspath(url)
+    if isinstance(url, str):
+        if not url:
+            raise ValueError("url must not be empty")
+        base = url if "://" in url else os.path.abspath(url)
+        data_url = _join(base, DATA_DIR)
+        data = data_store if data_store is not None else open_store(data_url, storage_options)
+        if "://" not in data_url:
+            data_url = "file://" + data_url
+        return Layout(_join(base, META_DIR), data, data_url, url)
+    if isinstance(url, ObjectStore):
+        data = data_store if data_store is not None else PrefixStore(url, INSTANCE_DATA_PREFIX)
+        return Layout(url, data, None, url.describe())
+    raise TypeError(f"url must be a str, os.PathLike or ObjectStore, not {type(url).__name__}")
+
+
+def exists(url: Any, storage_options: dict[str, Any] | None = None) -> bool:
+    """Whether a lakehouse (its kvstore) exists at ``url``; creates nothing."""
+    if isinstance(url, os.PathLike):
+        url = os.fspath(url)
+    if not isinstance(url, str):
+        return bool(url.list(""))  # a store instance
+    if url.startswith("file://"):
+        url = url[len("file://") :]
+    if "://" not in url:
+        meta = os.path.join(os.path.abspath(url), META_DIR)
+        return os.path.isdir(meta) and bool(open_store(meta).list(""))
+    return bool(open_store(_join(url, META_DIR), storage_options).list(""))
+
+
+class PrefixStore:
+    """A view of ``inner`` restricted to names under ``prefix``."""
+
+    def __init__(self, inner: ObjectStore, prefix: str) -> None:
+        self.inner = inner
+        self.prefix = prefix
+
+    def put(self, name: str, data: bytes) -> None:
+        self.inner.put(self.prefix + name, data)
+
+    def put_if_absent(self, name: str, data: bytes) -> None:
+        self.inner.put_if_absent(self.prefix + name, data)
+
+    def get(self, name: str) -> bytes:
+        return self.inner.get(self.prefix + name)
+
+    def get_range(self, name: str, start: int, length: int) -> bytes:
+        return self.inner.get_range(self.prefix + name, start, length)
+
+    def list(self, prefix: str = "") -> list[str]:
+        n = len(self.prefix)
+        return [name[n:] for name in self.inner.list(self.prefix + prefix)]
+
+    def delete(self, name: str) -> None:
+        self.inner.delete(self.prefix + name)
+
+    def exists(self, name: str) -> bool:
+        return self.inner.exists(self.prefix + name)
+
+    def size(self, name: str) -> int:
+        return self.inner.size(self.prefix + name)
+
+    def open_journal(self, name: str) -> Journal | None:
+        return None
+
+    def open_range_reader(self, name: str) -> RangeReader:
+        return self.inner.open_range_reader(self.prefix + name)
+
+    def describe(self) -> str:
+        return f"{self.inner.describe()}/{self.prefix}"

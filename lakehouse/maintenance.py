@@ -1,0 +1,331 @@
+"""Rollback, export and version expiration (TrinityLake's storage-level operations).
+
+**Rollback rolls forward.** ``rollback(to)`` reads the whole state at ``to``
+(every definition and table-state key) and the state at the head, and
+commits a new version holding the difference (creates, alters, drops), with
+``rollback_of = to`` in its record. History is never rewritten, so the
+rollback itself can be rolled back. The commit is *exclusive*: any version
+committed meanwhile makes it retry from scratch, because the result must
+equal the old state exactly.
+
+**Export** writes one version as a new lakehouse at another URL: version 0
+is its empty root, version 1 holds the exported state and records where it
+came from. ``full`` copies every data file the state references into the
+destination's data directory; ``minimal`` copies only metadata and rewrites
+relative data-file paths to absolute URLs of the source's files.
+
+**Expiration** ``expire_versions(keep_last=N, older_than=t)`` picks the oldest
+version to keep (the last N; and/or the version that was current at ``t``,
+so ``at_time(t)`` stays answerable; with both, whichever keeps more) and then,
+in this order (a crash between steps leaves something harmless):
+
+1. one kvstore write: ``L/oldest`` = the new oldest version, delete the
+   records of the expired versions, queue in ``L/gc`` the data files that
+   only expired versions reference;
+2. raise the kvstore retention watermark to the seq that reads the new
+   oldest version: compaction may now drop every older key version;
+3. delete the queued files, clear ``L/gc`` (retried at the next open if the
+   process dies first);
+4. ``db.compact()`` (optional) to reclaim the space now.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+import kvstore
+from lakehouse import codec, keys
+from lakehouse.errors import AlreadyExists, NotFound, RetryableConflict, VersionExpired
+from lakehouse.model import DataFile, Isolation, to_epoch_ms
+from lakehouse.txn import Pending, Transaction
+
+if TYPE_CHECKING:
+    from lakehouse.lakehouse import Lakehouse
+
+log = logging.getLogger("lakehouse")
+
+
+def _state(scan: Any) -> dict[bytes, bytes]:
+    out: dict[bytes, bytes] = {}
+    for prefix in keys.STATE_PREFIXES:
+        out.update(scan(prefix))
+    return out
+
+
+def _kind_of(key: bytes) -> tuple[str, str, str | None]:
+    if key.startswith(keys.NAMESPACE_PREFIX):
+        return "namespace", keys.parse_namespace_key(key), None
+    ns, name = keys.parse_child_key(key)
+    return ("table" if key.startswith(keys.TABLE_PREFIX) else "view"), ns, name
+
+
+def _apply_state(txn: Transaction, current: dict[bytes, bytes], target: dict[bytes, bytes]) -> int:
+    """Buffer in ``txn`` the changes that turn ``current`` into ``target``."""
+    changed = 0
+    for key in sorted(set(current) | set(target)):
+        old, new = current.get(key), target.get(key)
+        if old == new:
+            continue
+        changed += 1
+        if key.startswith(keys.STATE_PREFIX):
+            ns, table, _ = keys.parse_state_key(key)
+            txn._state_writes[key] = new
+            txn._state_tables.add((ns, table))
+            ref = ("table", f"{ns}.{table}")
+            if ref not in txn._pending:
+                base = current.get(keys.table_key(ns, table))
+                d = None if base is None else codec.decode_def(base)
+                txn._pending[ref] = Pending("table", ns, table, d, base, d)
+            continue
+        kind, ns, name = _kind_of(key)
+        ref = (kind, ns if name is None else f"{ns}.{name}")
+        prev = txn._pending.get(ref)
+        base_def = None if old is None else codec.decode_def(old)
+        final = None if new is None else codec.decode_def(new)
+        if prev is not None:  # created above for a state key: keep its base
+            prev.final = final
+        else:
+            txn._pending[ref] = Pending(kind, ns, name, base_def, old, final)
+    return changed
+
+
+# ---------------------------------------------------------------------------
+# rollback
+# ---------------------------------------------------------------------------
+def rollback(lh: Lakehouse, to_version: int) -> int:
+    lh._check_open()
+    if isinstance(to_version, bool) or not isinstance(to_version, int):
+        raise TypeError(f"to_version must be an int, not {type(to_version).__name__}")
+    last: RetryableConflict | None = None
+    for attempt in range(1, lh._options.commit_retries + 1):
+        with lh.at_version(to_version) as old:
+            target = _state(old._snap.scan_prefix)
+        txn = lh.begin(Isolation.SNAPSHOT)
+        try:
+            _apply_state(txn, _state(txn._snap.scan_prefix), target)
+            txn._rollback_of = to_version
+            txn._exclusive = True
+            txn._force = True
+            version = txn.commit()
+            log.info("rolled back to version %d as version %d", to_version, version)
+            return version
+        except RetryableConflict as exc:
+            last = exc
+            lh._sleep(lh._backoff(attempt))
+        finally:
+            txn.rollback()
+    assert last is not None
+    raise last
+
+
+# ---------------------------------------------------------------------------
+# export
+# ---------------------------------------------------------------------------
+def export(
+    lh: Lakehouse, dest_url: Any, *, version: int | None = None, kind: str = "full"
+) -> dict[str, Any]:
+    from lakehouse.lakehouse import open as open_lakehouse
+
+    lh._check_open()
+    if kind not in ("full", "minimal"):
+        raise ValueError(f"kind must be 'full' or 'minimal', not {kind!r}")
+    if version is None:
+        version = lh.version
+    d = lh.definition
+    with lh.at_version(version) as view:
+        state = _state(view._snap.scan_prefix)
+    dest = open_lakehouse(
+        dest_url,
+        default_isolation=d.default_isolation,
+        max_name_length=d.max_name_length,
+        transaction_ttl=d.transaction_ttl,
+        properties=d.properties,
+        durable=lh._options.durable,
+        storage_options=lh._options.storage_options,
+    )
+    copied = 0
+    copied_bytes = 0
+    try:
+        if dest.version != 0:
+            raise AlreadyExists(f"{dest.url} already holds a lakehouse at version {dest.version}")
+        for key, value in list(state.items()):
+            if not keys.is_data_file_key(key):
+                continue
+            f = codec.decode_data_file(value)
+            if f.is_external:
+                continue
+            if kind == "full":
+                data = lh._data.get(f.path)
+                dest._data.put(f.path, data)
+                copied += 1
+                copied_bytes += len(data)
+            else:
+                if lh._layout.data_url is None:
+                    raise ValueError(
+                        "a minimal export needs the source's data files at a URL; this "
+                        "lakehouse was opened on a store instance"
+                    )
+                external = DataFile(f"{lh._layout.data_url}/{f.path}", f.size, f.record_count)
+                state[key] = codec.encode_data_file(external)
+        txn = dest.begin(Isolation.SNAPSHOT)
+        _apply_state(txn, {}, state)
+        txn._source = {"lakehouse": d.id, "version": version, "kind": kind, "url": lh.url}
+        txn._force = True
+        dest_version = txn.commit()
+    finally:
+        dest.close()
+    log.info("exported version %d to %s (%s, %d files)", version, dest_url, kind, copied)
+    return {
+        "source_version": version,
+        "dest_version": dest_version,
+        "kind": kind,
+        "objects": sum(1 for k in state if not k.startswith(keys.STATE_PREFIX)),
+        "files_copied": copied,
+        "bytes_copied": copied_bytes,
+    }
+
+
+# ---------------------------------------------------------------------------
+# expiration
+# ---------------------------------------------------------------------------
+def _files_at(lh: Lakehouse, version: int) -> set[str]:
+    with lh.at_version(version) as view:
+        return {
+            f.path
+            for k, v in view._snap.scan_prefix(keys.STATE_PREFIX)
+            if keys.is_data_file_key(k)
+            for f in [codec.decode_data_file(v)]
+            if not f.is_external
+        }
+
+
+def expire_versions(
+    lh: Lakehouse, *, keep_last: int | None = None, older_than: Any = None, compact: bool = True
+) -> int:
+    """Expire old versions; returns the oldest retained version.
+
+    ``keep_last=N`` keeps the newest N versions. ``older_than=t`` (aware
+    datetime, epoch ms, or a ``timedelta`` meaning "that long ago") expires
+    versions no longer needed to read the lakehouse as of ``t`` or later.
+    With both, a version survives if either rule keeps it. The head is
+    always kept.
+    """
+    lh._check_open()
+    if keep_last is None and older_than is None:
+        raise ValueError("give keep_last, older_than, or both")
+    if keep_last is not None:
+        if isinstance(keep_last, bool) or not isinstance(keep_last, int):
+            raise TypeError(f"keep_last must be an int, not {type(keep_last).__name__}")
+        if keep_last < 1:
+            raise ValueError(f"keep_last must be >= 1 (the latest version stays), got {keep_last}")
+    cutoff_ms: int | None = None
+    if isinstance(older_than, timedelta):
+        cutoff_ms = lh._now_ms() - older_than // timedelta(milliseconds=1)
+    elif older_than is not None:
+        cutoff_ms = to_epoch_ms(older_than, "older_than")
+    db = lh._db
+    with lh._maintenance_lock:
+        for _ in range(lh._options.commit_retries):
+            done = _expire_once(lh, keep_last, cutoff_ms)
+            if done is not None:
+                new_oldest, seq_keep, oldest = done
+                break
+        else:
+            raise RetryableConflict("expire_versions kept losing the race with commits; retry")
+        if new_oldest > oldest:
+            db.set_retention_watermark(seq_keep)
+            lh._forget_before(new_oldest)
+            deleted = _delete_files(lh)
+            log.info(
+                "expired versions %d..%d (oldest retained: %d, watermark seq %d, %d files)",
+                oldest,
+                new_oldest - 1,
+                new_oldest,
+                seq_keep,
+                deleted,
+            )
+            if compact:
+                db.compact()
+        return new_oldest
+
+
+def _expire_once(
+    lh: Lakehouse, keep_last: int | None, cutoff_ms: int | None
+) -> tuple[int, int, int] | None:
+    """Step 1; returns (new oldest, watermark seq, previous oldest), None if a commit raced."""
+    db = lh._db
+    with db.snapshot() as snap:
+        head = lh._u64(snap, keys.HEAD)
+        oldest = lh._u64(snap, keys.OLDEST, 0)
+        rules: list[int] = []
+        if keep_last is not None:
+            rules.append(head - keep_last + 1)
+        if cutoff_ms is not None:
+            try:
+                rules.append(lh._version_at(snap, cutoff_ms))
+            except (NotFound, VersionExpired):  # nothing that old is retained
+                rules.append(oldest)
+        new_oldest = min(max(min(rules), oldest), head)
+        if new_oldest <= oldest:
+            return oldest, 0, oldest
+        seq_keep = snap.seq
+        if new_oldest < head:
+            seq_keep = lh._record(new_oldest + 1, snap.get).base_seq
+        expired_files = _files_at(lh, oldest)
+        retained_files = _files_at(lh, new_oldest)
+        for u in range(oldest + 1, head + 1):
+            added = lh._record(u, snap.get).files_added
+            (expired_files if u < new_oldest else retained_files).update(added)
+    doomed = expired_files - retained_files
+    ktx = db.transaction(kvstore.Isolation.SNAPSHOT)
+    try:
+        if ktx.get_for_update(keys.HEAD) != keys.encode_u64(head):
+            return None  # a commit landed since the snapshot: recompute
+        pending = _pending_deletes(db)
+        ktx.put(keys.OLDEST, keys.encode_u64(new_oldest))
+        for u in range(oldest, new_oldest):
+            ktx.delete(keys.record_key(u))
+        ktx.put(keys.PENDING_GC, codec.encode_paths(sorted(set(pending) | doomed)))
+        seq = ktx.commit()
+    except kvstore.TransactionConflict:
+        return None
+    finally:
+        ktx.rollback()
+    if new_oldest == head:
+        # no commit came between the snapshot and this write, so the head is still
+        # what seq reads: a watermark there also lets compaction drop the records
+        # deleted just now
+        assert seq is not None
+        seq_keep = seq
+    return new_oldest, seq_keep, oldest
+
+
+def _pending_deletes(db: kvstore.DB) -> list[str]:
+    raw = db.get(keys.PENDING_GC)
+    return [] if raw is None else codec.decode_paths(raw)
+
+
+def _delete_files(lh: Lakehouse) -> int:
+    paths = _pending_deletes(lh._db)
+    if not paths:
+        return 0
+    deleted = 0
+    for p in paths:
+        try:
+            lh._data.delete(p)
+            deleted += 1
+        except OSError as exc:  # left queued for the next attempt
+            log.warning("could not delete data file %s: %s", p, exc)
+            return deleted
+    lh._db.put(keys.PENDING_GC, codec.encode_paths([]))
+    return deleted
+
+
+def retry_pending_deletes(lh: Lakehouse) -> None:
+    """Finish step 3 of an expiration the previous process did not complete."""
+    try:
+        _delete_files(lh)
+    except kvstore.KvError as exc:  # a read-only situation should not block opening
+        log.warning("could not finish queued data-file deletions: %s", exc)

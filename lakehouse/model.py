@@ -1,0 +1,384 @@
+"""Definitions and records of the lakehouse: frozen dataclasses plus input checks.
+
+* :class:`LakehouseDef`: id, name limits, default isolation, transaction TTL,
+  properties (TrinityLake's lakehouse definition);
+* :class:`NamespaceDef`, :class:`TableDef` (an Arrow schema with a column id
+  per column, properties, primary and sort keys, file format),
+  :class:`ViewDef` (SQL text, referenced objects, properties);
+* :class:`ObjectChange` and :class:`VersionInfo`: what one version changed,
+  read and restored;
+* :class:`DataFile`: one file of table state (table data operations use it;
+  export and expiration already follow it).
+
+Names: non-empty, at most ``max_name_length`` characters (255 unless the
+lakehouse says otherwise), no control characters; namespace names may not
+contain dots, because ``"ns.table"`` is split on its first dot.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from functools import cached_property
+from typing import Any
+
+import pyarrow as pa
+
+DEFAULT_MAX_NAME_LENGTH = 255
+KINDS = ("namespace", "table", "view")
+OPS = ("create", "alter", "drop")
+
+
+class Isolation(enum.Enum):
+    """Isolation level of a lakehouse :class:`~lakehouse.txn.Transaction`."""
+
+    #: conflicts only when a concurrent version changed an object this
+    #: transaction changed; write skew between objects is possible
+    SNAPSHOT = "snapshot"
+    #: also when a concurrent version changed an object this transaction read,
+    #: or created/dropped an object in a listing it read (phantoms)
+    SERIALIZABLE = "serializable"
+
+
+class Properties(dict[str, str]):
+    """The properties of a definition: a ``dict`` that refuses changes.
+
+    Definitions are immutable snapshots (and shared between readers); change
+    properties with ``alter_*(set_properties=..., remove_properties=...)``.
+    """
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
+        raise TypeError(
+            "definition properties are read-only; use alter_*(set_properties=...) "
+            "or copy them with dict(...)"
+        )
+
+    __setitem__ = __delitem__ = _refuse
+    clear = pop = popitem = setdefault = update = _refuse
+    __ior__ = _refuse
+
+    def __repr__(self) -> str:
+        return dict.__repr__(self)
+
+
+def frozen_properties(props: Mapping[str, str]) -> Properties:
+    """Properties in key order (so equal definitions encode to equal bytes)."""
+    return Properties(sorted(props.items()))
+
+
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f]")  # Unicode category Cc, exactly
+
+
+# ---------------------------------------------------------------------------
+# input checks
+# ---------------------------------------------------------------------------
+def check_name(name: Any, what: str, limit: int, *, dots: bool = True) -> str:
+    """Validate one plain name; ``what`` names it in error messages."""
+    if not isinstance(name, str):
+        raise TypeError(f"{what} must be a str, not {type(name).__name__}")
+    if not name:
+        raise ValueError(f"{what} must not be empty")
+    if len(name) > limit:
+        raise ValueError(f"{what} {name[:40]!r}... is {len(name)} characters; the limit is {limit}")
+    bad = _CONTROL.search(name)
+    if bad is not None:
+        raise ValueError(f"{what} {name!r} contains the control character {bad.group()!r}")
+    if not dots and "." in name:
+        raise ValueError(
+            f"{what} {name!r} contains a dot; namespace names may not "
+            "('ns.table' is split on the first dot)"
+        )
+    return name
+
+
+def split_qualified(name: Any, what: str, limit: int) -> tuple[str, str]:
+    """``"ns.table"`` (or a ``(ns, table)`` pair) -> validated ``(ns, table)``."""
+    if isinstance(name, (tuple, list)) and len(name) == 2:
+        ns, rest = name
+    elif isinstance(name, str):
+        if "." not in name:
+            raise ValueError(f"{what} {name!r} must be qualified as 'namespace.name'")
+        ns, rest = name.split(".", 1)
+    else:
+        raise TypeError(f"{what} must be a str 'namespace.name', not {type(name).__name__}")
+    return check_name(ns, "namespace name", limit, dots=False), check_name(rest, what, limit)
+
+
+def check_properties(props: Any, what: str = "properties") -> dict[str, str]:
+    if props is None:
+        return {}
+    if not isinstance(props, Mapping):
+        raise TypeError(f"{what} must be a dict of str to str, not {type(props).__name__}")
+    out: dict[str, str] = {}
+    for k, v in props.items():
+        if not isinstance(k, str) or not isinstance(v, str):
+            raise TypeError(f"{what} must map str to str; got {k!r}: {v!r}")
+        if not k:
+            raise ValueError(f"{what} keys must not be empty")
+        out[k] = v
+    return out
+
+
+def check_keys(keys: Any, what: str) -> tuple[str, ...]:
+    if keys is None:
+        return ()
+    if isinstance(keys, str) or not isinstance(keys, Iterable):
+        raise TypeError(f"{what} must be a list of str")
+    out = tuple(keys)
+    if not all(isinstance(k, str) for k in out):
+        raise TypeError(f"{what} must be a list of str")
+    return out
+
+
+def evolve_properties(
+    props: Mapping[str, str], set_properties: Any, remove_properties: Any
+) -> dict[str, str]:
+    out = dict(props)
+    out.update(check_properties(set_properties, "set_properties"))
+    for k in check_keys(remove_properties, "remove_properties"):
+        out.pop(k, None)
+    return out
+
+
+# ---------------------------------------------------------------------------
+# definitions
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class LakehouseDef:
+    id: str
+    max_name_length: int = DEFAULT_MAX_NAME_LENGTH
+    default_isolation: Isolation = Isolation.SNAPSHOT
+    #: seconds a transaction may stay open before its commit fails
+    transaction_ttl: float = 3600.0
+    properties: dict[str, str] = field(default_factory=dict)
+    created_ms: int = 0
+
+    def __post_init__(self) -> None:
+        if type(self.properties) is not Properties:
+            object.__setattr__(self, "properties", frozen_properties(self.properties))
+
+    @property
+    def name(self) -> str:
+        return self.id
+
+
+@dataclass(frozen=True)
+class NamespaceDef:
+    name: str
+    properties: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if type(self.properties) is not Properties:
+            object.__setattr__(self, "properties", frozen_properties(self.properties))
+
+
+@dataclass(frozen=True)
+class Column:
+    """One top-level column: a stable id (never reused in the table), name and type."""
+
+    id: int
+    name: str
+    type: str
+    nullable: bool = True
+
+
+def schema_to_ipc(schema: pa.Schema) -> bytes:
+    return bytes(schema.serialize().to_pybytes())
+
+
+def schema_from_ipc(data: bytes) -> pa.Schema:
+    return pa.ipc.read_schema(pa.py_buffer(data))
+
+
+def check_schema(schema: Any, limit: int) -> pa.Schema:
+    if not isinstance(schema, pa.Schema):
+        raise TypeError(f"schema must be a pyarrow.Schema, not {type(schema).__name__}")
+    seen: set[str] = set()
+    for f in schema:
+        check_name(f.name, "column name", limit)
+        if f.name in seen:
+            raise ValueError(f"duplicate column name {f.name!r} in the schema")
+        seen.add(f.name)
+    return schema
+
+
+def assign_columns(
+    schema: pa.Schema, previous: tuple[Column, ...] = (), last_id: int = 0
+) -> tuple[tuple[Column, ...], int]:
+    """Column ids for ``schema``: kept by name from ``previous``, new ones counted on.
+
+    A column that keeps its name must keep its type (type changes come with
+    the table data operations); ids of dropped columns are never reused.
+    """
+    by_name = {c.name: c for c in previous}
+    cols: list[Column] = []
+    for f in schema:
+        typ = str(f.type)
+        old = by_name.get(f.name)
+        if old is not None:
+            if old.type != typ:
+                raise ValueError(
+                    f"column {f.name!r} cannot change type from {old.type} to {typ}; "
+                    "drop it and add a new column instead"
+                )
+            cols.append(Column(old.id, f.name, typ, f.nullable))
+        else:
+            last_id += 1
+            cols.append(Column(last_id, f.name, typ, f.nullable))
+    return tuple(cols), last_id
+
+
+@dataclass(frozen=True)
+class TableDef:
+    namespace: str
+    name: str
+    table_id: str
+    columns: tuple[Column, ...]
+    last_column_id: int
+    schema_ipc: bytes = field(repr=False)
+    properties: dict[str, str] = field(default_factory=dict)
+    primary_key: tuple[str, ...] = ()
+    sort_keys: tuple[str, ...] = ()
+    format: str = "parquet"
+
+    def __post_init__(self) -> None:
+        if type(self.properties) is not Properties:
+            object.__setattr__(self, "properties", frozen_properties(self.properties))
+
+    @cached_property
+    def schema(self) -> pa.Schema:
+        """The table's schema as a ``pyarrow.Schema``."""
+        return schema_from_ipc(self.schema_ipc)
+
+    @property
+    def qualified_name(self) -> str:
+        return f"{self.namespace}.{self.name}"
+
+    def column_ids(self) -> dict[str, int]:
+        return {c.name: c.id for c in self.columns}
+
+
+@dataclass(frozen=True)
+class ViewDef:
+    namespace: str
+    name: str
+    sql: str
+    #: qualified names of the objects the SQL reads
+    referenced: tuple[str, ...] = ()
+    properties: dict[str, str] = field(default_factory=dict)
+    dialect: str = "spark"
+
+    def __post_init__(self) -> None:
+        if type(self.properties) is not Properties:
+            object.__setattr__(self, "properties", frozen_properties(self.properties))
+
+    @property
+    def qualified_name(self) -> str:
+        return f"{self.namespace}.{self.name}"
+
+
+Definition = NamespaceDef | TableDef | ViewDef
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """One data file of a table: ``path`` is relative to the lakehouse's data
+    directory, or an absolute URL (after a minimal export)."""
+
+    path: str
+    size: int = 0
+    record_count: int = 0
+
+    @property
+    def is_external(self) -> bool:
+        return "://" in self.path or self.path.startswith("/")
+
+
+# ---------------------------------------------------------------------------
+# versions
+# ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class ObjectChange:
+    """One object a version created, altered or dropped (TrinityLake's "object
+    change definition"). ``old_id``/``new_id`` identify definitions by a hash
+    of their stored bytes (None for a missing side)."""
+
+    kind: str
+    name: str
+    op: str
+    old_id: str | None = None
+    new_id: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.op} {self.kind} {self.name}"
+
+
+@dataclass(frozen=True)
+class VersionInfo:
+    """One lakehouse version, as :meth:`Lakehouse.history` reports it."""
+
+    version: int
+    #: creation time, epoch milliseconds (``created_at`` is the datetime)
+    created_ms: int
+    parent: int | None
+    isolation: Isolation
+    txn_id: str
+    changes: tuple[ObjectChange, ...]
+    #: SERIALIZABLE: objects read, as (kind, qualified name)
+    reads: tuple[tuple[str, str], ...] = ()
+    #: SERIALIZABLE: listings read, as ("namespaces", "") / ("tables", ns) / ("views", ns)
+    listings: tuple[tuple[str, str], ...] = ()
+    rollback_of: int | None = None
+    #: the kvstore seq at which the committing transaction read the parent version
+    base_seq: int = 0
+    #: where an export came from: {"lakehouse": id, "version": v}
+    source: dict[str, Any] | None = None
+    #: data files this version added (table data operations)
+    files_added: tuple[str, ...] = ()
+
+    @property
+    def created_at(self) -> datetime:
+        """Creation time, timezone-aware UTC."""
+        return ms_to_datetime(self.created_ms)
+
+    def summary(self) -> str:
+        if self.rollback_of is not None:
+            head = f"rollback to version {self.rollback_of}"
+        elif self.source is not None:
+            head = f"export of version {self.source.get('version')}"
+        else:
+            head = ""
+        body = ", ".join(str(c) for c in self.changes) or "no changes"
+        return f"{head}: {body}" if head else body
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_MS = timedelta(milliseconds=1)
+
+
+def ms_to_datetime(ms: int) -> datetime:
+    return _EPOCH + ms * _MS
+
+
+def to_epoch_ms(ts: Any, what: str = "ts") -> int:
+    """A timezone-aware ``datetime`` or epoch milliseconds -> epoch milliseconds.
+
+    Naive datetimes are rejected (ValueError): a lakehouse's versions are in
+    UTC and guessing the caller's zone silently picks the wrong version.
+    """
+    if isinstance(ts, datetime):
+        if ts.tzinfo is None or ts.tzinfo.utcoffset(ts) is None:
+            raise ValueError(
+                f"{what} is a naive datetime; pass a timezone-aware one "
+                "(e.g. datetime.now(timezone.utc)) or epoch milliseconds"
+            )
+        return (ts - _EPOCH) // _MS
+    if isinstance(ts, bool) or not isinstance(ts, int):
+        raise TypeError(
+            f"{what} must be a timezone-aware datetime or epoch milliseconds (int), "
+            f"not {type(ts).__name__}"
+        )
+    return ts

@@ -1,0 +1,67 @@
+"""Read-only views of the whole lakehouse at one version (time travel).
+
+A view is a kvstore :class:`~kvstore.Snapshot` at a sequence number where the
+version's state is visible, plus the shared read calls of
+:class:`~lakehouse.reads.ReadOps`. Opening one costs a few point reads no
+matter how long the history is (see :meth:`Lakehouse.at_version`); reads then
+cost what they cost at the latest version. Close it (or use ``with``) to
+release the kvstore snapshot, which otherwise keeps old versions from being
+compacted away until it is garbage-collected.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import kvstore
+from lakehouse.errors import ClosedError
+from lakehouse.reads import ReadOps
+
+
+class LakehouseView(ReadOps):
+    """The lakehouse as of :attr:`version` (read-only)."""
+
+    def __init__(
+        self,
+        snapshot: kvstore.Snapshot,
+        version: int,
+        name_limit: int,
+        check_open: Callable[[], None] | None = None,
+    ) -> None:
+        self._snap = snapshot
+        self._owner_check = check_open
+        self._name_limit = name_limit
+        #: the lakehouse version this view shows
+        self.version = version
+        self._closed = False
+
+    @property
+    def seq(self) -> int:
+        """The kvstore sequence number the view reads at."""
+        return self._snap.seq
+
+    def _check_usable(self) -> None:
+        if self._closed:
+            raise ClosedError(f"the view of version {self.version} is closed")
+        if self._owner_check is not None:
+            self._owner_check()
+
+    def _fetch(self, key: bytes) -> bytes | None:
+        return self._snap.get(key)
+
+    def _scan(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        return self._snap.scan_prefix(prefix)
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._snap.close()
+
+    def __enter__(self) -> LakehouseView:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"<lakehouse view of version {self.version}{' closed' if self._closed else ''}>"

@@ -183,35 +183,42 @@ def simulate(
 ) -> dict[str, float]:
     """Write and space amplification of the policy for a simple workload, without I/O.
 
-    Each flush adds an L0 of ``flush_bytes``; a merge writes the sum of its
-    inputs, shrunk by ``overwrite_fraction`` (the share of entries that
-    newer data overwrites and the merge drops).
+    Each flush stores ``flush_bytes``, of which a share ``overwrite_fraction``
+    overwrites data written before, so it adds only ``flush_bytes * (1 - f)``
+    of unique data. Every source carries its stored bytes and its unique
+    bytes; a merge writes exactly the unique bytes of its inputs (the
+    overwritten versions are dropped), so repeated merges never shrink data
+    below what is live.
     """
     counter = [0]
+    unique: dict[str, float] = {}
 
-    def sst(size: int) -> SstMeta:
+    def sst(size: int, live: float) -> SstMeta:
         counter[0] += 1
-        return SstMeta(f"s{counter[0]}", size, 1, 0, 0, 0, b"a", b"b")
+        meta = SstMeta(f"s{counter[0]}", size, 1, 0, 0, 0, b"a", b"b")
+        unique[meta.id] = live
+        return meta
 
+    f = overwrite_fraction
     l0: list[SstMeta] = []
     runs: list[tuple[SstMeta, ...]] = []
     written = 0
     for _ in range(flushes):
-        l0.insert(0, sst(flush_bytes))
+        l0.insert(0, sst(flush_bytes, flush_bytes * (1 - f)))
         written += flush_bytes
         while (p := plan(l0, runs, policy)) is not None:
-            inputs = sum(s.size for s in l0 if s.id in p.l0_ids) + sum(
-                run_bytes(r) for r in runs[p.first_run : p.last_run]
-            )
-            out = int(inputs * (1 - overwrite_fraction)) if p.run_count or p.l0_ids else inputs
+            inputs = [s for s in l0 if s.id in p.l0_ids]
+            inputs += [s for r in runs[p.first_run : p.last_run] for s in r]
+            live = sum(unique[s.id] for s in inputs)
+            out = round(live)
             written += out
             l0 = [s for s in l0 if s.id not in p.l0_ids]
-            runs = [*runs[: p.first_run], (sst(out),), *runs[p.last_run :]]
-    live = sum(s.size for s in l0) + sum(run_bytes(r) for r in runs)
+            runs = [*runs[: p.first_run], (sst(out, live),), *runs[p.last_run :]]
+    stored = sum(s.size for s in l0) + sum(run_bytes(r) for r in runs)
     user = flush_bytes * flushes
     return {
         "write_amplification": written / user,
-        "space_amplification": live / max(1, int(user * (1 - overwrite_fraction)) or 1),
+        "space_amplification": stored / max(1.0, user * (1 - f)),
         "l0_ssts": len(l0),
         "sorted_runs": len(runs),
     }

@@ -23,8 +23,10 @@ bytes plus a fixed Python overhead, so ``memtable_bytes`` bounds real memory.
 from __future__ import annotations
 
 import threading
+from bisect import bisect_right
 from collections.abc import Iterator
 from itertools import repeat
+from operator import itemgetter
 
 from sortedcontainers import SortedList
 
@@ -36,6 +38,9 @@ VERSION_OVERHEAD = 150
 _CHUNK = 256
 
 Version = tuple[int, "bytes | None"]
+
+
+_seq_of = itemgetter(0)
 
 
 def _newest_first(vs: Version | list[Version]) -> list[Version] | tuple[Version]:
@@ -100,10 +105,12 @@ class Memtable:
             return None
         if isinstance(vs, tuple):
             return (key, vs[0], vs[1]) if vs[0] <= read_seq else None
-        for seq, value in reversed(vs):
-            if seq <= read_seq:
-                return (key, seq, value)
-        return None
+        # versions ascend by seq: binary search, so an old read costs log(versions)
+        i = bisect_right(vs, read_seq, key=_seq_of) - 1
+        if i < 0:
+            return None
+        seq, value = vs[i]
+        return (key, seq, value)
 
     def _index(self) -> SortedList:
         """The sorted key index, brought up to date. Caller holds ``_lock``."""

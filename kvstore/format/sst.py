@@ -44,11 +44,11 @@ from __future__ import annotations
 import itertools
 import struct
 import threading
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import accumulate, compress
-from operator import eq, le
+from operator import eq, le, neg
 from typing import Any, Protocol
 
 import zstandard
@@ -326,10 +326,15 @@ class Block:
         seqs = self.seqs
         i = bisect_left(keys, key)
         n = self.n
-        while i < n and keys[i] == key:
-            if seqs[i] <= read_seq:
+        if i < n and keys[i] == key and seqs[i] > read_seq:
+            # skip newer versions by binary search (seqs descend within a key)
+            j = bisect_right(keys, key, i)
+            i = bisect_left(seqs, -read_seq, i, j, key=neg)
+            if i < j:
                 return True, (key, seqs[i], self.value(i))
-            i += 1
+            return j < n, None
+        if i < n and keys[i] == key:
+            return True, (key, seqs[i], self.value(i))
         return i < n, None
 
     def _find_partial(self, key: bytes, read_seq: int) -> tuple[bool, Entry | None]:
@@ -651,9 +656,15 @@ class SstReader:
         """Newest version of ``key`` with seq <= read_seq, or None."""
         if key < self.first_key or key > self.last_key:
             return None
-        b = bisect_left(self._first_keys, key) - 1
+        fk = self._first_keys
+        b = bisect_left(fk, key) - 1
         if b < 0:
             b = 0
+        elif b + 2 < len(fk) and fk[b + 2] == key:
+            # the key's versions fill whole blocks: pick the block by seq
+            # (first seqs descend among blocks starting with this key)
+            hi = bisect_right(fk, key, b + 1)
+            b = max(b, bisect_left(self._first_seqs, -read_seq, b + 1, hi, key=neg) - 1)
         # A cached block answers as cheaply as the bloom filter; consult the
         # filter only when it can save a block read.
         cache = self._cache

@@ -61,6 +61,7 @@ class Plan:
     first_run: int
     last_run: int  # exclusive; first_run == last_run means no run is an input
     bottom: bool  # the output will be the oldest run: tombstones may go
+    rewrite: bool = False  # never a trivial move (a full compaction purges and splits)
 
     @property
     def run_count(self) -> int:
@@ -110,7 +111,7 @@ def plan_full(
         not runs or not purge_tombstones or not sum(s.tombstones for s in runs[0])
     ):
         return None
-    return Plan(tuple(s.id for s in l0), 0, len(runs), bottom=True)
+    return Plan(tuple(s.id for s in l0), 0, len(runs), bottom=True, rewrite=True)
 
 
 def drop_bottom_tombstones(entries: Iterator[Entry]) -> Iterator[Entry]:
@@ -157,23 +158,34 @@ def compaction_chunks(
     :func:`drop_bottom_tombstones`; cuts between batches (so between keys)
     once ``target_bytes`` is reached.
     """
+
+    def kept_batches() -> Iterator[list[Entry]]:
+        for batch in batches:
+            kept = retain_batch(batch, snapshot_seqs, watermark)
+            if bottom:
+                if snapshot_seqs or watermark is not None:
+                    kept = list(drop_bottom_tombstones(iter(kept)))
+                else:  # one version per key left: drop the tombstones
+                    kept = [e for e in kept if e[2] is not None]
+            if kept:
+                yield kept
+
     chunk: list[Entry] = []
     size = 0
-    for batch in batches:
-        kept = retain_batch(batch, snapshot_seqs, watermark)
-        if bottom:
-            if snapshot_seqs or watermark is not None:
-                kept = list(drop_bottom_tombstones(iter(kept)))
-            else:  # one version per key left: drop the tombstones
-                kept = [e for e in kept if e[2] is not None]
-        if not kept:
+    for kept in kept_batches():
+        sizes = [len(e[0]) + 16 + (len(e[2]) if e[2] is not None else 0) for e in kept]
+        if size + sum(sizes) < target_bytes:
+            chunk.extend(kept)
+            size += sum(sizes)
             continue
-        chunk.extend(kept)
-        size += sum([len(e[0]) + 16 + (len(e[2]) if e[2] is not None else 0) for e in kept])
-        if size >= target_bytes:
-            yield chunk
-            chunk = []
-            size = 0
+        # the target falls inside this batch: cut there, on a key boundary
+        for entry, esize in zip(kept, sizes):
+            if size >= target_bytes and entry[0] != chunk[-1][0]:
+                yield chunk
+                chunk = []
+                size = 0
+            chunk.append(entry)
+            size += esize
     if chunk:
         yield chunk
 

@@ -141,7 +141,13 @@ class MaintenanceMixin:
     def _sample_seq_time(self, seq: int, now: float) -> None:
         if now - self._last_sample >= 1.0:
             self._last_sample = now
-            self._seq_times.append((seq, int(now * 1000)))
+            samples = self._seq_times
+            if len(samples) == samples.maxlen:
+                # thin instead of forgetting: keep the whole span at half the detail
+                kept = list(samples)[::2]
+                samples.clear()
+                samples.extend(kept)
+            samples.append((seq, int(now * 1000)))
 
     def _watermark(self) -> int | None:
         """The watermark flushes and compactions must honour right now."""
@@ -189,7 +195,13 @@ class MaintenanceMixin:
         if not inputs:
             return
         snaps, watermark = self._retention_args(max(m.max_seq for m in inputs))
-        if not runs_in and _disjoint([h.meta for h in l0_in]):
+        tombstones_to_drop = p.bottom and any(m.tombstones for m in inputs)
+        if (
+            not p.rewrite
+            and not runs_in
+            and not tombstones_to_drop
+            and _disjoint([h.meta for h in l0_in])
+        ):
             # trivial move: disjoint L0s already form a valid sorted run
             outputs = sorted(l0_in, key=lambda h: h.meta.first_key)
             moved = True

@@ -214,10 +214,15 @@ class MaintenanceMixin:
                 merge_batches(sources), snaps, p.bottom, self._opts.sst_target_bytes, watermark
             )
             outputs = []
-            for chunk in chunks:
-                if self._stopping:  # closing: abandon; the outputs are orphans for GC
-                    raise CompactionStopped()
-                outputs.append(self._write_entries(chunk))
+            try:
+                for chunk in chunks:
+                    if self._stopping:  # closing: abandon; the outputs are orphans for GC
+                        raise CompactionStopped()
+                    outputs.append(self._write_entries(chunk))
+            except BaseException:
+                # nothing references these outputs: let GC collect them
+                self._inflight.difference_update(h.meta.id for h in outputs)
+                raise
             moved = False
         input_ids = {m.id for m in inputs}
         out_run = tuple(h.meta for h in outputs)

@@ -64,7 +64,10 @@ class Reader:
             raise ClosedError("the reader is closed")
         with self._lock:
             for _attempt in range(100):
-                m = self._mstore.load_latest()
+                try:
+                    m = self._mstore.load_latest()
+                except FileNotFoundError:
+                    continue  # GC removed the manifest we listed: look again
                 if m is not None and self.checkpoint is not None:
                     self._load_checkpoint(m)
                     break

@@ -248,6 +248,7 @@ class DB(MaintenanceMixin):
             created_ms=self._now_ms(),
         )
         self._write_manifest(final)
+        self._inflight.clear()  # the replayed SST is in the manifest now
         self._state = self._state_from_manifest(final, Memtable(first_id))
         self._last_seq = last_seq
         self._floor_seq = last_seq if final.retention_seq is None else final.retention_seq

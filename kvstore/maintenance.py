@@ -102,6 +102,7 @@ class MaintenanceMixin:
         self._compaction_lock = threading.Lock()
         self._compaction_wanted = threading.Event()
         self._compaction_error: BaseException | None = None
+        self._gc_lock = threading.RLock()  # guards _obsolete and GC passes
         self._seq_times: deque[tuple[int, int]] = deque(maxlen=_MAX_SEQ_TIMES)
         self._last_sample = 0.0
         self._pins: dict[str, frozenset[str]] = {}  # checkpoint name -> pinned SST ids
@@ -252,7 +253,8 @@ class MaintenanceMixin:
             self._cond.notify_all()
         if not moved:
             now = self._clock()
-            self._obsolete.extend((now, sst_id) for sst_id in input_ids)
+            with self._gc_lock:
+                self._obsolete.extend((now, sst_id) for sst_id in input_ids)
         written = 0 if moved else sum(h.meta.size for h in outputs)
         self._counters["compactions"] += 1
         self._counters["trivial_moves"] += int(moved)
@@ -419,6 +421,10 @@ class MaintenanceMixin:
         stay.
         """
         self._check_open()
+        with self._gc_lock:
+            return self._collect_garbage_locked(grace_seconds)
+
+    def _collect_garbage_locked(self, grace_seconds: float | None) -> dict[str, int]:
         grace = self._opts.gc_grace_seconds if grace_seconds is None else grace_seconds
         if self._fenced is None:
             self._expire_checkpoints()

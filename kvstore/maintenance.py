@@ -241,8 +241,10 @@ class MaintenanceMixin:
                 **self._retention_fields(m, watermark),
             )
 
-        self._advance_manifest(change)
-        self._inflight.difference_update(h.meta.id for h in outputs)
+        try:
+            self._advance_manifest(change)
+        finally:  # referenced now, or orphans GC may collect
+            self._inflight.difference_update(h.meta.id for h in outputs)
         with self._cond:
             cur = self._state
             runs = list(cur.runs)

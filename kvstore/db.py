@@ -121,7 +121,10 @@ class DB(MaintenanceMixin):
         # Non-durable writes check for fencing on every write where that is
         # cheap: a memory-mapped epoch cell on local disk, a dict on memory://.
         # Other stores check at most every fence_check_interval seconds.
-        opener = getattr(store, "open_epoch_cell", None)
+        # the cell lives with the WAL: with wal_dir, beside the local journal
+        opener = getattr(self._wal_store, "open_epoch_cell", None) or getattr(
+            store, "open_epoch_cell", None
+        )
         self._epoch_cell = opener(paths.EPOCH_CELL) if opener is not None else None
         self._fence_interval = (
             0.0 if isinstance(store, MemoryStore) else options.fence_check_interval
@@ -224,7 +227,13 @@ class DB(MaintenanceMixin):
             first_id = next_id
         else:
             first_id = next_id + 1
-            self._wal = ObjectWal(self._wal_store, first_id, self._wal_objects)
+            self._wal = ObjectWal(
+                self._wal_store,
+                first_id,
+                self._wal_objects,
+                fence_check=self._fence_check,
+                fence_check_interval=self._opts.fence_check_interval,
+            )
         new_l0 = claimed.l0
         if result.records:
             mt = Memtable(0)

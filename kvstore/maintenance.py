@@ -103,6 +103,7 @@ class MaintenanceMixin:
         self._compaction_wanted = threading.Event()
         self._compaction_error: BaseException | None = None
         self._gc_lock = threading.RLock()  # guards _obsolete and GC passes
+        self._last_gc_listing = time.monotonic()
         self._seq_times: deque[tuple[int, int]] = deque(maxlen=_MAX_SEQ_TIMES)
         self._last_sample = 0.0
         self._pins: dict[str, frozenset[str]] = {}  # checkpoint name -> pinned SST ids
@@ -308,7 +309,8 @@ class MaintenanceMixin:
                         if p is None:
                             break
                         self._compact_once(p)
-                self.collect_garbage()
+                if self._obsolete or time.monotonic() - self._last_gc_listing >= 300:
+                    self.collect_garbage()  # idle stores do not list every second
                 self._compaction_error = None
                 backoff = 0.1
             except FencedError as exc:
@@ -437,6 +439,7 @@ class MaintenanceMixin:
         # Order matters: list, then copy the in-flight set, then read the live set. A
         # listed SST is then either still in flight, or already in the manifest read.
         listed = self._store.list(paths.SST_DIR)
+        self._last_gc_listing = time.monotonic()
         inflight = set(self._inflight)
         live = {s.id for s in self._manifest.all_ssts()}
         queued = {sst_id for _, sst_id in self._obsolete}

@@ -244,10 +244,21 @@ class JournalWal(_GroupCommit):
 
 
 class ObjectWal(_GroupCommit):
-    def __init__(self, store: ObjectStore, next_id: int, data_ids: list[int] | None = None) -> None:
+    def __init__(
+        self,
+        store: ObjectStore,
+        next_id: int,
+        data_ids: list[int] | None = None,
+        *,
+        fence_check: FenceCheck | None = None,
+        fence_check_interval: float = 1.0,
+    ) -> None:
         super().__init__()
         self._store = store
         self.next_id = next_id
+        self._fence_check = fence_check
+        self._fence_interval = fence_check_interval
+        self._last_fence_check = time.monotonic()
         #: ids of WAL objects holding frames (fence objects are never listed here,
         #: and never deleted)
         self.data_ids: list[int] = list(data_ids or [])
@@ -267,7 +278,28 @@ class ObjectWal(_GroupCommit):
                 raise FencedError(f"WAL object {name} was taken by a newer writer") from None
             self.data_ids.append(self.next_id)
             self.next_id += 1
+            self._maybe_check_fence()
         return target
+
+    def _maybe_check_fence(self) -> None:
+        """A writer that keeps committing must still learn it was fenced.
+
+        The new writer places its fence above the highest WAL id it sees, and a
+        busy old writer keeps taking the next id first. So every
+        ``fence_check_interval`` the old writer asks the manifest. The group
+        just written stays acknowledged (it lies below any fence and will be
+        replayed); only later writes fail.
+        """
+        if self._fence_check is None:
+            return
+        now = time.monotonic()
+        if now - self._last_fence_check < self._fence_interval:
+            return
+        self._last_fence_check = now
+        try:
+            self._fence_check()
+        except FencedError as exc:
+            self._error = exc
 
     def rotate(self) -> int:
         """Write out what is buffered; later writes start at a fresh object id."""

@@ -20,11 +20,19 @@ writer epoch and a per-session nonce; WAL objects carry their sequence
 numbers; SST names are random), so "same bytes" means "our write".
 
 Transient failures (throttling, 5xx, timeouts, connection resets) are retried
-with exponential backoff and jitter, ``retries`` times.
+with exponential backoff and jitter, ``retries`` times; definite answers (404,
+403, 412, 416 and other 4xx) are not. A transport failure that outlasts the
+retries is raised as OSError.
+
+Each call is one request on S3: ``get`` asks for the open range ``bytes=0-``
+(a plain ``cat_file`` makes s3fs send a HEAD first), ``exists``/``size`` send
+one HEAD (s3fs's own add a LIST for a missing key). Only a create that finds
+its name taken costs a second request, the read-back GET.
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import random
 import time
@@ -95,12 +103,25 @@ def is_transient(exc: BaseException) -> bool:
         and code not in _TRANSIENT_4XX_CODES
     ):
         return False
-    return isinstance(exc, (OSError, TimeoutError, ConnectionError)) or type(exc).__name__ in {
-        "ClientError",
+    if isinstance(exc, (OSError, TimeoutError, ConnectionError)):
+        return True
+    # botocore's and aiohttp's transport errors are not all OSErrors (a connection
+    # closed without an answer is botocore's ConnectionClosedError, a refused one
+    # EndpointConnectionError): match them by class name, without importing either
+    return not _TRANSIENT_CLASS_NAMES.isdisjoint(c.__name__ for c in type(exc).__mro__)
+
+
+_TRANSIENT_CLASS_NAMES = frozenset(
+    {
+        "ClientError",  # botocore, when s3fs did not translate it
+        "HTTPClientError",  # botocore: ConnectionClosedError, ReadTimeoutError, ...
+        "ConnectionError",  # botocore's own: EndpointConnectionError, ...
+        "ClientConnectionError",  # aiohttp: ServerDisconnectedError, ClientOSError, ...
+        "ClientPayloadError",
         "ServerTimeoutError",
-        "ClientOSError",
-        "ServerDisconnectedError",
+        "FSTimeoutError",
     }
+)
 
 
 class FsspecStore:
@@ -143,19 +164,25 @@ class FsspecStore:
             try:
                 return fn()
             except BaseException as exc:
-                if attempt == self.retries or not is_transient(exc):
+                if not is_transient(exc):
                     raise
+                if attempt == self.retries:
+                    if isinstance(exc, OSError):
+                        raise
+                    # callers handle OSError (and KvError): a transport failure that
+                    # outlasted the retries is one, whatever the HTTP stack called it
+                    raise OSError(errno.EIO, f"{what}: {type(exc).__name__}: {exc}") from exc
                 self.stats["retries"] += 1
                 log.warning("%s: %s (retry %d in %.2fs)", what, exc, attempt + 1, delay)
                 self._sleep(delay * (0.5 + self._rng.random()))
                 delay = min(delay * 2, 5.0)
         raise AssertionError("unreachable")
 
-    def _holds(self, name: str, data: bytes) -> bool:
+    def _read_back(self, name: str) -> bytes | None:
         try:
-            return self.get(name) == data
+            return self.get(name)
         except FileNotFoundError:
-            return False
+            return None
 
     def put(self, name: str, data: bytes) -> None:
         path = self._path(name)
@@ -178,26 +205,40 @@ class FsspecStore:
             self._call(f"put_if_absent {name}", attempt)
         except FileExistsError:
             # maybe our own earlier (retried) request won: read back and decide
-            if self._holds(name, payload):
+            if self._read_back(name) == payload:
                 self.stats["ambiguous_resolved"] += 1
                 return
             raise FileExistsError(name) from None
         except NotImplementedError:
             raise
-        except BaseException:
+        except Exception:
             # outcome unknown (error after retries, timeout): the object decides
-            if self._holds(name, payload):
+            found = self._read_back(name)
+            if found == payload:
                 self.stats["ambiguous_resolved"] += 1
                 log.warning("put_if_absent %s reported an error but landed", name)
                 return
+            if found is not None:  # someone else's object: ours can never land now
+                raise FileExistsError(name) from None
             raise
 
     def get(self, name: str) -> bytes:
+        """The whole object in one GET.
+
+        (``cat_file(path)`` without a range makes s3fs send a HEAD first, to
+        decide on a chunked parallel download, and a HEAD plus a LIST for a
+        missing key; an open-ended range ``bytes=0-`` is one GET.)
+        """
         path = self._path(name)
         try:
-            return bytes(self._call(f"get {name}", lambda: self.fs.cat_file(path)))
+            return bytes(self._call(f"get {name}", lambda: self.fs.cat_file(path, start=0)))
         except FileNotFoundError:
             raise FileNotFoundError(name) from None
+        except OSError as exc:
+            status, code = _s3_answer(exc)
+            if status == 416 or code == "InvalidRange":
+                return b""  # S3 answers 416 to any range of an empty object
+            raise
 
     def get_range(self, name: str, start: int, length: int) -> bytes:
         """Bytes ``start .. start+length`` (fewer at the end), like the other stores.
@@ -247,13 +288,33 @@ class FsspecStore:
         except FileNotFoundError:
             pass
 
+    def _head(self, path: str) -> dict[str, Any]:
+        """One HEAD request on s3fs (whose ``exists``/``info`` follow a 404 with a
+        LIST, looking for a "directory": two requests for every missing object,
+        such as the next manifest that every fencing check probes for)."""
+        bucket, key, _ = self.fs.split_path(path)
+        return dict(self.fs.call_s3("head_object", Bucket=bucket, Key=key))
+
+    @property
+    def _can_head(self) -> bool:
+        return hasattr(self.fs, "call_s3") and hasattr(self.fs, "split_path")
+
     def exists(self, name: str) -> bool:
         path = self._path(name)
+        if self._can_head:
+            try:
+                self._call(f"exists {name}", lambda: self._head(path))
+                return True
+            except FileNotFoundError:
+                return False
         return bool(self._call(f"exists {name}", lambda: self.fs.exists(path)))
 
     def size(self, name: str) -> int:
         path = self._path(name)
         try:
+            if self._can_head:
+                head = self._call(f"size {name}", lambda: self._head(path))
+                return int(head["ContentLength"])
             return int(self._call(f"size {name}", lambda: self.fs.size(path)))
         except FileNotFoundError:
             raise FileNotFoundError(name) from None

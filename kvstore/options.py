@@ -56,7 +56,7 @@ class Options:
     #: fsync files and directories (turn off only for throwaway test data)
     fsync: bool = True
     #: seconds between fencing checks for non-durable writes on remote stores
-    fence_check_interval: float = 1.0
+    fence_check_interval: float = 0.5
     #: seconds a transaction may run; older ones fail at commit with TransactionExpired
     transaction_ttl: float = 60.0
     #: options passed to the fsspec filesystem (endpoint_url, key, secret, ...)

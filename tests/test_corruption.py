@@ -11,7 +11,9 @@ The only acceptable outcome is :class:`kvstore.CorruptionError` from one of
 those steps. A wrong answer, any other exception, or no observable change at
 all (the damage went unnoticed) fails the case. Positions are spread over
 every block of an SST (data, bloom, index, props, footer), every header field
-and the body of the latest manifest, and every part of a WAL frame.
+and the body of the latest manifest, every field of a WAL object's 24-byte
+header and of a journal segment's 16-byte header, and every part of a WAL
+frame.
 """
 
 from __future__ import annotations
@@ -25,11 +27,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from crc32c import crc32c
 
 import kvstore
 from kvstore import CorruptionError, paths
 from kvstore.format.manifest import Manifest
 from kvstore.format.sst import FOOTER, FOOTER_SIZE, open_block
+from kvstore.format.wal import (
+    OBJECT_HEADER_SIZE,
+    SEGMENT_HEADER_SIZE,
+    decode_object,
+    decode_segment,
+)
 from kvstore.objstore import MemoryStore
 
 OPTS: dict = {"block_bytes": 256, "background_flush": False, "bloom_bits_per_key": 10}
@@ -174,12 +183,15 @@ def crashed_wal() -> Golden:
 
 
 def live_wal_objects(g: Golden) -> list[str]:
+    """WAL objects replay reads that hold frames (fence objects are left out)."""
     _, m = latest_manifest(g.objects)
     out = []
     for name, data in sorted(g.objects.items()):
         parsed = paths.parse_wal_name(name)
-        if parsed is not None and parsed[0] >= m.wal_replay_from and data:
-            out.append(name)
+        if parsed is not None and parsed[0] >= m.wal_replay_from:
+            _records, fence = decode_object(data, where=name)
+            if not fence:
+                out.append(name)
     return out
 
 
@@ -357,15 +369,33 @@ def test_flip_in_every_manifest_byte(flushed: Golden) -> None:
 # ---------------------------------------------------------------------------
 
 
-def frame_offsets(data: bytes) -> list[int]:
-    """Start of every frame of a complete segment, from the length fields."""
-    out, pos = [], 0
+def frame_offsets(data: bytes, start: int) -> list[int]:
+    """Start of every frame of a complete container whose frames begin at ``start``,
+    from the length fields."""
+    out, pos = [], start
     while pos < len(data):
         out.append(pos)
         (length,) = struct.unpack_from("<I", data, pos)
         pos += 12 + length
     assert pos == len(data)
     return out
+
+
+def object_frames(data: bytes) -> list[int]:
+    """Frame starts of a WAL object: after its 24-byte header (docs/format/wal.md)."""
+    assert data[:8] == b"KVWOBJ\x00\x01"
+    starts = frame_offsets(data, OBJECT_HEADER_SIZE)
+    assert struct.unpack_from("<I", data, 16)[0] == len(starts)  # the header's frame count
+    return starts
+
+
+def journal_frames(data: bytes) -> list[int]:
+    """Frame starts of a journal segment: after its 16-byte header (docs/format/wal.md)."""
+    assert data[:8] == b"KVWLOG\x00\x01"
+    starts = frame_offsets(data, SEGMENT_HEADER_SIZE)
+    decoded = decode_segment(data)
+    assert not decoded.torn and len(decoded.records) == len(starts)
+    return starts
 
 
 WAL_PARTS = {
@@ -383,7 +413,7 @@ WAL_PARTS = {
 @pytest.mark.parametrize("part", list(WAL_PARTS))
 def test_flip_in_wal_object(crashed_wal: Golden, which: str, part: str) -> None:
     live = live_wal_objects(crashed_wal)
-    by_frames = {n: frame_offsets(crashed_wal.objects[n]) for n in live}
+    by_frames = {n: object_frames(crashed_wal.objects[n]) for n in live}
     group = next(n for n in live if len(by_frames[n]) > 1)
     name = {"first": live[0], "batch": live[2], "group": group, "last": live[-1]}[which]
     data = crashed_wal.objects[name]
@@ -397,6 +427,111 @@ def test_flip_in_wal_object(crashed_wal: Golden, which: str, part: str) -> None:
     assert_detected(
         outcome(store, crashed_wal.expected, crashed_wal.universe), f"{name} {part} byte {pos}"
     )
+
+
+#: the WAL object header: field -> byte range (docs/format/wal.md)
+OBJECT_HEADER = {
+    "magic": range(0, 8),
+    "version": range(8, 10),
+    "flags": range(10, 12),  # mask 0x01 at byte 10 sets the fence flag
+    "body_len": range(12, 16),
+    "frames": range(16, 20),
+    "header_crc": range(20, 24),
+}
+
+
+@pytest.mark.parametrize("which", ["first", "group", "last"])
+@pytest.mark.parametrize(
+    "field, pos", [(f, p) for f, r in OBJECT_HEADER.items() for p in r], ids=str
+)
+def test_flip_in_wal_object_header(crashed_wal: Golden, which: str, field: str, pos: int) -> None:
+    live = live_wal_objects(crashed_wal)
+    group = next(n for n in live if len(object_frames(crashed_wal.objects[n])) > 1)
+    name = {"first": live[0], "group": group, "last": live[-1]}[which]
+    for mask in (0x01, 0x80):
+        store = flipped(crashed_wal.objects, name, pos, mask)
+        assert_detected(
+            outcome(store, crashed_wal.expected, crashed_wal.universe),
+            f"{name} header {field} byte {pos} ^ {mask:#x}",
+        )
+
+
+def resealed_object_header(data: bytes, **fields: int) -> bytes:
+    """``data`` with header fields replaced and the header CRC recomputed (a buggy
+    writer, not bit rot: only the header's own checks can catch it)."""
+    magic, version, flags, body_len, frames, _crc = struct.unpack_from("<8sHHIII", data, 0)
+    values = {"version": version, "flags": flags, "body_len": body_len, "frames": frames}
+    values.update(fields)
+    head = struct.pack(
+        "<8sHHII", magic, values["version"], values["flags"], values["body_len"], values["frames"]
+    )
+    return head + struct.pack("<I", crc32c(head)) + data[OBJECT_HEADER_SIZE:]
+
+
+@pytest.mark.parametrize(
+    "field, how, n",
+    [
+        ("frames", "+", -1),  # one frame fewer than the body holds
+        ("frames", "+", +1),  # a frame missing from the body
+        ("frames", "=", 0),
+        ("body_len", "+", -1),
+        ("body_len", "+", +1),
+        ("flags", "=", 1),  # the fence flag on an object with frames
+        ("flags", "=", 2),  # an unknown flag
+        ("version", "=", 2),
+    ],
+)
+def test_resealed_wal_object_header_is_corruption(
+    crashed_wal: Golden, field: str, how: str, n: int
+) -> None:
+    """A header with a valid CRC whose fields disagree with the body is corruption."""
+    live = live_wal_objects(crashed_wal)
+    name = next(n for n in live if len(object_frames(crashed_wal.objects[n])) > 1)
+    data = crashed_wal.objects[name]
+    _, version, flags, body_len, frames, _ = struct.unpack_from("<8sHHIII", data, 0)
+    current = {"version": version, "flags": flags, "body_len": body_len, "frames": frames}
+    new = current[field] + n if how == "+" else n
+    assert new != current[field]
+    objects = dict(crashed_wal.objects)
+    objects[name] = resealed_object_header(data, **{field: new})
+    result = outcome(copy_store(objects), crashed_wal.expected, crashed_wal.universe)
+    assert_detected(result, f"{name} header {field} = {new}")
+
+
+def wal_id(name: str) -> int:
+    parsed = paths.parse_wal_name(name)
+    assert parsed is not None, name
+    return parsed[0]
+
+
+def test_damaged_fence_object_is_corruption(crashed_wal: Golden) -> None:
+    """A fence object replay reads (at or after wal_replay_from) is checked like any
+    other: a flipped byte, a body behind it, or a cut is corruption, never 'a fence'."""
+    _, m = latest_manifest(crashed_wal.objects)
+    live = live_wal_objects(crashed_wal)
+    fence_name = paths.wal_object_name(wal_id(live[-1]) + 1)
+    fence = crashed_wal.objects[paths.wal_object_name(m.wal_replay_from - 1)]
+    assert decode_object(fence) == ([], True) and len(fence) == OBJECT_HEADER_SIZE
+    # Sanity: an intact fence after the last object changes nothing.
+    objects = {**crashed_wal.objects, fence_name: fence}
+    assert outcome(copy_store(objects), crashed_wal.expected, crashed_wal.universe) == (
+        "undetected"
+    )
+    frame = crashed_wal.objects[live[0]][OBJECT_HEADER_SIZE:]
+    bad_fences = [bytes(fence[:cut]) for cut in range(OBJECT_HEADER_SIZE)]
+    bad_fences += [fence + frame, fence + b"\x00"]
+    bad_fences += [
+        bytes(b ^ (0x01 if i == pos else 0) for i, b in enumerate(fence))
+        for pos in range(OBJECT_HEADER_SIZE)
+    ]
+    bad_fences.append(resealed_object_header(fence, frames=1))
+    failures = []
+    for i, bad in enumerate(bad_fences):
+        objects = {**crashed_wal.objects, fence_name: bad}
+        result = outcome(copy_store(objects), crashed_wal.expected, crashed_wal.universe)
+        if result != "corruption":
+            failures.append(f"damaged fence #{i} ({bad.hex()}): {result}")
+    assert failures == []
 
 
 def test_flip_in_every_wal_byte(crashed_wal: Golden) -> None:
@@ -413,13 +548,19 @@ def test_flip_in_every_wal_byte(crashed_wal: Golden) -> None:
 def test_truncated_wal_object_is_corruption(crashed_wal: Golden) -> None:
     """WAL objects are written whole, so a short one is damage, not a torn tail."""
     live = live_wal_objects(crashed_wal)
-    name = next(n for n in live if len(frame_offsets(crashed_wal.objects[n])) > 1)
+    name = next(n for n in live if len(object_frames(crashed_wal.objects[n])) > 1)
     data = crashed_wal.objects[name]
-    for cut in range(1, len(data)):
+    failures = []
+    for cut in range(0, len(data)):
         objects = dict(crashed_wal.objects)
         objects[name] = data[:cut]
         result = outcome(copy_store(objects), crashed_wal.expected, crashed_wal.universe)
-        assert_detected(result, f"{name} truncated to {cut} bytes")
+        if result != "corruption":
+            failures.append(f"cut at {cut}: {result}")
+    frames = object_frames(data)
+    # cuts at 0 (an empty object), inside the header and at every frame boundary included
+    assert {0, OBJECT_HEADER_SIZE, *frames} <= set(range(len(data)))
+    assert failures == [], f"{name} (frames start at {frames}) truncations not detected"
 
 
 # ---------------------------------------------------------------------------
@@ -433,8 +574,9 @@ class LocalGolden:
     writes: list[tuple[bytes, bytes | None]]  # one frame each, in order
 
     def journal(self) -> Path:
+        """The one segment holding frames (every segment starts with a 16-byte header)."""
         logs = sorted((self.root / "wal").glob("*.log"))
-        logs = [p for p in logs if p.stat().st_size]
+        logs = [p for p in logs if p.stat().st_size > SEGMENT_HEADER_SIZE]
         assert len(logs) == 1
         return logs[0]
 
@@ -502,20 +644,119 @@ def test_local_journal_flip_every_byte(local_journal: LocalGolden, tmp_path: Pat
 
 
 def test_local_journal_torn_tail_keeps_a_prefix(local_journal: LocalGolden, tmp_path: Path) -> None:
-    """Every truncation of the journal opens, holding exactly the whole frames before the cut."""
+    """Every truncation of the journal opens, holding exactly the whole frames before the cut.
+
+    Frames start after the 16-byte segment header; a cut inside the header
+    leaves a segment that never held a frame (empty, not corruption).
+    """
     log = local_journal.journal()
     rel = log.relative_to(local_journal.root)
     data = log.read_bytes()
-    starts = frame_offsets(data)
+    starts = journal_frames(data)
+    assert starts[0] == SEGMENT_HEADER_SIZE
     assert len(starts) == len(local_journal.writes)
     ends = [*starts[1:], len(data)]
-    for cut in sorted({*range(0, len(data), 5), *starts, *(e - 1 for e in ends)}):
-        target = damaged_copy(
-            local_journal.root, tmp_path / f"t{cut}", lambda p, c=cut: os.truncate(p, c), rel
-        )
+    cuts = {*range(0, SEGMENT_HEADER_SIZE + 1), *range(0, len(data), 5), *starts}
+    cuts |= {e - 1 for e in ends}
+    for cut in sorted(cuts):
+
+        def cut_at(p: Path, c: int = cut) -> None:
+            os.truncate(p, c)
+
+        target = damaged_copy(local_journal.root, tmp_path / f"t{cut}", cut_at, rel)
         whole = sum(e <= cut for e in ends)
         expected = local_journal.state_after(whole)
         assert outcome(target, expected, local_journal.universe()) == "undetected", cut
+
+
+#: the journal segment header: field -> byte range (docs/format/wal.md)
+SEGMENT_HEADER = {
+    "magic": range(0, 8),
+    "version": range(8, 10),
+    "flags": range(10, 12),
+    "header_crc": range(12, 16),
+}
+
+
+@pytest.mark.parametrize(
+    "field, pos", [(f, p) for f, r in SEGMENT_HEADER.items() for p in r], ids=str
+)
+def test_local_journal_flip_in_segment_header(
+    local_journal: LocalGolden, tmp_path: Path, field: str, pos: int
+) -> None:
+    """A damaged segment header is corruption, not a torn (empty) segment."""
+    log = local_journal.journal()
+    rel = log.relative_to(local_journal.root)
+    expected = local_journal.state_after(len(local_journal.writes))
+    for mask in (0x01, 0x80):
+
+        def flip(p: Path, m: int = mask) -> None:
+            bad = bytearray(p.read_bytes())
+            bad[pos] ^= m
+            p.write_bytes(bytes(bad))
+
+        target = damaged_copy(local_journal.root, tmp_path / f"h{mask}", flip, rel)
+        assert_detected(
+            outcome(target, expected, local_journal.universe()),
+            f"segment header {field} byte {pos} ^ {mask:#x}",
+        )
+
+
+def resealed_segment_header(data: bytes, *, version: int = 1, flags: int = 0) -> bytes:
+    head = struct.pack("<8sHH", data[:8], version, flags)
+    return head + struct.pack("<I", crc32c(head)) + data[SEGMENT_HEADER_SIZE:]
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        "zeroed header",  # frames behind a zero header: not a zero-filled torn tail
+        "zeroed header and first frame",
+        "version 2",  # a valid CRC does not make an unknown version acceptable
+        "flags 1",
+        "header only, damaged",  # no frames, but the header is not a torn write
+    ],
+)
+def test_local_journal_bad_segment_header(
+    local_journal: LocalGolden, tmp_path: Path, edit: str
+) -> None:
+    log = local_journal.journal()
+    rel = log.relative_to(local_journal.root)
+    data = log.read_bytes()
+    starts = journal_frames(data)
+    assert resealed_segment_header(data) == data  # the helper reproduces the writer
+
+    def apply(p: Path) -> None:
+        if edit == "zeroed header":
+            new = bytes(SEGMENT_HEADER_SIZE) + data[SEGMENT_HEADER_SIZE:]
+        elif edit == "zeroed header and first frame":
+            new = bytes(starts[1]) + data[starts[1] :]
+        elif edit == "version 2":
+            new = resealed_segment_header(data, version=2)
+        elif edit == "flags 1":
+            new = resealed_segment_header(data, flags=1)
+        else:
+            new = data[:8] + bytes([data[8] ^ 0x04]) + data[9:SEGMENT_HEADER_SIZE]
+        p.write_bytes(new)
+
+    target = damaged_copy(local_journal.root, tmp_path / "b", apply, rel)
+    expected = local_journal.state_after(len(local_journal.writes))
+    assert_detected(outcome(target, expected, local_journal.universe()), edit)
+
+
+@pytest.mark.parametrize("size", [SEGMENT_HEADER_SIZE, 40, 4096])
+def test_local_journal_all_zero_segment_is_empty(
+    local_journal: LocalGolden, tmp_path: Path, size: int
+) -> None:
+    """A segment that is zeros from its first byte (an unsynced extent after a power
+    cut, header included) held no durable frame: it is an empty torn segment."""
+    log = local_journal.journal()
+
+    def zero(p: Path) -> None:
+        p.write_bytes(bytes(size))
+
+    target = damaged_copy(local_journal.root, tmp_path / "z", zero, log.relative_to(log.parents[1]))
+    assert outcome(target, {}, local_journal.universe()) == "undetected"
 
 
 @pytest.mark.parametrize("zeros", [1, 12, 100, 4096])

@@ -1,7 +1,7 @@
 """Round trips, ordering and damage detection for every persisted format.
 
-One section per module of :mod:`kvstore.format` (WAL frames, SST, bloom,
-manifest) plus the pure iterator helpers of :mod:`kvstore.iterators` that
+One section per module of :mod:`kvstore.format` (WAL frames and their
+containers, SST, bloom, manifest) plus the pure iterator helpers of :mod:`kvstore.iterators` that
 decide which versions an SST keeps and which a reader sees.
 
 Reference models are deliberately naive (sorted lists, linear scans) so a
@@ -14,6 +14,7 @@ import random
 import struct
 from bisect import bisect_left
 from itertools import accumulate
+from typing import Any
 
 import pytest
 from crc32c import crc32c
@@ -39,12 +40,19 @@ from kvstore.format.sst import (
 )
 from kvstore.format.wal import (
     HEADER_SIZE,
+    OBJECT_HEADER_SIZE,
+    SEGMENT_HEADER_SIZE,
     DecodedSegment,
     WalRecord,
     decode_frames,
+    decode_object,
     decode_payload,
+    decode_segment,
     encode_frame,
+    encode_object,
     encode_record,
+    fence_object,
+    segment_header,
 )
 from kvstore.iterators import merge, retain, visible
 
@@ -260,11 +268,310 @@ def test_wal_malformed_payload_is_corruption(payload: bytes) -> None:
 
 
 # ===========================================================================
+# WAL containers: journal segments and WAL objects
+# ===========================================================================
+
+SEG_MAGIC = b"KVWLOG\x00\x01"
+OBJ_MAGIC = b"KVWOBJ\x00\x01"
+
+
+def seg_head(*, magic: bytes = SEG_MAGIC, version: int = 1, flags: int = 0) -> bytes:
+    """A segment header per docs/format/wal.md, with a correct CRC."""
+    head = struct.pack("<8sHH", magic, version, flags)
+    return head + struct.pack("<I", crc32c(head))
+
+
+def obj_head(
+    body_len: int,
+    frames: int,
+    *,
+    magic: bytes = OBJ_MAGIC,
+    version: int = 1,
+    flags: int = 0,
+) -> bytes:
+    """An object header per docs/format/wal.md, with a correct CRC."""
+    head = struct.pack("<8sHHII", magic, version, flags, body_len, frames)
+    return head + struct.pack("<I", crc32c(head))
+
+
+def test_segment_header_layout_matches_docs() -> None:
+    head = segment_header()
+    assert SEGMENT_HEADER_SIZE == len(head) == 16
+    assert head == seg_head()
+    magic, version, flags, crc = struct.unpack("<8sHHI", head)
+    assert (magic, version, flags, crc) == (SEG_MAGIC, 1, 0, crc32c(head[:12]))
+
+
+def test_object_header_layout_matches_docs() -> None:
+    frames, _ = segment([WalRecord(1, [b"a"], [b"x"]), WalRecord(2, [b"b"], [None])])
+    data = encode_object(frames, 2)
+    assert OBJECT_HEADER_SIZE == 24
+    magic, version, flags, body_len, count, crc = struct.unpack_from("<8sHHIII", data, 0)
+    assert (magic, version, flags, body_len, count) == (OBJ_MAGIC, 1, 0, len(frames), 2)
+    assert crc == crc32c(data[:20])
+    assert data == obj_head(len(frames), 2) + frames
+
+
+def test_fence_object_layout_matches_docs() -> None:
+    fence = fence_object()
+    assert fence == obj_head(0, 0, flags=1)
+    assert len(fence) == OBJECT_HEADER_SIZE
+    assert decode_object(fence) == ([], True)
+    assert encode_object(b"", 0, fence=True) == fence
+
+
+def test_empty_data_object_is_not_a_fence() -> None:
+    """The fence flag, not the size, makes a fence."""
+    assert decode_object(encode_object(b"", 0)) == ([], False)
+
+
+def doc_hex_examples(path: str) -> list[bytes]:
+    """The bytes of each fenced example in a format doc (hex before the comment)."""
+    from pathlib import Path
+
+    text = (Path(__file__).parents[1] / path).read_text()
+    blocks = text.split("```")[1::2]
+    out = []
+    for block in blocks:
+        data = b""
+        for line in block.strip().splitlines():
+            hex_part = line.split("  ")[0].strip()
+            data += bytes.fromhex(hex_part)
+        out.append(data)
+    return out
+
+
+def test_wal_doc_examples_match_code() -> None:
+    frame = encode_record(7, [b"ab", b"c"], [b"xyz", None])
+    assert doc_hex_examples("docs/format/wal.md") == [
+        segment_header(),
+        fence_object(),
+        frame,
+        encode_object(frame, 1)[:OBJECT_HEADER_SIZE],
+    ]
+
+
+# -- journal segments --------------------------------------------------------
+
+
+@PROPERTY
+@given(wal_records())
+def test_segment_round_trip(records: list[WalRecord]) -> None:
+    frames, _ = segment(records)
+    data = segment_header() + frames
+    decoded = decode_segment(data, where="seg")
+    assert decoded == DecodedSegment(records, len(data), False)
+    # The header only: a segment that never got a frame.
+    assert decode_segment(segment_header()) == DecodedSegment([], SEGMENT_HEADER_SIZE, False)
+
+
+def check_every_segment_truncation(records: list[WalRecord]) -> None:
+    frames, ends = segment(records)
+    data = segment_header() + frames
+    boundaries = [SEGMENT_HEADER_SIZE, *(SEGMENT_HEADER_SIZE + e for e in ends)]
+    for cut in range(len(data) + 1):
+        decoded = decode_segment(data[:cut])
+        if cut < SEGMENT_HEADER_SIZE:
+            # the header itself was torn: the segment never held a frame
+            assert decoded == DecodedSegment([], 0, cut > 0), cut
+            continue
+        whole = bisect_left(boundaries, cut + 1) - 1
+        assert decoded.records == records[:whole], cut
+        assert decoded.valid_length == boundaries[whole], cut
+        assert decoded.torn == (cut != boundaries[whole]), cut
+
+
+def test_segment_every_truncation_point() -> None:
+    check_every_segment_truncation(
+        [
+            WalRecord(1, [b"a"], [b"1"]),
+            WalRecord(2, [b"b", b"c"], [None, b""]),
+            WalRecord(3, [], []),
+            WalRecord(4, [b"\x00" * 30], [b"\xff" * 50]),
+        ]
+    )
+
+
+@PROPERTY
+@given(wal_records(max_records=4))
+def test_segment_every_truncation_point_property(records: list[WalRecord]) -> None:
+    check_every_segment_truncation(records)
+
+
+def test_segment_shorter_than_its_header_is_empty_and_torn() -> None:
+    assert decode_segment(b"") == DecodedSegment([], 0, False)
+    for n in range(1, SEGMENT_HEADER_SIZE):
+        # any prefix, even of garbage: a header write that never completed
+        assert decode_segment(segment_header()[:n]) == DecodedSegment([], 0, True)
+        assert decode_segment(b"\xa5" * n) == DecodedSegment([], 0, True)
+
+
+@pytest.mark.parametrize("size", [SEGMENT_HEADER_SIZE, SEGMENT_HEADER_SIZE + 1, 40, 4096])
+def test_all_zero_segment_is_empty_and_torn(size: int) -> None:
+    """A zero-filled extent from the first byte (header included) is a torn tail."""
+    assert decode_segment(bytes(size)) == DecodedSegment([], 0, True)
+
+
+@pytest.mark.parametrize("zeros", [1, 11, 12, 13, 4096])
+def test_segment_zero_filled_tail_is_torn(zeros: int) -> None:
+    frames, _ = segment([WalRecord(1, [b"a"], [b"x"])])
+    data = segment_header() + frames
+    decoded = decode_segment(data + bytes(zeros))
+    assert decoded == DecodedSegment([WalRecord(1, [b"a"], [b"x"])], len(data), True)
+
+
+def test_segment_flipped_header_byte_is_corruption() -> None:
+    frames, _ = segment([WalRecord(1, [b"a"], [b"x"])])
+    for data in (segment_header(), segment_header() + frames):
+        for pos in range(SEGMENT_HEADER_SIZE):
+            for mask in (0x01, 0x80, 0xFF):
+                bad = bytearray(data)
+                bad[pos] ^= mask
+                with pytest.raises(CorruptionError, match="segment"):
+                    decode_segment(bytes(bad), where="seg")
+
+
+def test_segment_flipped_frame_byte_is_corruption() -> None:
+    frames, _ = segment([WalRecord(1, [b"alpha"], [b"one"]), WalRecord(2, [b"b"], [None])])
+    data = segment_header() + frames
+    for pos in range(SEGMENT_HEADER_SIZE, len(data)):
+        bad = bytearray(data)
+        bad[pos] ^= 0x20
+        with pytest.raises(CorruptionError):
+            decode_segment(bytes(bad))
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        seg_head(version=2),  # a valid CRC does not make another version acceptable
+        seg_head(version=0),
+        seg_head(flags=1),
+        seg_head(flags=0x8000),
+        seg_head(magic=b"KVWLOG\x00\x02"),
+        seg_head(magic=OBJ_MAGIC),  # an object header is not a segment header
+        bytes(SEGMENT_HEADER_SIZE),  # zeros, but frames follow: not a torn tail
+    ],
+)
+def test_segment_bad_header_is_corruption(head: bytes) -> None:
+    frames, _ = segment([WalRecord(1, [b"a"], [b"x"])])
+    with pytest.raises(CorruptionError):
+        decode_segment(head + frames)
+
+
+def test_segment_without_header_is_corruption() -> None:
+    """Bare frames (the layout before containers) are not a segment."""
+    frames, _ = segment([WalRecord(1, [b"a"], [b"x"]), WalRecord(2, [b"b"], [b"y"])])
+    with pytest.raises(CorruptionError):
+        decode_segment(frames)
+
+
+# -- WAL objects ---------------------------------------------------------------
+
+
+@PROPERTY
+@given(wal_records())
+def test_object_round_trip(records: list[WalRecord]) -> None:
+    frames, _ = segment(records)
+    data = encode_object(frames, len(records))
+    assert len(data) == OBJECT_HEADER_SIZE + len(frames)
+    assert decode_object(data, where="obj") == (records, False)
+
+
+def test_object_every_truncation_is_corruption() -> None:
+    """Objects are written whole: any cut, including at a frame boundary or to zero
+    bytes, is corruption (never a torn tail, never a fence)."""
+    records = [WalRecord(1, [b"a"], [b"1"]), WalRecord(2, [], []), WalRecord(3, [b"b"], [None])]
+    frames, ends = segment(records)
+    data = encode_object(frames, len(records))
+    assert {OBJECT_HEADER_SIZE + e for e in ends[:-1]} < set(range(len(data)))
+    for cut in range(len(data)):
+        with pytest.raises(CorruptionError):
+            decode_object(data[:cut])
+    for cut in range(OBJECT_HEADER_SIZE):
+        with pytest.raises(CorruptionError):
+            decode_object(fence_object()[:cut])
+
+
+def test_zero_byte_object_is_corruption() -> None:
+    with pytest.raises(CorruptionError, match="shorter than its header"):
+        decode_object(b"", where="obj")
+
+
+@pytest.mark.parametrize("extra", [b"\x00", bytes(12), b"junk"])
+def test_object_with_bytes_appended_is_corruption(extra: bytes) -> None:
+    frames, _ = segment([WalRecord(1, [b"a"], [b"x"])])
+    for data in (encode_object(frames, 1), fence_object()):
+        with pytest.raises(CorruptionError, match="length"):
+            decode_object(data + extra)
+
+
+def test_object_every_byte_flip_is_corruption() -> None:
+    frames, _ = segment([WalRecord(1, [b"alpha"], [b"one"]), WalRecord(2, [b"b"], [None])])
+    for data in (encode_object(frames, 2), fence_object()):
+        for pos in range(len(data)):
+            for mask in (0x01, 0x80, 0xFF):
+                bad = bytearray(data)
+                bad[pos] ^= mask
+                with pytest.raises(CorruptionError):
+                    decode_object(bytes(bad))
+
+
+_TWO_FRAMES, _ = segment([WalRecord(1, [b"a"], [b"x"]), WalRecord(2, [b"b"], [None])])
+_ONE_FRAME, _ = segment([WalRecord(1, [b"a"], [b"x"])])
+
+
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        # wrong frame count under a valid header CRC (a buggy writer, or frames lost)
+        (obj_head(len(_TWO_FRAMES), 1) + _TWO_FRAMES, "frame count"),
+        (obj_head(len(_TWO_FRAMES), 3) + _TWO_FRAMES, "frame count"),
+        (obj_head(len(_TWO_FRAMES), 0) + _TWO_FRAMES, "frame count"),
+        (obj_head(0, 1), "frame count"),
+        # body_len does not match the bytes after the header
+        (obj_head(len(_TWO_FRAMES) - 1, 2) + _TWO_FRAMES, "length"),
+        (obj_head(len(_TWO_FRAMES) + 1, 2) + _TWO_FRAMES, "length"),
+        (obj_head(len(_ONE_FRAME), 1) + _TWO_FRAMES, "length"),
+        (obj_head(1 << 31, 2) + _TWO_FRAMES, "length"),
+        # a body that ends inside a frame, although body_len matches
+        (obj_head(len(_TWO_FRAMES) - 3, 2) + _TWO_FRAMES[:-3], "frame count"),
+        # a zero-filled body (an unsynced extent is never acceptable in an object)
+        (obj_head(16, 0) + bytes(16), "frame count"),
+        # fences carry nothing
+        (obj_head(len(_ONE_FRAME), 1, flags=1) + _ONE_FRAME, "fence"),
+        (obj_head(0, 1, flags=1), "fence"),
+        (obj_head(len(_ONE_FRAME), 0, flags=1) + _ONE_FRAME, "fence"),
+        # unknown flags, versions and magics are refused even with a valid CRC
+        (obj_head(len(_ONE_FRAME), 1, flags=2) + _ONE_FRAME, "version"),
+        (obj_head(0, 0, flags=3), "version"),
+        (obj_head(len(_ONE_FRAME), 1, version=2) + _ONE_FRAME, "version"),
+        (obj_head(len(_ONE_FRAME), 1, version=0) + _ONE_FRAME, "version"),
+        (obj_head(len(_ONE_FRAME), 1, magic=b"KVWOBJ\x00\x02") + _ONE_FRAME, "header"),
+        (seg_head() + _ONE_FRAME, "header"),  # a journal segment is not an object
+        (_ONE_FRAME, "header"),  # bare frames (the layout before containers)
+        (bytes(OBJECT_HEADER_SIZE), "header"),  # a zero-filled object
+    ],
+)
+def test_object_bad_header_is_corruption(data: bytes, message: str) -> None:
+    with pytest.raises(CorruptionError, match=message):
+        decode_object(data, where="obj")
+
+
+def test_object_damaged_frame_is_corruption() -> None:
+    """A frame that fails its own CRC is corruption even when the header is fine."""
+    bad = bytearray(_TWO_FRAMES)
+    bad[-1] ^= 0x01
+    with pytest.raises(CorruptionError, match="checksum"):
+        decode_object(obj_head(len(bad), 2) + bytes(bad))
+
+
+# ===========================================================================
 # SST
 # ===========================================================================
 
 
-def reader_for(data: bytes, cache: object = None) -> SstReader:
+def reader_for(data: bytes, cache: Any = None) -> SstReader:
     return SstReader(lambda off, n: data[off : off + n], len(data), name="x", block_cache=cache)
 
 
@@ -556,7 +863,9 @@ def test_sst_layout_matches_docs() -> None:
 
 def test_sst_every_byte_flip_is_detected() -> None:
     """Flip every byte of a small SST: construction or a full read must raise."""
-    entries: list[Entry] = [(b"k%02d" % i, 100 - i, None if i % 5 == 0 else b"v") for i in range(40)]
+    entries: list[Entry] = [
+        (b"k%02d" % i, 100 - i, None if i % 5 == 0 else b"v") for i in range(40)
+    ]
     for compression in ("none", "zstd"):
         data, _ = build_sst(entries, block_bytes=64, compression=compression)
         for pos in range(len(data)):
@@ -612,7 +921,7 @@ def test_bloom_tiny_filter() -> None:
 def test_bloom_optimal_k() -> None:
     ks = [optimal_k(b) for b in range(1, 64)]
     assert ks[0] == 1 and optimal_k(10) == 7
-    assert all(1 <= k for k in ks)
+    assert all(k >= 1 for k in ks)
     assert ks == sorted(ks)  # more bits per key never means fewer probes
 
 
@@ -655,7 +964,9 @@ json_scalar = st.one_of(
 )
 json_value = st.recursive(
     json_scalar,
-    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=5), inner)
+    ),
     max_leaves=8,
 )
 sst_meta_st = st.builds(
@@ -669,23 +980,111 @@ sst_meta_st = st.builds(
     first_key=st.binary(max_size=20),
     last_key=st.binary(max_size=20),
 )
+other_fields = dict(
+    id=st.integers(1, 1 << 63),
+    writer_epoch=st.integers(0, 1 << 63),
+    wal_replay_from=st.integers(0, 1 << 63),
+    retention_seq=seq_st,
+    checkpoints=st.dictionaries(st.text(max_size=8), json_value, max_size=3),
+    created_ms=st.integers(0, 1 << 50),
+)
+#: any field values, most of which break an invariant of Manifest.check
+any_manifest_st = st.builds(
+    Manifest,
+    last_flushed_seq=seq_st,
+    l0=st.lists(sst_meta_st, max_size=4).map(tuple),
+    runs=st.lists(st.lists(sst_meta_st, max_size=3).map(tuple), max_size=3).map(tuple),
+    **other_fields,
+)
+
+
+@st.composite
+def valid_manifests(draw: st.DrawFn) -> Manifest:
+    """Manifests built to satisfy every invariant of Manifest.check (docs/format/manifest.md):
+    unique SST ids; L0 newest first with disjoint, descending seq ranges; each run's
+    SSTs in ascending, disjoint key ranges; last_flushed_seq covering every SST."""
+    n_l0 = draw(st.integers(0, 4))
+    run_sizes = draw(st.lists(st.integers(0, 3), max_size=3))
+    ids = iter(
+        draw(
+            st.lists(
+                st.text(min_size=1, max_size=26),
+                min_size=n_l0 + sum(run_sizes),
+                max_size=n_l0 + sum(run_sizes),
+                unique=True,
+            )
+        )
+    )
+
+    def sst(min_seq: int, max_seq: int, first: bytes, last: bytes) -> SstMeta:
+        return draw(
+            st.builds(
+                SstMeta,
+                id=st.just(next(ids)),
+                size=st.integers(0, 1 << 40),
+                count=st.integers(0, 1 << 40),
+                tombstones=st.integers(0, 1 << 40),
+                min_seq=st.just(min_seq),
+                max_seq=st.just(max_seq),
+                first_key=st.just(first),
+                last_key=st.just(last),
+            )
+        )
+
+    def ordered_pairs(values: list, single: list[bool]) -> list[tuple]:
+        """Disjoint (low, high) pairs in ascending order; some with low == high."""
+        return [
+            (values[2 * i], values[2 * i] if one else values[2 * i + 1])
+            for i, one in enumerate(single)
+        ]
+
+    # L0: 2*n distinct seqs, newest SST first
+    seqs = sorted(draw(st.lists(seq_st, min_size=2 * n_l0, max_size=2 * n_l0, unique=True)))
+    singles = draw(st.lists(st.booleans(), min_size=n_l0, max_size=n_l0))
+    l0 = []
+    for lo, hi in reversed(ordered_pairs(seqs, singles)):
+        first, last = sorted((draw(st.binary(max_size=20)), draw(st.binary(max_size=20))))
+        l0.append(sst(lo, hi, first, last))
+    runs = []
+    for size in run_sizes:
+        keys = sorted(
+            draw(
+                st.lists(st.binary(max_size=20), min_size=2 * size, max_size=2 * size, unique=True)
+            )
+        )
+        singles = draw(st.lists(st.booleans(), min_size=size, max_size=size))
+        run = []
+        for first, last in ordered_pairs(keys, singles):
+            lo, hi = sorted((draw(seq_st), draw(seq_st)))
+            run.append(sst(lo, hi, first, last))
+        runs.append(tuple(run))
+    covered = max((s.max_seq for s in [*l0, *(x for r in runs for x in r)]), default=0)
+    manifest_id: int = draw(st.integers(1, 1 << 63))
+    # checkpoints as the store writes them: each names an earlier (or this) manifest
+    checkpoint = st.builds(
+        lambda mid, extra: {**extra, "manifest_id": mid},
+        st.integers(1, manifest_id),
+        st.dictionaries(st.text(max_size=5), json_value, max_size=2),
+    )
+    m = draw(
+        st.builds(
+            Manifest,
+            last_flushed_seq=st.integers(covered, (1 << 64) - 1),
+            l0=st.just(tuple(l0)),
+            runs=st.just(tuple(runs)),
+            **{
+                **other_fields,
+                "id": st.just(manifest_id),
+                "checkpoints": st.dictionaries(st.text(max_size=8), checkpoint, max_size=3),
+            },
+        )
+    )
+    m.check()  # the generator's own promise
+    return m
 
 
 @PROPERTY
-@given(
-    st.builds(
-        Manifest,
-        id=st.integers(1, 1 << 63),
-        writer_epoch=st.integers(0, 1 << 63),
-        last_flushed_seq=seq_st,
-        wal_replay_from=st.integers(0, 1 << 63),
-        l0=st.lists(sst_meta_st, max_size=4).map(tuple),
-        runs=st.lists(st.lists(sst_meta_st, max_size=3).map(tuple), max_size=3).map(tuple),
-        retention_seq=seq_st,
-        checkpoints=st.dictionaries(st.text(max_size=8), json_value, max_size=3),
-        created_ms=st.integers(0, 1 << 50),
-    )
-)
+@given(valid_manifests())
 def test_manifest_round_trip(m: Manifest) -> None:
     data = m.encode()
     assert Manifest.decode(data) == m
@@ -693,12 +1092,38 @@ def test_manifest_round_trip(m: Manifest) -> None:
     assert Manifest.decode(data).encode() == data  # canonical
 
 
+@PROPERTY
+@given(any_manifest_st)
+def test_manifest_decode_accepts_exactly_what_check_accepts(m: Manifest) -> None:
+    """decode(encode(m)) is m when m passes check(), else CorruptionError."""
+    try:
+        m.check()
+        valid = True
+    except AssertionError:
+        valid = False
+    if valid:
+        assert Manifest.decode(m.encode()) == m
+    else:
+        with pytest.raises(CorruptionError, match="invariant"):
+            Manifest.decode(m.encode())
+
+
+def manifest_envelope(body: bytes, *, version: int = 1, flags: int = 0) -> bytes:
+    """The documented envelope: the CRC covers the 16 header bytes before it and the body."""
+    head = struct.pack("<8sHHI", b"KVMANIF1", version, flags, len(body))
+    return head + struct.pack("<I", crc32c(head + body)) + body
+
+
 def test_manifest_layout_matches_docs() -> None:
-    data = Manifest(id=5, writer_epoch=2, l0=(meta("s1", 1, 9),), last_flushed_seq=9).encode()
+    m = Manifest(id=5, writer_epoch=2, l0=(meta("s1", 1, 9),), last_flushed_seq=9)
+    data = m.encode()
     magic, version, flags, length, crc = struct.unpack_from("<8sHHII", data, 0)
     body = data[20:]
-    assert (magic, version, flags, length, crc) == (b"KVMANIF1", 1, 0, len(body), crc32c(body))
+    assert (magic, version, flags, length) == (b"KVMANIF1", 1, 0, len(body))
+    assert crc == crc32c(data[:16] + body)
+    assert data == manifest_envelope(body)
     assert b'"first_key":"61"' in body  # keys are hex in the JSON body
+    assert Manifest.decode(manifest_envelope(body)) == m
 
 
 VALID = Manifest(
@@ -710,29 +1135,41 @@ VALID = Manifest(
 )
 
 
-@pytest.mark.parametrize(
-    "changes, message",
-    [
-        ({"id": 0}, "invalid"),
-        ({"writer_epoch": -1}, "invalid"),
-        ({"l0": (meta("x", 50, 100), meta("y", 20, 60))}, "not strictly newer"),  # overlap
-        ({"l0": (meta("x", 50, 60), meta("y", 60, 70))}, "not strictly newer"),  # touching
-        ({"l0": (meta("old", 1, 10), meta("new", 20, 30))}, "not strictly newer"),  # wrong order
-        ({"l0": (meta("dup", 61, 100), meta("dup", 20, 60))}, "twice"),
-        ({"runs": ((meta("l0-new", 1, 19),),)}, "twice"),  # same id in L0 and a run
-        ({"runs": ((meta("a", 1, 5, b"a", b"g"), meta("b", 1, 5, b"g", b"m")),)}, "overlap"),
-        ({"runs": ((meta("a", 1, 5, b"a", b"h"), meta("b", 1, 5, b"c", b"m")),)}, "overlap"),
-        ({"runs": ((meta("a", 1, 5, b"m", b"z"), meta("b", 1, 5, b"a", b"c")),)}, "overlap"),
-        ({"last_flushed_seq": 99}, "last_flushed_seq"),
-        ({"runs": ((meta("r", 1, 101),),)}, "last_flushed_seq"),
-        ({"runs": ((meta("r", 1, 5, b"z", b"a"),),)}, "inverted"),
-        ({"l0": (meta("r", 9, 5),)}, "inverted"),
-    ],
-)
+#: (changes to VALID, message): each breaks one invariant of Manifest.check
+INVARIANT_BREAKS = [
+    ({"id": 0}, "invalid"),
+    ({"writer_epoch": -1}, "invalid"),
+    ({"l0": (meta("x", 50, 100), meta("y", 20, 60))}, "not strictly newer"),  # overlap
+    ({"l0": (meta("x", 50, 60), meta("y", 60, 70))}, "not strictly newer"),  # touching
+    ({"l0": (meta("old", 1, 10), meta("new", 20, 30))}, "not strictly newer"),  # wrong order
+    ({"l0": (meta("dup", 61, 100), meta("dup", 20, 60))}, "twice"),
+    ({"runs": ((meta("l0-new", 1, 19),),)}, "twice"),  # same id in L0 and a run
+    ({"runs": ((meta("a", 1, 5, b"a", b"g"), meta("b", 1, 5, b"g", b"m")),)}, "overlap"),
+    ({"runs": ((meta("a", 1, 5, b"a", b"h"), meta("b", 1, 5, b"c", b"m")),)}, "overlap"),
+    ({"runs": ((meta("a", 1, 5, b"m", b"z"), meta("b", 1, 5, b"a", b"c")),)}, "overlap"),
+    ({"last_flushed_seq": 99}, "last_flushed_seq"),
+    ({"runs": ((meta("r", 1, 101),),)}, "last_flushed_seq"),
+    ({"runs": ((meta("r", 1, 5, b"z", b"a"),),)}, "inverted"),
+    ({"l0": (meta("r", 9, 5),)}, "inverted"),
+]
+
+
+@pytest.mark.parametrize("changes, message", INVARIANT_BREAKS)
 def test_manifest_check_rejects(changes: dict, message: str) -> None:
     VALID.check()
     with pytest.raises(AssertionError, match=message):
         VALID.evolve(**changes).check()
+
+
+@pytest.mark.parametrize("changes, message", INVARIANT_BREAKS)
+def test_manifest_decode_rejects_broken_invariants(changes: dict, message: str) -> None:
+    """decode runs check(): a well-formed, correctly checksummed manifest that breaks
+    an invariant (as a buggy writer could produce) is corruption, not a store state."""
+    bad = VALID.evolve(**changes)
+    data = bad.encode()  # encode does not check; ManifestStore.write does
+    assert Manifest.decode(VALID.encode()) == VALID
+    with pytest.raises(CorruptionError, match=f"invariant.*{message}"):
+        Manifest.decode(data, where="m")
 
 
 @pytest.mark.parametrize(
@@ -760,6 +1197,9 @@ _GOOD = VALID.encode()
         (_GOOD[:-1], "length"),
         (_GOOD + b" ", "length"),
         (_GOOD[:16] + struct.pack("<I", crc32c(_GOOD[20:]) ^ 1) + _GOOD[20:], "checksum"),
+        # A correct CRC does not make unknown flags or versions acceptable.
+        (manifest_envelope(_GOOD[20:], flags=1), "flags"),
+        (manifest_envelope(_GOOD[20:], version=2), "version"),
     ],
 )
 def test_manifest_decode_rejects_bad_envelopes(bad: bytes, message: str) -> None:
@@ -772,9 +1212,8 @@ def test_manifest_decode_rejects_bad_envelopes(bad: bytes, message: str) -> None
     [b"", b"{", b"[]", b"null", b"{}", b'{"id": "x"}', b"\xff\xfe", b'{"id":1,"writer_epoch":1}'],
 )
 def test_manifest_decode_rejects_malformed_bodies(body: bytes) -> None:
-    data = struct.pack("<8sHHII", b"KVMANIF1", 1, 0, len(body), crc32c(body)) + body
     with pytest.raises(CorruptionError):
-        Manifest.decode(data)
+        Manifest.decode(manifest_envelope(body))
 
 
 def test_manifest_every_byte_flip_is_detected() -> None:

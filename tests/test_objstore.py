@@ -71,8 +71,9 @@ def test_list_is_sorted_and_prefix_filtered(store):
         store.put(name, b"x")
     assert store.list("wal/") == ["wal/1", "wal/2", "wal/3"]
     assert store.list("manifest/") == ["manifest/1"]
-    assert store.list("") == sorted(["wal/3", "wal/1", "wal/2", "manifest/1", "sst/x.sst",
-                                     "walrus"])
+    assert store.list("") == sorted(
+        ["wal/3", "wal/1", "wal/2", "manifest/1", "sst/x.sst", "walrus"]
+    )
     assert store.list("nothing/") == []
 
 
@@ -126,8 +127,10 @@ def test_local_put_if_absent_race_across_processes(tmp_path):
     ctx = multiprocessing.get_context("fork")
     barrier = ctx.Barrier(6)
     results = ctx.Queue()
-    procs = [ctx.Process(target=_race_worker, args=(str(tmp_path), i, barrier, results))
-             for i in range(6)]
+    procs = [
+        ctx.Process(target=_race_worker, args=(str(tmp_path), i, barrier, results))
+        for i in range(6)
+    ]
     for p in procs:
         p.start()
     for p in procs:

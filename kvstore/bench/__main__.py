@@ -62,6 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="python -m kvstore.bench",
         description="Benchmark kvstore against sqlite3, LMDB, RocksDB and SlateDB.",
+        epilog="`python -m kvstore.bench --store s3 [--endpoint URL]` runs the S3 benchmark "
+        "instead (durable put latency, group commit, requests per commit).",
     )
     p.add_argument(
         "--keys",
@@ -231,6 +233,18 @@ def render(report: Report, *, markdown: bool) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if "--store" in argv or any(a.startswith("--store=") for a in argv):
+        # `--store s3`: the S3 benchmark (its own moto endpoint, or --endpoint)
+        i = next(i for i, a in enumerate(argv) if a == "--store" or a.startswith("--store="))
+        value = argv[i].split("=", 1)[1] if "=" in argv[i] else argv[i + 1]
+        rest = argv[:i] + argv[i + (1 if "=" in argv[i] else 2) :]
+        if value != "s3":
+            print(f"unknown --store {value!r}; the only store is 's3'", file=sys.stderr)
+            return 2
+        from kvstore.bench.s3 import main as s3_main
+
+        return s3_main(rest)
     args = build_parser().parse_args(argv)
     logging.basicConfig(
         level=logging.WARNING, format="%(asctime)s %(name)s %(message)s", stream=sys.stderr

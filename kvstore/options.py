@@ -122,6 +122,8 @@ class Options:
             raise ValueError("option l0_compaction_trigger must be >= 2")
         if self.gc_grace_seconds < 0:
             raise ValueError("option gc_grace_seconds must be >= 0")
+        if self.block_bytes > 16 * MiB:
+            raise ValueError("option block_bytes must be at most 16 MiB")
         if self.bloom_bits_per_key < 0:
             raise ValueError("option bloom_bits_per_key must be >= 0")
         if self.compression not in ("zstd", "none"):

@@ -21,14 +21,25 @@ from lakehouse import Isolation
 SCHEMA = pa.schema([("id", pa.int64())])
 
 
-@pytest.fixture
-def lh():
-    name = f"lh-conc-{uuid.uuid4().hex}"
-    h = lakehouse.open(f"memory://{name}", seed=7)
-    yield h
-    h.close()
-    MemoryStore.drop(f"{name}/meta")
-    MemoryStore.drop(f"{name}/data")
+@pytest.fixture(params=["memory", "local", pytest.param("s3", marks=pytest.mark.s3)])
+def lh(request, tmp_path):
+    """The same lakehouse scenarios on every backend, S3 through moto included."""
+    if request.param == "memory":
+        name = f"lh-conc-{uuid.uuid4().hex}"
+        h = lakehouse.open(f"memory://{name}", seed=7)
+        yield h
+        h.close()
+        MemoryStore.drop(f"{name}/meta")
+        MemoryStore.drop(f"{name}/data")
+    elif request.param == "local":
+        h = lakehouse.open(str(tmp_path / "lh"), seed=7)
+        yield h
+        h.close()
+    else:
+        url, storage_options = request.getfixturevalue("s3_url")
+        h = lakehouse.open(url, seed=7, storage_options=storage_options)
+        yield h
+        h.close()
 
 
 def setup(lh, *tables):

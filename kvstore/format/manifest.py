@@ -176,7 +176,7 @@ class Manifest:
             raise CorruptionError(f"malformed manifest body: {exc}", object_name=where) from None
         try:
             m.check()
-        except AssertionError as exc:
+        except (AssertionError, ValueError, TypeError, OverflowError, AttributeError) as exc:
             raise CorruptionError(
                 f"manifest breaks an invariant: {exc}", object_name=where
             ) from None

@@ -1,5 +1,7 @@
 # make demo: create .venv, install the project, run the main job.
 # make test: create .venv, install the project with test extras, run every test.
+# constraints.txt pins a known-good set (pip would otherwise backtrack for minutes
+# over boto3/botocore/aiobotocore); regenerate it with `pip freeze` after upgrades.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -10,12 +12,12 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
-$(VENV)/.demo-installed: $(BIN)/python pyproject.toml
-	$(BIN)/pip install -q -e .
+$(VENV)/.demo-installed: $(BIN)/python pyproject.toml constraints.txt
+	$(BIN)/pip install -q -c constraints.txt -e .
 	touch $@
 
-$(VENV)/.test-installed: $(BIN)/python pyproject.toml
-	$(BIN)/pip install -q -e '.[test,bench]'
+$(VENV)/.test-installed: $(BIN)/python pyproject.toml constraints.txt
+	$(BIN)/pip install -q -c constraints.txt -e '.[test,bench]'
 	touch $@
 
 demo: $(VENV)/.demo-installed

@@ -19,6 +19,7 @@ import pytest
 
 import kvstore
 from kvstore import paths
+from kvstore._validate import prefix_end
 from kvstore.cli import codec
 from kvstore.cli.main import main
 from kvstore.cli.progress import ProgressBar
@@ -386,7 +387,7 @@ def test_escape() -> None:
     assert codec.escape(b"a\\b\n\t\r\x00\x7f\xff") == "a\\\\b\\n\\t\\r\\x00\\x7f\\xff"
     assert codec.escape("\u200b".encode()) == "\\u200b"
     assert codec.parse_bytes("0x0A ff:10", hex_mode=True, what="K") == b"\n\xff\x10"
-    assert codec.prefix_end(b"a\xff") == b"b" and codec.prefix_end(b"\xff") is None
+    assert prefix_end(b"a\xff") == b"b" and prefix_end(b"\xff") is None
     assert codec.human_bytes(512) == "512 B" and codec.human_bytes(3 << 20) == "3.0 MiB"
 
 

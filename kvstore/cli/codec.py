@@ -90,17 +90,6 @@ def json_bytes(doc: dict[str, Any], field: str, data: bytes | None, *, hex_mode:
     doc[f"{field}_hex"] = data.hex()
 
 
-def prefix_end(prefix: bytes) -> bytes | None:
-    """The smallest key above every key that starts with ``prefix`` (None: no bound)."""
-    p = bytearray(prefix)
-    while p and p[-1] == 0xFF:
-        p.pop()
-    if not p:
-        return None
-    p[-1] += 1
-    return bytes(p)
-
-
 def human_bytes(n: int | float) -> str:
     value = float(n)
     for unit in ("B", "KiB", "MiB", "GiB", "TiB"):

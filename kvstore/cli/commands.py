@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
+from kvstore._validate import prefix_end
 from kvstore.cli import codec
 from kvstore.cli.codec import InputError, human_bytes, human_ms, plural, show
 from kvstore.cli.progress import ProgressBar
@@ -267,7 +268,7 @@ def _scan_range(ctx: Ctx) -> tuple[bytes | None, bytes | None]:
     end = ctx.bound(a.end, "--end") or None
     prefix = ctx.bound(a.prefix, "--prefix")
     if prefix:
-        pend = codec.prefix_end(prefix)
+        pend = prefix_end(prefix)
         start = prefix if start is None else max(start, prefix)
         end = pend if end is None else (end if pend is None else min(end, pend))
     return start, end

@@ -597,7 +597,7 @@ def test_background_compaction_keeps_l0_bounded_under_a_write_burst():
         assert stats["flushes"] >= 20
         assert stats["compactions"] >= 5
         assert max(seen) <= opts["l0_max_ssts"], max(seen)
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60
         while db.stats()["l0_ssts"] >= opts["l0_compaction_trigger"]:
             assert time.monotonic() < deadline, "compaction did not catch up"
             time.sleep(0.02)
@@ -691,7 +691,7 @@ def test_trivial_moves_for_sequential_loads(backend, tmp_path):
             model[k] = b"value-%d" % i * 3
             db.put(k, model[k], durable=False)
         db.flush()
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 60
         while db.stats()["l0_ssts"] >= 2:
             assert time.monotonic() < deadline
             time.sleep(0.01)

@@ -899,11 +899,11 @@ def test_failed_write_out_loses_no_concurrent_durable_write(tmp_path: Path) -> N
     inner.gate.clear()
     leader = threading.Thread(target=put, args=(b"leader",), name="leader")
     leader.start()
-    assert inner.blocked.wait(5), "the leader never reached its fence check"
+    assert inner.blocked.wait(30), "the leader never reached its fence check"
     seq = db.last_seq
     a = threading.Thread(target=put, args=(b"a",), name="a")
     a.start()
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 30
     while db.last_seq < seq + 1 and time.monotonic() < deadline:
         time.sleep(0.001)
     assert db.last_seq == seq + 1, "A did not commit"
@@ -964,7 +964,7 @@ def test_ambiguous_manifest_write_does_not_wedge_the_writer(bg: bool) -> None:
 
     t = threading.Thread(target=work, daemon=True)
     t.start()
-    t.join(5)
+    t.join(30)
     hung = t.is_alive()
     stats = db.stats()
     faulty.crashed = True  # end it (unblocks a stalled writer), then reopen

@@ -128,23 +128,6 @@ def drop_bottom_tombstones(entries: Iterator[Entry]) -> Iterator[Entry]:
         yield pending
 
 
-def split_at_key_boundaries(entries: Iterator[Entry], target_bytes: int) -> Iterator[list[Entry]]:
-    """Chunks of about ``target_bytes`` (key + value bytes), never splitting a key."""
-    chunk: list[Entry] = []
-    size = 0
-    append = chunk.append
-    for entry in entries:
-        if size >= target_bytes and entry[0] != chunk[-1][0]:
-            yield chunk
-            chunk = []
-            append = chunk.append
-            size = 0
-        append(entry)
-        size += len(entry[0]) + (len(entry[2]) if entry[2] is not None else 0) + 16
-    if chunk:
-        yield chunk
-
-
 def compaction_chunks(
     batches: Iterator[list[Entry]],
     snapshot_seqs: list[int],

@@ -184,10 +184,6 @@ class Memtable:
                 )
         return out
 
-    def iter_all(self) -> Iterator[Entry]:
-        """Every version in internal order (key asc, seq desc)."""
-        return self.iter_forward(None, None)
-
     def _check(self) -> None:
         """Assert the invariants (tests call this after random operations)."""
         with self._lock:

@@ -231,10 +231,6 @@ class JournalWal(_GroupCommit):
             self._synced = max(self._synced, target)
         return self.segment_id
 
-    @property
-    def current_id(self) -> int:
-        return self.segment_id
-
     def close(self) -> None:
         try:
             if self._error is None:
@@ -304,10 +300,6 @@ class ObjectWal(_GroupCommit):
     def rotate(self) -> int:
         """Write out what is buffered; later writes start at a fresh object id."""
         self.sync(self._appended)
-        return self.next_id
-
-    @property
-    def current_id(self) -> int:
         return self.next_id
 
     def close(self) -> None:

@@ -43,7 +43,6 @@ scanning from the start of a segment,
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import accumulate
 
@@ -152,10 +151,6 @@ def decode_frames(data: bytes, *, where: str = "WAL") -> DecodedSegment:
         records.append(decode_payload(payload, where=where))
         pos = body_start + length
     return DecodedSegment(records, pos, False)
-
-
-def iter_records(data: bytes, *, where: str = "WAL") -> Iterator[WalRecord]:
-    yield from decode_frames(data, where=where).records
 
 
 def _all_zero(data: bytes, start: int) -> bool:

@@ -170,7 +170,3 @@ class _FaultyJournal:
 
     def close(self) -> None:
         self._inner.close()
-
-
-def wrap(inner: ObjectStore, **kwargs: Any) -> FaultyStore:
-    return FaultyStore(inner, **kwargs)

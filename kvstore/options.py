@@ -139,11 +139,16 @@ class Options:
 
     @classmethod
     def from_kwargs(cls, kwargs: dict[str, Any]) -> Options:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(kwargs) - known)
-        if unknown:
-            raise TypeError(
-                f"unknown option{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)} "
-                f"(known: {', '.join(sorted(known))})"
-            )
+        reject_unknown(cls, kwargs)
         return cls(**kwargs)
+
+
+def reject_unknown(options_class: type, kwargs: dict[str, Any]) -> None:
+    """TypeError naming every keyword that is not a field of ``options_class``."""
+    known = {f.name for f in fields(options_class)}
+    unknown = sorted(set(kwargs) - known)
+    if unknown:
+        raise TypeError(
+            f"unknown option{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)} "
+            f"(known: {', '.join(sorted(known))})"
+        )

@@ -8,10 +8,11 @@ Unknown option names raise :class:`TypeError`; bad values :class:`ValueError`.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 from kvstore.objstore import ObjectStore
+from kvstore.options import reject_unknown
 from lakehouse.model import DEFAULT_MAX_NAME_LENGTH, Isolation, check_properties
 
 
@@ -90,13 +91,7 @@ class Options:
 
     @classmethod
     def from_kwargs(cls, kwargs: dict[str, Any]) -> Options:
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(kwargs) - known)
-        if unknown:
-            raise TypeError(
-                f"unknown option{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)} "
-                f"(known: {', '.join(sorted(known))})"
-            )
+        reject_unknown(cls, kwargs)
         return cls(**kwargs)
 
 

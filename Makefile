@@ -12,11 +12,11 @@ $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
-$(VENV)/.demo-installed: $(BIN)/python pyproject.toml constraints.txt
+$(VENV)/.demo-installed: $(BIN)/python pyproject.toml setup.py kvstore/_speedups.c constraints.txt
 	$(BIN)/pip install -q -c constraints.txt -e .
 	touch $@
 
-$(VENV)/.test-installed: $(BIN)/python pyproject.toml constraints.txt
+$(VENV)/.test-installed: $(BIN)/python pyproject.toml setup.py kvstore/_speedups.c constraints.txt
 	$(BIN)/pip install -q -c constraints.txt -e '.[test,bench]'
 	touch $@
 
@@ -35,4 +35,4 @@ bench: $(VENV)/.test-installed
 	$(BIN)/python -m kvstore.bench
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) build *.egg-info kvstore/*.so .pytest_cache .mypy_cache .ruff_cache

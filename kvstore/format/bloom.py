@@ -19,6 +19,8 @@ from collections.abc import Iterable
 
 import mmh3
 
+from kvstore._accel import speedups as _c
+
 _HEAD = struct.Struct("<BI")
 BLOCK_BITS = 512
 BLOCK_BYTES = BLOCK_BITS // 8
@@ -51,6 +53,12 @@ def _mask7(h2: int) -> int:
 def build(keys: Iterable[bytes], count: int, bits_per_key: int) -> bytes:
     k = optimal_k(bits_per_key)
     nblocks = max(1, -(-count * bits_per_key // BLOCK_BITS))
+    if _c is not None:
+        return _c.bloom_build(keys if isinstance(keys, list) else list(keys), nblocks, k)
+    return _build_py(keys, nblocks, k)
+
+
+def _build_py(keys: Iterable[bytes], nblocks: int, k: int) -> bytes:
     masks = [0] * nblocks
     hash64 = mmh3.hash64
     for key in keys:
@@ -60,7 +68,7 @@ def build(keys: Iterable[bytes], count: int, bits_per_key: int) -> bytes:
 
 
 class BloomFilter:
-    __slots__ = ("_blocks", "_k", "_n", "size_bytes")
+    __slots__ = ("_blocks", "_data", "_k", "_n", "size_bytes")
 
     def __init__(self, data: bytes) -> None:
         if len(data) < _HEAD.size:
@@ -72,14 +80,20 @@ class BloomFilter:
             or len(data) != _HEAD.size + self._n * BLOCK_BYTES
         ):
             raise ValueError("bloom filter header does not match its size")
+        self._data = bytes(data)
+        self.size_bytes = len(data)
+        self._blocks: list[int] = []
+        if _c is not None:
+            return
         base = _HEAD.size
         self._blocks = [
             int.from_bytes(data[base + i * BLOCK_BYTES : base + (i + 1) * BLOCK_BYTES], "little")
             for i in range(self._n)
         ]
-        self.size_bytes = len(data)
 
     def may_contain(self, key: bytes) -> bool:
+        if _c is not None:
+            return _c.bloom_may_contain(self._data, key)
         h1, h2 = mmh3.hash64(key, signed=False)
         mask = _mask7(h2) if self._k == 7 else _mask(h2, self._k)
         return self._blocks[h1 % self._n] & mask == mask

@@ -48,12 +48,13 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import accumulate, compress
-from operator import eq, le, neg
+from operator import eq, le, lt, neg
 from typing import Any, Protocol
 
 import zstandard
 from crc32c import crc32c
 
+from kvstore._accel import speedups as _c
 from kvstore.errors import CorruptionError
 from kvstore.format import bloom as bloom_format
 
@@ -141,6 +142,15 @@ def encode_block_columns(keys: list[bytes], seqs: list[int], values: list[bytes 
     """Encode one block. Within a restart interval every entry but the first
     shares the prefix common to the whole interval (sorted keys make it a
     prefix of each neighbour too), computed once per interval."""
+    if _c is not None:
+        return _c.block_encode(keys, seqs, values)
+    return encode_block_columns_py(keys, seqs, values)
+
+
+def encode_block_columns_py(
+    keys: list[bytes], seqs: list[int], values: list[bytes | None]
+) -> bytes:
+    """The pure-Python :func:`encode_block_columns` (the C one must match it byte for byte)."""
     n = len(keys)
     shared: list[int] = []
     suffixes: list[bytes] = []
@@ -169,8 +179,8 @@ def encode_block_columns(keys: list[bytes], seqs: list[int], values: list[bytes 
     )
 
 
-class Block:
-    """A verified, decompressed data block, decoded lazily.
+class PyBlock:
+    """A verified, decompressed data block, decoded lazily (pure Python).
 
     The first point lookup in a block binary-searches its restart keys and
     decodes one restart interval (at most 16 entries); the second access, or
@@ -184,6 +194,7 @@ class Block:
         "_values",
         "body",
         "charge",
+        "first_seq",
         "n",
         "restarts",
         "seqs",
@@ -217,14 +228,24 @@ class Block:
             raise CorruptionError(f"malformed data block: {exc}", object_name=where) from None
         if rpos + 4 + 4 * r != len(body) or n == 0:
             raise CorruptionError("data block lengths do not add up", object_name=where)
-        if self.restarts[:1] != (0,) or any(i >= n or self.shared[i] for i in self.restarts):
+        restarts = self.restarts
+        if (
+            restarts[:1] != (0,)
+            or any(i >= n or self.shared[i] for i in restarts)
+            or not all(map(lt, restarts, restarts[1:]))
+        ):
             raise CorruptionError("data block restart points are invalid", object_name=where)
         self.n = n
+        self.first_seq = self.seqs[0]
         self.touched = False
         self._keys: list[bytes] | None = None
         self._values: list[bytes | None] | None = None
         self._rkeys: list[bytes] | None = None
         self.charge = len(body) + 40 * n
+
+    @property
+    def first_key(self) -> bytes:
+        return self.body[self.soff[0] : self.soff[1]]
 
     # -- full decode ------------------------------------------------------
     @property
@@ -373,7 +394,85 @@ class Block:
             prev = prev[:s] + body[soff[i] : soff[i + 1]]
 
 
-def decode_data_block(body: bytes, *, where: str) -> Block:
+class CBlock:
+    """A verified, decompressed data block, searched and decoded in C.
+
+    Construction checks the layout (lengths, restart points); a point lookup
+    binary-searches the restart keys and scans one interval of the raw bytes
+    without decoding the block; ``keys``/``seqs``/``values`` decode the whole
+    block on first use (scans). Same results and errors as :class:`PyBlock`.
+    """
+
+    __slots__ = (
+        "_keys",
+        "_seqs",
+        "_values",
+        "body",
+        "charge",
+        "first_key",
+        "first_seq",
+        "n",
+        "where",
+    )
+
+    def __init__(self, body: bytes, *, where: str) -> None:
+        assert _c is not None
+        self.body = body
+        self.where = where
+        try:
+            self.n, self.first_key, self.first_seq = _c.block_layout(body)
+        except ValueError as exc:
+            raise CorruptionError(str(exc), object_name=where) from None
+        self._keys: list[bytes] | None = None
+        self._seqs: tuple[int, ...] = ()
+        self._values: list[bytes | None] = []
+        self.charge = len(body) + 200
+
+    def _decode(self) -> list[bytes]:
+        assert _c is not None
+        try:
+            keys, self._seqs, self._values = _c.block_decode(self.body)
+        except ValueError as exc:
+            raise CorruptionError(str(exc), object_name=self.where) from None
+        self._keys = keys
+        return keys
+
+    @property
+    def keys(self) -> list[bytes]:
+        keys = self._keys
+        return keys if keys is not None else self._decode()
+
+    @property
+    def seqs(self) -> tuple[int, ...]:
+        if self._keys is None:
+            self._decode()
+        return self._seqs
+
+    @property
+    def values(self) -> list[bytes | None]:
+        if self._keys is None:
+            self._decode()
+        return self._values
+
+    def find(self, key: bytes, read_seq: int) -> tuple[bool, Entry | None]:
+        """``(done, entry)``, as :meth:`PyBlock.find`."""
+        assert _c is not None
+        try:
+            found = _c.block_find(self.body, key, read_seq)
+        except ValueError as exc:
+            raise CorruptionError(str(exc), object_name=self.where) from None
+        if found is None:
+            return True, None
+        if found is False:
+            return False, None
+        return True, (key, found[0], found[1])
+
+
+#: the block class in use: :class:`CBlock` when the C accelerator is built
+Block: type[PyBlock] | type[CBlock] = CBlock if _c is not None else PyBlock
+
+
+def decode_data_block(body: bytes, *, where: str) -> PyBlock | CBlock:
     """Verify the layout of a data block and decode it completely."""
     blk = Block(body, where=where)
     _ = blk.keys, blk.values
@@ -532,11 +631,21 @@ class SstReader:
     """
 
     def __init__(
-        self, read: ReadFn, size: int, *, name: str, block_cache: BlockCacheLike | None = None
+        self,
+        read: ReadFn,
+        size: int,
+        *,
+        name: str,
+        block_cache: BlockCacheLike | None = None,
+        view: memoryview | None = None,
     ) -> None:
         self.name = name
         self._read = read
         self._cache = block_cache
+        # the whole file in memory (a local file's mapping): point reads then
+        # check and search uncompressed blocks in place, in C, without copying
+        # or caching them (the OS page cache holds them, as for sqlite and LMDB)
+        self._view = view if _c is not None and view is not None and len(view) == size else None
         if size < FOOTER_SIZE:
             raise CorruptionError("file shorter than an SST footer", object_name=name)
         footer = read(size - FOOTER_SIZE, FOOTER_SIZE)
@@ -614,7 +723,7 @@ class SstReader:
         self.cache_id = next(_reader_ids)
 
     # -- blocks -----------------------------------------------------------
-    def block(self, i: int, *, fill_cache: bool = True) -> Block:
+    def block(self, i: int, *, fill_cache: bool = True) -> PyBlock | CBlock:
         cache = self._cache
         ck = (self.cache_id, i)
         if cache is not None:
@@ -623,7 +732,7 @@ class SstReader:
                 return hit
         return self._load_block(i, fill_cache=fill_cache)
 
-    def _load_block(self, i: int, *, fill_cache: bool = True) -> Block:
+    def _load_block(self, i: int, *, fill_cache: bool = True) -> PyBlock | CBlock:
         cache = self._cache
         ck = (self.cache_id, i)
         stored = self._read(self._offsets[i], self._sizes[i])
@@ -631,10 +740,7 @@ class SstReader:
         if len(stored) != self._sizes[i]:
             raise CorruptionError("data block truncated", object_name=where)
         blk = Block(open_block(stored, where=where), where=where)
-        if (
-            blk.seqs[0] != self._first_seqs[i]
-            or blk.body[blk.soff[0] : blk.soff[1]] != self._first_keys[i]
-        ):
+        if blk.first_seq != self._first_seqs[i] or blk.first_key != self._first_keys[i]:
             raise CorruptionError("data block does not match the index", object_name=where)
         if cache is not None and fill_cache:
             cache.put(ck, blk, blk.charge)
@@ -665,6 +771,8 @@ class SstReader:
             # (first seqs descend among blocks starting with this key)
             hi = bisect_right(fk, key, b + 1)
             b = max(b, bisect_left(self._first_seqs, -read_seq, b + 1, hi, key=neg) - 1)
+        if self._view is not None:
+            return self._get_in_view(key, read_seq, b)
         # A cached block answers as cheaply as the bloom filter; consult the
         # filter only when it can save a block read.
         cache = self._cache
@@ -681,6 +789,36 @@ class SstReader:
             if b >= self.num_blocks:
                 return None
             blk = self.block(b)
+
+    def _get_in_view(self, key: bytes, read_seq: int, b: int) -> Entry | None:
+        """:meth:`get` on the mapped file: every block visited is checked (crc32c, bounds,
+        index agreement) and searched in C; compressed blocks go through the cache."""
+        if self.bloom is not None and not self.bloom.may_contain(key):
+            return None
+        assert _c is not None
+        view, offsets, sizes, fks, fss = (
+            self._view,
+            self._offsets,
+            self._sizes,
+            self._first_keys,
+            self._first_seqs,
+        )
+        while True:
+            try:
+                found = _c.stored_find(view, offsets[b], sizes[b], fks[b], fss[b], key, read_seq)
+            except ValueError as exc:
+                raise CorruptionError(str(exc), object_name=f"{self.name} block {b}") from None
+            if found is True:  # compressed: decompress once, keep it in the cache
+                done, entry = self.block(b).find(key, read_seq)
+                if done:
+                    return entry
+            elif found is None:
+                return None
+            elif found is not False:
+                return key, found[0], found[1]
+            b += 1
+            if b >= self.num_blocks:
+                return None
 
     def iter_forward(
         self, start: bytes | None, end: bytes | None, *, fill_cache: bool = True

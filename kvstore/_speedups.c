@@ -1,0 +1,761 @@
+/*
+ * kvstore._speedups: C versions of the hottest pure-Python loops.
+ *
+ * Optional. kvstore works without it (set KVSTORE_PURE_PYTHON=1 to force the
+ * Python code); tests run both and compare them. Every function here takes
+ * untrusted bytes (a block whose checksum passed may still be malformed by a
+ * bug or a crafted file), so every offset is bounds-checked in 64-bit
+ * arithmetic before it is used, and a malformed input raises ValueError with
+ * the same message the Python decoder gives.
+ *
+ * Data block layout (see kvstore/format/sst.py, docs/format/sst.md):
+ *
+ *     n:u32  shared: n x u16  suffix: n x u16  vlen: n x u32  seq: n x u64
+ *     suffixes  values  r:u32  restarts: r x u32
+ *
+ * Bloom filter layout (kvstore/format/bloom.py):
+ *
+ *     k:u8  nblocks:u32  blocks: nblocks x 64 bytes (little-endian 512-bit ints)
+ *
+ * with (h1, h2) = MurmurHash3_x64_128(key, seed 0), as mmh3.hash64(signed=False).
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <string.h>
+
+#define TOMBSTONE_LEN 0xFFFFFFFFu
+#define RESTART_INTERVAL 16
+#define MAX_KEY_BUF (2 * 65536)
+#define STACK_ENTRIES 512
+
+static inline uint16_t rd16(const unsigned char *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+static inline uint32_t rd32(const unsigned char *p) {
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+static inline uint64_t rd64(const unsigned char *p) {
+    return (uint64_t)rd32(p) | ((uint64_t)rd32(p + 4) << 32);
+}
+static inline void wr16(unsigned char *p, uint32_t v) { p[0] = (unsigned char)v; p[1] = (unsigned char)(v >> 8); }
+static inline void wr32(unsigned char *p, uint32_t v) {
+    p[0] = (unsigned char)v; p[1] = (unsigned char)(v >> 8);
+    p[2] = (unsigned char)(v >> 16); p[3] = (unsigned char)(v >> 24);
+}
+static inline void wr64(unsigned char *p, uint64_t v) { wr32(p, (uint32_t)v); wr32(p + 4, (uint32_t)(v >> 32)); }
+
+/* ------------------------------------------------------------------------ */
+/* data blocks                                                              */
+/* ------------------------------------------------------------------------ */
+
+typedef struct {
+    const unsigned char *b;
+    uint64_t len;
+    uint64_t n;
+    const unsigned char *shared, *suffix, *vlen, *seq;
+    uint64_t data_start; /* first suffix byte */
+    uint64_t rpos;       /* offset of r */
+    uint64_t r;
+    const unsigned char *restarts;
+} BlockLayout;
+
+static int fail(const char *msg) {
+    PyErr_SetString(PyExc_ValueError, msg);
+    return -1;
+}
+
+/* Parse and check the layout: lengths add up, restart points are valid. */
+static int parse_layout(const unsigned char *b, uint64_t len, BlockLayout *L) {
+    if (len < 4) return fail("malformed data block: shorter than its entry count");
+    uint64_t n = rd32(b);
+    if (n == 0) return fail("data block lengths do not add up");
+    uint64_t head = 4 + 16 * n;
+    if (head > len) return fail("malformed data block: columns run past the block");
+    L->b = b;
+    L->len = len;
+    L->n = n;
+    L->shared = b + 4;
+    L->suffix = b + 4 + 2 * n;
+    L->vlen = b + 4 + 4 * n;
+    L->seq = b + 4 + 8 * n;
+    L->data_start = head;
+    uint64_t total = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        total += rd16(L->suffix + 2 * i);
+        uint32_t vl = rd32(L->vlen + 4 * i);
+        if (vl != TOMBSTONE_LEN) total += vl;
+    }
+    uint64_t rpos = head + total;
+    if (rpos + 4 > len) return fail("malformed data block: entries run past the block");
+    uint64_t r = rd32(b + rpos);
+    if (rpos + 4 + 4 * r != len) return fail("data block lengths do not add up");
+    L->rpos = rpos;
+    L->r = r;
+    L->restarts = b + rpos + 4;
+    if (r == 0 || rd32(L->restarts) != 0)
+        return fail("data block restart points are invalid");
+    uint64_t prev = 0;
+    for (uint64_t j = 0; j < r; j++) {
+        uint64_t x = rd32(L->restarts + 4 * j);
+        if (x >= n || (j > 0 && x <= prev) || rd16(L->shared + 2 * x) != 0)
+            return fail("data block restart points are invalid");
+        prev = x;
+    }
+    return 0;
+}
+
+static inline int keycmp(const unsigned char *a, uint64_t alen, const unsigned char *b, uint64_t blen) {
+    uint64_t m = alen < blen ? alen : blen;
+    int c = m ? memcmp(a, b, (size_t)m) : 0;
+    if (c) return c;
+    return alen < blen ? -1 : (alen > blen ? 1 : 0);
+}
+
+static PyObject *get_buffer(PyObject *obj, Py_buffer *view) {
+    if (PyObject_GetBuffer(obj, view, PyBUF_SIMPLE) < 0) return NULL;
+    return obj;
+}
+
+
+/* ------------------------------------------------------------------------ */
+/* CRC-32C (Castagnoli), as the crc32c package computes it                  */
+/* ------------------------------------------------------------------------ */
+
+static uint32_t crc_table[8][256];
+static int crc_hw = 0;
+
+static void crc_init(void) {
+    for (uint32_t i = 0; i < 256; i++) {
+        uint32_t c = i;
+        for (int j = 0; j < 8; j++) c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1)));
+        crc_table[0][i] = c;
+    }
+    for (uint32_t i = 0; i < 256; i++)
+        for (int t = 1; t < 8; t++)
+            crc_table[t][i] = (crc_table[t - 1][i] >> 8) ^ crc_table[0][crc_table[t - 1][i] & 0xFF];
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    __builtin_cpu_init();
+    crc_hw = __builtin_cpu_supports("sse4.2");
+#endif
+}
+
+static uint32_t crc_sw(uint32_t crc, const unsigned char *p, size_t len) {
+    while (len >= 8) {
+        uint64_t w = rd64(p) ^ crc;
+        crc = crc_table[7][w & 0xFF] ^ crc_table[6][(w >> 8) & 0xFF] ^
+              crc_table[5][(w >> 16) & 0xFF] ^ crc_table[4][(w >> 24) & 0xFF] ^
+              crc_table[3][(w >> 32) & 0xFF] ^ crc_table[2][(w >> 40) & 0xFF] ^
+              crc_table[1][(w >> 48) & 0xFF] ^ crc_table[0][w >> 56];
+        p += 8;
+        len -= 8;
+    }
+    while (len--) crc = (crc >> 8) ^ crc_table[0][(crc ^ *p++) & 0xFF];
+    return crc;
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+__attribute__((target("sse4.2"))) static uint32_t crc_hw_x86(uint32_t crc, const unsigned char *p, size_t len) {
+    uint64_t c = crc;
+    while (len >= 8) {
+        c = __builtin_ia32_crc32di(c, rd64(p));
+        p += 8;
+        len -= 8;
+    }
+    uint32_t c32 = (uint32_t)c;
+    while (len--) c32 = __builtin_ia32_crc32qi(c32, *p++);
+    return c32;
+}
+#endif
+
+static uint32_t crc32c_buf(const unsigned char *p, size_t len) {
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    if (crc_hw) return ~crc_hw_x86(0xFFFFFFFFu, p, len);
+#endif
+    return ~crc_sw(0xFFFFFFFFu, p, len);
+}
+
+PyDoc_STRVAR(crc32c_doc, "crc32c(data) -> int: CRC-32C, equal to crc32c.crc32c(data).");
+
+static PyObject *py_crc32c(PyObject *self, PyObject *arg) {
+    Py_buffer view;
+    if (!get_buffer(arg, &view)) return NULL;
+    uint32_t c = crc32c_buf(view.buf, (size_t)view.len);
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLong(c);
+}
+
+PyDoc_STRVAR(block_layout_doc,
+"block_layout(body) -> (n, first_key, first_seq)\n\n"
+"Check a data block's layout (lengths, restart points); ValueError if malformed.");
+
+static PyObject *block_layout(PyObject *self, PyObject *arg) {
+    Py_buffer view;
+    if (!get_buffer(arg, &view)) return NULL;
+    BlockLayout L;
+    PyObject *res = NULL;
+    if (parse_layout(view.buf, (uint64_t)view.len, &L) == 0) {
+        uint64_t klen = rd16(L.suffix);
+        res = Py_BuildValue("(Ky#K)", (unsigned long long)L.n, (const char *)L.b + L.data_start,
+                            (Py_ssize_t)klen, (unsigned long long)rd64(L.seq));
+    }
+    PyBuffer_Release(&view);
+    return res;
+}
+
+PyDoc_STRVAR(block_decode_doc,
+"block_decode(body) -> (keys: list[bytes], seqs: tuple[int, ...], values: list[bytes | None])\n\n"
+"Decode and verify every entry of a data block; ValueError if malformed.");
+
+static PyObject *block_decode(PyObject *self, PyObject *arg) {
+    Py_buffer view;
+    if (!get_buffer(arg, &view)) return NULL;
+    BlockLayout L;
+    PyObject *keys = NULL, *seqs = NULL, *values = NULL, *res = NULL;
+    unsigned char *cur = NULL;
+    if (parse_layout(view.buf, (uint64_t)view.len, &L) < 0) goto done;
+    uint64_t n = L.n;
+    keys = PyList_New((Py_ssize_t)n);
+    seqs = PyTuple_New((Py_ssize_t)n);
+    values = PyList_New((Py_ssize_t)n);
+    cur = PyMem_Malloc(MAX_KEY_BUF);
+    if (!keys || !seqs || !values || !cur) {
+        if (!cur) PyErr_NoMemory();
+        goto done;
+    }
+    uint64_t soff = L.data_start;
+    uint64_t voff = L.data_start;
+    for (uint64_t i = 0; i < n; i++) voff += rd16(L.suffix + 2 * i);
+    uint64_t curlen = 0, prevseq = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        uint64_t s = rd16(L.shared + 2 * i), sl = rd16(L.suffix + 2 * i);
+        uint64_t seq = rd64(L.seq + 8 * i);
+        if (s > curlen) {
+            fail("data block key prefix out of range");
+            goto done;
+        }
+        /* compare the new key with the previous one (prefix s is shared) */
+        const unsigned char *suf = L.b + soff;
+        int c = 0;
+        if (i > 0) c = keycmp(suf, sl, cur + s, curlen - s);
+        memcpy(cur + s, suf, (size_t)sl);
+        uint64_t klen = s + sl;
+        if (i > 0) {
+            if (c < 0) {
+                fail("data block entries out of order");
+                goto done;
+            }
+            if (c == 0 && seq >= prevseq) {
+                fail("data block versions of a key out of order");
+                goto done;
+            }
+        }
+        curlen = klen;
+        prevseq = seq;
+        soff += sl;
+        PyObject *k = PyBytes_FromStringAndSize((const char *)cur, (Py_ssize_t)klen);
+        if (!k) goto done;
+        PyList_SET_ITEM(keys, (Py_ssize_t)i, k);
+        PyObject *q = PyLong_FromUnsignedLongLong(seq);
+        if (!q) goto done;
+        PyTuple_SET_ITEM(seqs, (Py_ssize_t)i, q);
+        uint32_t vl = rd32(L.vlen + 4 * i);
+        PyObject *v;
+        if (vl == TOMBSTONE_LEN) {
+            v = Py_None;
+            Py_INCREF(v);
+        } else {
+            v = PyBytes_FromStringAndSize((const char *)L.b + voff, (Py_ssize_t)vl);
+            if (!v) goto done;
+            voff += vl;
+        }
+        PyList_SET_ITEM(values, (Py_ssize_t)i, v);
+    }
+    res = PyTuple_Pack(3, keys, seqs, values);
+done:
+    PyMem_Free(cur);
+    Py_XDECREF(keys);
+    Py_XDECREF(seqs);
+    Py_XDECREF(values);
+    PyBuffer_Release(&view);
+    return res;
+}
+
+PyDoc_STRVAR(block_find_doc,
+"block_find(body, key, read_seq) -> None | False | (seq, value)\n\n"
+"The newest version of key with seq <= read_seq in a data block: (seq, value) when\n"
+"found (value None for a tombstone), None when the block shows the key has no such\n"
+"version, False when the block ended first (its versions may go on in the next block).");
+
+/* read seqs beyond u64 see everything; negative ones see nothing */
+static int parse_read_seq(PyObject *seq_obj, unsigned long long *read_seq, int *none_visible) {
+    *none_visible = 0;
+    *read_seq = PyLong_AsUnsignedLongLong(seq_obj);
+    if (*read_seq == (unsigned long long)-1 && PyErr_Occurred()) {
+        if (!PyErr_ExceptionMatches(PyExc_OverflowError)) return -1;
+        PyErr_Clear();
+        PyObject *zero = PyLong_FromLong(0);
+        if (!zero) return -1;
+        int neg = PyObject_RichCompareBool(seq_obj, zero, Py_LT);
+        Py_DECREF(zero);
+        if (neg < 0) return -1;
+        *none_visible = neg;
+        *read_seq = (unsigned long long)-1;
+    }
+    return 0;
+}
+
+/* The search itself, over a block whose layout parse_layout accepted. */
+static PyObject *find_in_layout(const BlockLayout *Lp, const unsigned char *key, uint64_t keylen,
+                                unsigned long long read_seq, int none_visible) {
+    const BlockLayout L = *Lp;
+    PyObject *res = NULL;
+    uint64_t stack_soff[STACK_ENTRIES + 1];
+    uint64_t *soff = stack_soff;
+    unsigned char *cur = NULL;
+    uint64_t n = L.n;
+    if (n > STACK_ENTRIES) {
+        soff = PyMem_Malloc((size_t)(n + 1) * sizeof(uint64_t));
+        if (!soff) {
+            PyErr_NoMemory();
+            goto done;
+        }
+    }
+    soff[0] = L.data_start;
+    for (uint64_t i = 0; i < n; i++) soff[i + 1] = soff[i] + rd16(L.suffix + 2 * i);
+    /* last restart whose (full) key is < key: versions of key may begin before
+       the first restart that equals it */
+    uint64_t lo = 0, hi = L.r; /* bisect_left over restart keys */
+    while (lo < hi) {
+        uint64_t mid = (lo + hi) / 2;
+        uint64_t x = rd32(L.restarts + 4 * mid);
+        if (keycmp(L.b + soff[x], soff[x + 1] - soff[x], key, keylen) < 0)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    uint64_t i = lo > 0 ? rd32(L.restarts + 4 * (lo - 1)) : 0;
+    cur = PyMem_Malloc(MAX_KEY_BUF);
+    if (!cur) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    uint64_t curlen = soff[i + 1] - soff[i];
+    memcpy(cur, L.b + soff[i], (size_t)curlen);
+    int have_last = 0;
+    uint64_t last_seq = 0;
+    for (;;) {
+        int c = keycmp(cur, curlen, key, keylen);
+        if (c > 0) {
+            res = Py_None;
+            Py_INCREF(res);
+            break;
+        }
+        if (c == 0) {
+            uint64_t seq = rd64(L.seq + 8 * i);
+            if (have_last && seq >= last_seq) {
+                fail("data block versions of a key out of order");
+                break;
+            }
+            if (!none_visible && seq <= read_seq) {
+                uint32_t vl = rd32(L.vlen + 4 * i);
+                PyObject *v;
+                if (vl == TOMBSTONE_LEN) {
+                    v = Py_None;
+                    Py_INCREF(v);
+                } else {
+                    uint64_t voff = soff[n];
+                    for (uint64_t j = 0; j < i; j++) {
+                        uint32_t x = rd32(L.vlen + 4 * j);
+                        if (x != TOMBSTONE_LEN) voff += x;
+                    }
+                    v = PyBytes_FromStringAndSize((const char *)L.b + voff, (Py_ssize_t)vl);
+                    if (!v) break;
+                }
+                PyObject *q = PyLong_FromUnsignedLongLong(seq);
+                if (!q) {
+                    Py_DECREF(v);
+                    break;
+                }
+                res = PyTuple_New(2);
+                if (!res) {
+                    Py_DECREF(v);
+                    Py_DECREF(q);
+                    break;
+                }
+                PyTuple_SET_ITEM(res, 0, q);
+                PyTuple_SET_ITEM(res, 1, v);
+                break;
+            }
+            have_last = 1;
+            last_seq = seq;
+        }
+        i++;
+        if (i >= n) {
+            res = Py_False;
+            Py_INCREF(res);
+            break;
+        }
+        uint64_t s = rd16(L.shared + 2 * i);
+        if (s > curlen) {
+            fail("data block key prefix out of range");
+            break;
+        }
+        uint64_t sl = soff[i + 1] - soff[i];
+        const unsigned char *suf = L.b + soff[i];
+        if (keycmp(suf, sl, cur + s, curlen - s) < 0) {
+            fail("data block entries out of order");
+            break;
+        }
+        memcpy(cur + s, suf, (size_t)sl);
+        curlen = s + sl;
+    }
+done:
+    PyMem_Free(cur);
+    if (soff != stack_soff) PyMem_Free(soff);
+    return res;
+}
+
+static PyObject *block_find(PyObject *self, PyObject *args) {
+    PyObject *body_obj, *seq_obj;
+    Py_buffer view, kview;
+    if (!PyArg_ParseTuple(args, "Oy*O!", &body_obj, &kview, &PyLong_Type, &seq_obj)) return NULL;
+    unsigned long long read_seq;
+    int none_visible;
+    if (parse_read_seq(seq_obj, &read_seq, &none_visible) < 0 || !get_buffer(body_obj, &view)) {
+        PyBuffer_Release(&kview);
+        return NULL;
+    }
+    PyObject *res = NULL;
+    BlockLayout L;
+    if (parse_layout(view.buf, (uint64_t)view.len, &L) == 0)
+        res = find_in_layout(&L, kview.buf, (uint64_t)kview.len, read_seq, none_visible);
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&kview);
+    return res;
+}
+
+PyDoc_STRVAR(stored_find_doc,
+"stored_find(file, offset, size, first_key, first_seq, key, read_seq)\n\n"
+"block_find on a stored block inside ``file`` (a buffer holding the whole SST):\n"
+"checks the block's bounds, its crc32c trailer and that it starts with the index's\n"
+"first key and seq, then searches it. Returns what block_find returns, or True when\n"
+"the block is compressed (the caller decompresses it). ValueError if corrupt.");
+
+static PyObject *stored_find(PyObject *self, PyObject *args) {
+    PyObject *file_obj, *seq_obj;
+    Py_buffer view, kview, fkview;
+    unsigned long long off, size, first_seq;
+    if (!PyArg_ParseTuple(args, "OKKy*Ky*O!", &file_obj, &off, &size, &fkview, &first_seq, &kview,
+                          &PyLong_Type, &seq_obj))
+        return NULL;
+    unsigned long long read_seq;
+    int none_visible;
+    PyObject *res = NULL;
+    int have_view = 0;
+    if (parse_read_seq(seq_obj, &read_seq, &none_visible) < 0) goto done;
+    if (!get_buffer(file_obj, &view)) goto done;
+    have_view = 1;
+    const unsigned char *f = view.buf;
+    if (size < 5 || off > (uint64_t)view.len || size > (uint64_t)view.len - off) {
+        fail("data block truncated");
+        goto done;
+    }
+    const unsigned char *b = f + off;
+    uint64_t blen = size - 5;
+    if (crc32c_buf(b, (size_t)(size - 4)) != rd32(b + size - 4)) {
+        fail("block checksum mismatch");
+        goto done;
+    }
+    if (b[blen] != 0) {
+        if (b[blen] == 1) {
+            res = Py_True;
+            Py_INCREF(res);
+        } else {
+            PyErr_Format(PyExc_ValueError, "unknown block compression %d", (int)b[blen]);
+        }
+        goto done;
+    }
+    BlockLayout L;
+    if (parse_layout(b, blen, &L) < 0) goto done;
+    if (rd64(L.seq) != first_seq || rd16(L.suffix) != (uint64_t)fkview.len ||
+        memcmp(b + L.data_start, fkview.buf, (size_t)fkview.len) != 0) {
+        fail("data block does not match the index");
+        goto done;
+    }
+    res = find_in_layout(&L, kview.buf, (uint64_t)kview.len, read_seq, none_visible);
+done:
+    if (have_view) PyBuffer_Release(&view);
+    PyBuffer_Release(&kview);
+    PyBuffer_Release(&fkview);
+    return res;
+}
+
+PyDoc_STRVAR(block_encode_doc,
+"block_encode(keys, seqs, values) -> bytes\n\n"
+"Encode one data block (keys sorted; values None for tombstones); every restart\n"
+"interval shares the prefix common to its first and last key.");
+
+static PyObject *block_encode(PyObject *self, PyObject *args) {
+    PyObject *keys, *seqs, *values;
+    if (!PyArg_ParseTuple(args, "O!OO!", &PyList_Type, &keys, &seqs, &PyList_Type, &values))
+        return NULL;
+    PyObject *seqf = PySequence_Fast(seqs, "seqs must be a sequence");
+    if (!seqf) return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(keys);
+    if (n == 0 || PySequence_Fast_GET_SIZE(seqf) != n || PyList_GET_SIZE(values) != n) {
+        Py_DECREF(seqf);
+        PyErr_SetString(PyExc_ValueError, "keys, seqs and values must have the same, non-zero length");
+        return NULL;
+    }
+    PyObject **kv = PySequence_Fast_ITEMS(keys);
+    PyObject **sv = PySequence_Fast_ITEMS(seqf);
+    PyObject **vv = PySequence_Fast_ITEMS(values);
+    uint64_t total = 4 + 16 * (uint64_t)n;
+    Py_ssize_t r = (n + RESTART_INTERVAL - 1) / RESTART_INTERVAL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!PyBytes_Check(kv[i]) || PyBytes_GET_SIZE(kv[i]) > 0xFFFF) {
+            Py_DECREF(seqf);
+            PyErr_SetString(PyExc_ValueError, "keys must be bytes of at most 65535 bytes");
+            return NULL;
+        }
+        total += (uint64_t)PyBytes_GET_SIZE(kv[i]);
+        if (vv[i] != Py_None) {
+            if (!PyBytes_Check(vv[i]) || (uint64_t)PyBytes_GET_SIZE(vv[i]) >= TOMBSTONE_LEN) {
+                Py_DECREF(seqf);
+                PyErr_SetString(PyExc_ValueError, "values must be bytes shorter than 4 GiB, or None");
+                return NULL;
+            }
+            total += (uint64_t)PyBytes_GET_SIZE(vv[i]);
+        }
+    }
+    total += 4 + 4 * (uint64_t)r; /* upper bound: shared prefixes only shrink it */
+    unsigned char *buf = PyMem_Malloc((size_t)total);
+    if (!buf) {
+        Py_DECREF(seqf);
+        return PyErr_NoMemory();
+    }
+    unsigned char *p_shared = buf + 4, *p_suffix = buf + 4 + 2 * n, *p_vlen = buf + 4 + 4 * n,
+                  *p_seq = buf + 4 + 8 * n;
+    unsigned char *out = buf + 4 + 16 * n;
+    wr32(buf, (uint32_t)n);
+    for (Py_ssize_t g = 0; g < n; g += RESTART_INTERVAL) {
+        Py_ssize_t end = g + RESTART_INTERVAL < n ? g + RESTART_INTERVAL : n;
+        const char *first = PyBytes_AS_STRING(kv[g]);
+        Py_ssize_t flen = PyBytes_GET_SIZE(kv[g]);
+        const char *last = PyBytes_AS_STRING(kv[end - 1]);
+        Py_ssize_t llen = PyBytes_GET_SIZE(kv[end - 1]);
+        Py_ssize_t m = flen < llen ? flen : llen, p = 0;
+        while (p < m && first[p] == last[p]) p++;
+        for (Py_ssize_t i = g; i < end; i++) {
+            Py_ssize_t s = i == g ? 0 : p;
+            Py_ssize_t klen = PyBytes_GET_SIZE(kv[i]);
+            wr16(p_shared + 2 * i, (uint32_t)s);
+            wr16(p_suffix + 2 * i, (uint32_t)(klen - s));
+            memcpy(out, PyBytes_AS_STRING(kv[i]) + s, (size_t)(klen - s));
+            out += klen - s;
+        }
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        unsigned long long seq = PyLong_AsUnsignedLongLong(sv[i]);
+        if (seq == (unsigned long long)-1 && PyErr_Occurred()) {
+            PyMem_Free(buf);
+            Py_DECREF(seqf);
+            return NULL;
+        }
+        wr64(p_seq + 8 * i, seq);
+        if (vv[i] == Py_None) {
+            wr32(p_vlen + 4 * i, TOMBSTONE_LEN);
+        } else {
+            Py_ssize_t vlen = PyBytes_GET_SIZE(vv[i]);
+            wr32(p_vlen + 4 * i, (uint32_t)vlen);
+            memcpy(out, PyBytes_AS_STRING(vv[i]), (size_t)vlen);
+            out += vlen;
+        }
+    }
+    wr32(out, (uint32_t)r);
+    out += 4;
+    for (Py_ssize_t j = 0; j < r; j++) {
+        wr32(out, (uint32_t)(j * RESTART_INTERVAL));
+        out += 4;
+    }
+    PyObject *res = PyBytes_FromStringAndSize((const char *)buf, out - buf);
+    PyMem_Free(buf);
+    Py_DECREF(seqf);
+    return res;
+}
+
+/* ------------------------------------------------------------------------ */
+/* MurmurHash3_x64_128 (Austin Appleby, public domain) and the bloom filter */
+/* ------------------------------------------------------------------------ */
+
+static inline uint64_t rotl64(uint64_t x, int r) { return (x << r) | (x >> (64 - r)); }
+static inline uint64_t fmix64(uint64_t k) {
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdULL;
+    k ^= k >> 33;
+    k *= 0xc4ceb9fe1a85ec53ULL;
+    k ^= k >> 33;
+    return k;
+}
+
+static void murmur3_x64_128(const unsigned char *data, size_t len, uint64_t *o1, uint64_t *o2) {
+    const size_t nblocks = len / 16;
+    uint64_t h1 = 0, h2 = 0;
+    const uint64_t c1 = 0x87c37b91114253d5ULL, c2 = 0x4cf5ad432745937fULL;
+    for (size_t i = 0; i < nblocks; i++) {
+        uint64_t k1 = rd64(data + 16 * i), k2 = rd64(data + 16 * i + 8);
+        k1 *= c1; k1 = rotl64(k1, 31); k1 *= c2; h1 ^= k1;
+        h1 = rotl64(h1, 27); h1 += h2; h1 = h1 * 5 + 0x52dce729;
+        k2 *= c2; k2 = rotl64(k2, 33); k2 *= c1; h2 ^= k2;
+        h2 = rotl64(h2, 31); h2 += h1; h2 = h2 * 5 + 0x38495ab5;
+    }
+    const unsigned char *tail = data + nblocks * 16;
+    uint64_t k1 = 0, k2 = 0;
+    switch (len & 15) {
+    case 15: k2 ^= (uint64_t)tail[14] << 48; /* fall through */
+    case 14: k2 ^= (uint64_t)tail[13] << 40; /* fall through */
+    case 13: k2 ^= (uint64_t)tail[12] << 32; /* fall through */
+    case 12: k2 ^= (uint64_t)tail[11] << 24; /* fall through */
+    case 11: k2 ^= (uint64_t)tail[10] << 16; /* fall through */
+    case 10: k2 ^= (uint64_t)tail[9] << 8; /* fall through */
+    case 9:
+        k2 ^= (uint64_t)tail[8];
+        k2 *= c2; k2 = rotl64(k2, 33); k2 *= c1; h2 ^= k2;
+        /* fall through */
+    case 8: k1 ^= (uint64_t)tail[7] << 56; /* fall through */
+    case 7: k1 ^= (uint64_t)tail[6] << 48; /* fall through */
+    case 6: k1 ^= (uint64_t)tail[5] << 40; /* fall through */
+    case 5: k1 ^= (uint64_t)tail[4] << 32; /* fall through */
+    case 4: k1 ^= (uint64_t)tail[3] << 24; /* fall through */
+    case 3: k1 ^= (uint64_t)tail[2] << 16; /* fall through */
+    case 2: k1 ^= (uint64_t)tail[1] << 8; /* fall through */
+    case 1:
+        k1 ^= (uint64_t)tail[0];
+        k1 *= c1; k1 = rotl64(k1, 31); k1 *= c2; h1 ^= k1;
+    }
+    h1 ^= (uint64_t)len; h2 ^= (uint64_t)len;
+    h1 += h2; h2 += h1;
+    h1 = fmix64(h1); h2 = fmix64(h2);
+    h1 += h2; h2 += h1;
+    *o1 = h1;
+    *o2 = h2;
+}
+
+PyDoc_STRVAR(hash64_doc, "hash64(key) -> (h1, h2): MurmurHash3_x64_128, seed 0, as mmh3.hash64(key, signed=False).");
+
+static PyObject *hash64(PyObject *self, PyObject *arg) {
+    Py_buffer view;
+    if (!get_buffer(arg, &view)) return NULL;
+    uint64_t h1, h2;
+    murmur3_x64_128(view.buf, (size_t)view.len, &h1, &h2);
+    PyBuffer_Release(&view);
+    return Py_BuildValue("(KK)", (unsigned long long)h1, (unsigned long long)h2);
+}
+
+#define BLOOM_HEAD 5
+#define BLOOM_BLOCK 64
+
+PyDoc_STRVAR(bloom_may_contain_doc,
+"bloom_may_contain(filter, key) -> bool\n\n"
+"Probe a bloom filter whose header was already checked by BloomFilter.");
+
+static PyObject *bloom_may_contain(PyObject *self, PyObject *args) {
+    Py_buffer fview, kview;
+    if (!PyArg_ParseTuple(args, "y*y*", &fview, &kview)) return NULL;
+    const unsigned char *f = fview.buf;
+    PyObject *res = NULL;
+    if (fview.len < BLOOM_HEAD) {
+        PyErr_SetString(PyExc_ValueError, "bloom filter too short");
+        goto done;
+    }
+    unsigned k = f[0];
+    uint64_t nb = rd32(f + 1);
+    if (k < 1 || k > 7 || nb == 0 || (uint64_t)fview.len != BLOOM_HEAD + nb * BLOOM_BLOCK) {
+        PyErr_SetString(PyExc_ValueError, "bloom filter header does not match its size");
+        goto done;
+    }
+    uint64_t h1, h2;
+    murmur3_x64_128(kview.buf, (size_t)kview.len, &h1, &h2);
+    const unsigned char *blk = f + BLOOM_HEAD + (h1 % nb) * BLOOM_BLOCK;
+    int hit = 1;
+    for (unsigned i = 0; i < k; i++) {
+        unsigned bit = (unsigned)((h2 >> (9 * i)) & 511);
+        if (!(blk[bit >> 3] & (1u << (bit & 7)))) {
+            hit = 0;
+            break;
+        }
+    }
+    res = PyBool_FromLong(hit);
+done:
+    PyBuffer_Release(&fview);
+    PyBuffer_Release(&kview);
+    return res;
+}
+
+PyDoc_STRVAR(bloom_build_doc,
+"bloom_build(keys, nblocks, k) -> bytes: the filter (header included) holding keys.");
+
+static PyObject *bloom_build(PyObject *self, PyObject *args) {
+    PyObject *keys;
+    unsigned long long nb;
+    unsigned int k;
+    if (!PyArg_ParseTuple(args, "OKI", &keys, &nb, &k)) return NULL;
+    if (nb == 0 || nb > 0xFFFFFFFFull || k < 1 || k > 7) {
+        PyErr_SetString(PyExc_ValueError, "bloom filter needs 1 <= k <= 7 and 1 <= nblocks < 2**32");
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(keys, "keys must be a sequence");
+    if (!seq) return NULL;
+    PyObject *res = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(BLOOM_HEAD + nb * BLOOM_BLOCK));
+    if (!res) {
+        Py_DECREF(seq);
+        return NULL;
+    }
+    unsigned char *f = (unsigned char *)PyBytes_AS_STRING(res);
+    memset(f, 0, (size_t)(BLOOM_HEAD + nb * BLOOM_BLOCK));
+    f[0] = (unsigned char)k;
+    wr32(f + 1, (uint32_t)nb);
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!PyBytes_Check(items[i])) {
+            Py_DECREF(seq);
+            Py_DECREF(res);
+            PyErr_SetString(PyExc_TypeError, "bloom keys must be bytes");
+            return NULL;
+        }
+        uint64_t h1, h2;
+        murmur3_x64_128((const unsigned char *)PyBytes_AS_STRING(items[i]),
+                        (size_t)PyBytes_GET_SIZE(items[i]), &h1, &h2);
+        unsigned char *blk = f + BLOOM_HEAD + (h1 % nb) * BLOOM_BLOCK;
+        for (unsigned j = 0; j < k; j++) {
+            unsigned bit = (unsigned)((h2 >> (9 * j)) & 511);
+            blk[bit >> 3] |= (unsigned char)(1u << (bit & 7));
+        }
+    }
+    Py_DECREF(seq);
+    return res;
+}
+
+static PyMethodDef methods[] = {
+    {"block_layout", block_layout, METH_O, block_layout_doc},
+    {"block_decode", block_decode, METH_O, block_decode_doc},
+    {"block_find", block_find, METH_VARARGS, block_find_doc},
+    {"stored_find", stored_find, METH_VARARGS, stored_find_doc},
+    {"crc32c", py_crc32c, METH_O, crc32c_doc},
+    {"block_encode", block_encode, METH_VARARGS, block_encode_doc},
+    {"hash64", hash64, METH_O, hash64_doc},
+    {"bloom_may_contain", bloom_may_contain, METH_VARARGS, bloom_may_contain_doc},
+    {"bloom_build", bloom_build, METH_VARARGS, bloom_build_doc},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "kvstore._speedups",
+    "C versions of kvstore's block decoding, block search, block encoding and bloom filter.",
+    -1, methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__speedups(void) {
+    crc_init();
+    return PyModule_Create(&module);
+}

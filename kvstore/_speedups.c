@@ -110,6 +110,18 @@ static inline int keycmp(const unsigned char *a, uint64_t alen, const unsigned c
     return alen < blen ? -1 : (alen > blen ? 1 : 0);
 }
 
+/* "O&" converter: a Python int in [0, 2**64), else OverflowError/TypeError */
+static int u64_conv(PyObject *obj, void *addr) {
+    if (!PyLong_Check(obj)) {
+        PyErr_SetString(PyExc_TypeError, "expected an int");
+        return 0;
+    }
+    unsigned long long v = PyLong_AsUnsignedLongLong(obj);
+    if (v == (unsigned long long)-1 && PyErr_Occurred()) return 0;
+    *(unsigned long long *)addr = v;
+    return 1;
+}
+
 static PyObject *get_buffer(PyObject *obj, Py_buffer *view) {
     if (PyObject_GetBuffer(obj, view, PyBUF_SIMPLE) < 0) return NULL;
     return obj;
@@ -205,13 +217,11 @@ PyDoc_STRVAR(block_decode_doc,
 "block_decode(body) -> (keys: list[bytes], seqs: tuple[int, ...], values: list[bytes | None])\n\n"
 "Decode and verify every entry of a data block; ValueError if malformed.");
 
-static PyObject *block_decode(PyObject *self, PyObject *arg) {
-    Py_buffer view;
-    if (!get_buffer(arg, &view)) return NULL;
-    BlockLayout L;
+/* Decode every entry of a block whose layout parse_layout accepted. */
+static PyObject *decode_layout(const BlockLayout *Lp) {
+    const BlockLayout L = *Lp;
     PyObject *keys = NULL, *seqs = NULL, *values = NULL, *res = NULL;
     unsigned char *cur = NULL;
-    if (parse_layout(view.buf, (uint64_t)view.len, &L) < 0) goto done;
     uint64_t n = L.n;
     keys = PyList_New((Py_ssize_t)n);
     seqs = PyTuple_New((Py_ssize_t)n);
@@ -275,6 +285,15 @@ done:
     Py_XDECREF(keys);
     Py_XDECREF(seqs);
     Py_XDECREF(values);
+    return res;
+}
+
+static PyObject *block_decode(PyObject *self, PyObject *arg) {
+    Py_buffer view;
+    if (!get_buffer(arg, &view)) return NULL;
+    BlockLayout L;
+    PyObject *res = NULL;
+    if (parse_layout(view.buf, (uint64_t)view.len, &L) == 0) res = decode_layout(&L);
     PyBuffer_Release(&view);
     return res;
 }
@@ -440,51 +459,80 @@ PyDoc_STRVAR(stored_find_doc,
 "first key and seq, then searches it. Returns what block_find returns, or True when\n"
 "the block is compressed (the caller decompresses it). ValueError if corrupt.");
 
+/* Check a stored block inside a whole-file buffer: bounds, crc32c trailer,
+   compression byte, layout, and agreement with the index's first key and seq.
+   Returns 0 (layout in *L), 1 (compressed: the caller decompresses) or -1. */
+static int check_stored(const Py_buffer *view, unsigned long long off, unsigned long long size,
+                        const Py_buffer *fk, unsigned long long first_seq, BlockLayout *L) {
+    const unsigned char *f = view->buf;
+    if (size < 5 || off > (uint64_t)view->len || size > (uint64_t)view->len - off)
+        return fail("data block truncated");
+    const unsigned char *b = f + off;
+    uint64_t blen = size - 5;
+    if (crc32c_buf(b, (size_t)(size - 4)) != rd32(b + size - 4))
+        return fail("block checksum mismatch");
+    if (b[blen] != 0) {
+        if (b[blen] == 1) return 1;
+        PyErr_Format(PyExc_ValueError, "unknown block compression %d", (int)b[blen]);
+        return -1;
+    }
+    if (parse_layout(b, blen, L) < 0) return -1;
+    if (rd64(L->seq) != first_seq || rd16(L->suffix) != (uint64_t)fk->len ||
+        memcmp(b + L->data_start, fk->buf, (size_t)fk->len) != 0)
+        return fail("data block does not match the index");
+    return 0;
+}
+
 static PyObject *stored_find(PyObject *self, PyObject *args) {
     PyObject *file_obj, *seq_obj;
     Py_buffer view, kview, fkview;
     unsigned long long off, size, first_seq;
-    if (!PyArg_ParseTuple(args, "OKKy*Ky*O!", &file_obj, &off, &size, &fkview, &first_seq, &kview,
-                          &PyLong_Type, &seq_obj))
+    if (!PyArg_ParseTuple(args, "OO&O&y*O&y*O!", &file_obj, u64_conv, &off, u64_conv, &size,
+                          &fkview, u64_conv, &first_seq, &kview, &PyLong_Type, &seq_obj))
         return NULL;
     unsigned long long read_seq;
     int none_visible;
     PyObject *res = NULL;
-    int have_view = 0;
-    if (parse_read_seq(seq_obj, &read_seq, &none_visible) < 0) goto done;
-    if (!get_buffer(file_obj, &view)) goto done;
-    have_view = 1;
-    const unsigned char *f = view.buf;
-    if (size < 5 || off > (uint64_t)view.len || size > (uint64_t)view.len - off) {
-        fail("data block truncated");
-        goto done;
-    }
-    const unsigned char *b = f + off;
-    uint64_t blen = size - 5;
-    if (crc32c_buf(b, (size_t)(size - 4)) != rd32(b + size - 4)) {
-        fail("block checksum mismatch");
-        goto done;
-    }
-    if (b[blen] != 0) {
-        if (b[blen] == 1) {
+    if (parse_read_seq(seq_obj, &read_seq, &none_visible) == 0 && get_buffer(file_obj, &view)) {
+        BlockLayout L;
+        int st = check_stored(&view, off, size, &fkview, first_seq, &L);
+        if (st == 1) {
             res = Py_True;
             Py_INCREF(res);
-        } else {
-            PyErr_Format(PyExc_ValueError, "unknown block compression %d", (int)b[blen]);
+        } else if (st == 0) {
+            res = find_in_layout(&L, kview.buf, (uint64_t)kview.len, read_seq, none_visible);
         }
-        goto done;
+        PyBuffer_Release(&view);
     }
-    BlockLayout L;
-    if (parse_layout(b, blen, &L) < 0) goto done;
-    if (rd64(L.seq) != first_seq || rd16(L.suffix) != (uint64_t)fkview.len ||
-        memcmp(b + L.data_start, fkview.buf, (size_t)fkview.len) != 0) {
-        fail("data block does not match the index");
-        goto done;
-    }
-    res = find_in_layout(&L, kview.buf, (uint64_t)kview.len, read_seq, none_visible);
-done:
-    if (have_view) PyBuffer_Release(&view);
     PyBuffer_Release(&kview);
+    PyBuffer_Release(&fkview);
+    return res;
+}
+
+PyDoc_STRVAR(stored_decode_doc,
+"stored_decode(file, offset, size, first_key, first_seq)\n\n"
+"block_decode on a stored block inside ``file``, after the checks of stored_find.\n"
+"Returns (keys, seqs, values), or True when the block is compressed.");
+
+static PyObject *stored_decode(PyObject *self, PyObject *args) {
+    PyObject *file_obj;
+    Py_buffer view, fkview;
+    unsigned long long off, size, first_seq;
+    if (!PyArg_ParseTuple(args, "OO&O&y*O&", &file_obj, u64_conv, &off, u64_conv, &size, &fkview,
+                          u64_conv, &first_seq))
+        return NULL;
+    PyObject *res = NULL;
+    if (get_buffer(file_obj, &view)) {
+        BlockLayout L;
+        int st = check_stored(&view, off, size, &fkview, first_seq, &L);
+        if (st == 1) {
+            res = Py_True;
+            Py_INCREF(res);
+        } else if (st == 0) {
+            res = decode_layout(&L);
+        }
+        PyBuffer_Release(&view);
+    }
     PyBuffer_Release(&fkview);
     return res;
 }
@@ -515,6 +563,14 @@ static PyObject *block_encode(PyObject *self, PyObject *args) {
         if (!PyBytes_Check(kv[i]) || PyBytes_GET_SIZE(kv[i]) > 0xFFFF) {
             Py_DECREF(seqf);
             PyErr_SetString(PyExc_ValueError, "keys must be bytes of at most 65535 bytes");
+            return NULL;
+        }
+        if (i > 0 && keycmp((const unsigned char *)PyBytes_AS_STRING(kv[i - 1]),
+                            (uint64_t)PyBytes_GET_SIZE(kv[i - 1]),
+                            (const unsigned char *)PyBytes_AS_STRING(kv[i]),
+                            (uint64_t)PyBytes_GET_SIZE(kv[i])) > 0) {
+            Py_DECREF(seqf);
+            PyErr_SetString(PyExc_ValueError, "block keys must be sorted");
             return NULL;
         }
         total += (uint64_t)PyBytes_GET_SIZE(kv[i]);
@@ -698,7 +754,7 @@ static PyObject *bloom_build(PyObject *self, PyObject *args) {
     PyObject *keys;
     unsigned long long nb;
     unsigned int k;
-    if (!PyArg_ParseTuple(args, "OKI", &keys, &nb, &k)) return NULL;
+    if (!PyArg_ParseTuple(args, "OO&I", &keys, u64_conv, &nb, &k)) return NULL;
     if (nb == 0 || nb > 0xFFFFFFFFull || k < 1 || k > 7) {
         PyErr_SetString(PyExc_ValueError, "bloom filter needs 1 <= k <= 7 and 1 <= nblocks < 2**32");
         return NULL;
@@ -741,6 +797,7 @@ static PyMethodDef methods[] = {
     {"block_decode", block_decode, METH_O, block_decode_doc},
     {"block_find", block_find, METH_VARARGS, block_find_doc},
     {"stored_find", stored_find, METH_VARARGS, stored_find_doc},
+    {"stored_decode", stored_decode, METH_VARARGS, stored_decode_doc},
     {"crc32c", py_crc32c, METH_O, crc32c_doc},
     {"block_encode", block_encode, METH_VARARGS, block_encode_doc},
     {"hash64", hash64, METH_O, hash64_doc},

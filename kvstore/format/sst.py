@@ -827,18 +827,48 @@ class SstReader:
         (compaction) reads without evicting the blocks that serve user reads."""
         b = 0 if start is None else self._seek_block(start)
         for bi in range(b, self.num_blocks):
-            blk = self.block(bi, fill_cache=fill_cache)
-            keys = blk.keys
+            if fill_cache:
+                keys, seqs, values = self._columns(bi)
+            else:  # compaction: pread, so its pass over whole files does not map them
+                blk = self.block(bi, fill_cache=False)
+                keys, seqs, values = blk.keys, blk.seqs, blk.values
             i = 0 if start is None else bisect_left(keys, start)
             if end is None:
                 j = len(keys)
-                yield from zip(keys[i:j], blk.seqs[i:j], blk.values[i:j])
+                yield from zip(keys[i:j], seqs[i:j], values[i:j])
             else:
                 j = bisect_left(keys, end, i)
-                yield from zip(keys[i:j], blk.seqs[i:j], blk.values[i:j])
+                yield from zip(keys[i:j], seqs[i:j], values[i:j])
                 if j < len(keys):
                     return
             start = None
+
+    def _columns(self, i: int) -> tuple[list[bytes], tuple[int, ...], list[bytes | None]]:
+        """Block ``i`` decoded as ``(keys, seqs, values)`` for a scan.
+
+        From the cache if it is there; otherwise, with a mapped file, checked
+        and decoded in C straight from the mapping and *not* cached (a scan
+        would only evict the blocks that serve point reads).
+        """
+        cache = self._cache
+        blk = cache.get((self.cache_id, i)) if cache is not None else None
+        if blk is None and self._view is not None:
+            assert _c is not None
+            try:
+                cols = _c.stored_decode(
+                    self._view,
+                    self._offsets[i],
+                    self._sizes[i],
+                    self._first_keys[i],
+                    self._first_seqs[i],
+                )
+            except ValueError as exc:
+                raise CorruptionError(str(exc), object_name=f"{self.name} block {i}") from None
+            if cols is not True:
+                return cols
+        if blk is None:
+            blk = self._load_block(i)
+        return blk.keys, blk.seqs, blk.values
 
     def iter_block_slices(
         self, start: bytes | None, end: bytes | None
@@ -846,14 +876,13 @@ class SstReader:
         """Forward ``(keys, seqs, values)`` slices, one per block, within [start, end)."""
         b = 0 if start is None else self._seek_block(start)
         for bi in range(b, self.num_blocks):
-            blk = self.block(bi)
-            keys = blk.keys
+            keys, seqs, values = self._columns(bi)
             i = 0 if start is None else bisect_left(keys, start)
             j = len(keys) if end is None else bisect_left(keys, end, i)
             if i == 0 and j == len(keys):
-                yield keys, blk.seqs, blk.values
+                yield keys, seqs, values
             elif i < j:
-                yield keys[i:j], blk.seqs[i:j], blk.values[i:j]
+                yield keys[i:j], seqs[i:j], values[i:j]
             if j < len(keys):
                 return
             start = None
@@ -863,8 +892,7 @@ class SstReader:
         b = self.num_blocks - 1 if end is None else self._seek_block(end)
         group: list[Entry] = []
         for bi in range(b, -1, -1):
-            blk = self.block(bi)
-            keys, seqs, values = blk.keys, blk.seqs, blk.values
+            keys, seqs, values = self._columns(bi)
             j = len(keys) if end is None else bisect_left(keys, end)
             i = 0 if start is None else bisect_left(keys, start, 0, j)
             for x in range(j - 1, i - 1, -1):

@@ -37,11 +37,14 @@ one key (a run finds a key's SST by key range).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from bisect import bisect_left
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from itertools import accumulate, compress, repeat
+from operator import add, ne
 
 from kvstore.format.manifest import SstMeta
-from kvstore.format.sst import Entry
+from kvstore.format.sst import Columns, Entry
 from kvstore.iterators import retain_batch
 
 
@@ -171,6 +174,63 @@ def compaction_chunks(
             size += esize
     if chunk:
         yield chunk
+
+
+def compaction_columns(
+    batches: Iterator[Columns], bottom: bool, target_bytes: int
+) -> Iterator[Columns]:
+    """:func:`compaction_chunks` on columns, for when no snapshot, transaction,
+    checkpoint or watermark needs an older version: keep each key's newest
+    version and, in the bottom run, drop it if it is a tombstone. Keys are
+    then unique, so a cut between any two entries is a cut between keys."""
+    chunk: list[Columns] = []
+    size = 0
+    for keys, seqs, values in batches:
+        newest = list(map(ne, keys, [None, *keys[:-1]]))
+        if not all(newest):
+            keys, seqs, values = _select(keys, seqs, values, newest)
+        if bottom and None in values:
+            keys, seqs, values = _select(keys, seqs, values, [v is not None for v in values])
+        n = len(keys)
+        if not n:
+            continue
+        vlens: Iterable[int] = (
+            map(len, values) if None not in values else (len(v or b"") for v in values)  # type: ignore[arg-type]
+        )
+        # cum[i]: bytes of entries [0, i), each charged 16 + key + value as in compaction_chunks
+        cum = list(accumulate(map(add, map(add, map(len, keys), vlens), repeat(16)), initial=0))
+        start = 0
+        while start < n:
+            end = bisect_left(cum, target_bytes - size + cum[start], start + 1)
+            if end > n:  # the rest stays below the target
+                chunk.append(Columns(keys[start:], seqs[start:], values[start:]))
+                size += cum[n] - cum[start]
+                break
+            chunk.append(Columns(keys[start:end], seqs[start:end], values[start:end]))
+            yield _join(chunk)
+            chunk = []
+            size = 0
+            start = end
+    if chunk:
+        yield _join(chunk)
+
+
+def _select(
+    keys: list[bytes], seqs: list[int], values: list[bytes | None], keep: list[bool]
+) -> Columns:
+    return Columns(
+        list(compress(keys, keep)), list(compress(seqs, keep)), list(compress(values, keep))
+    )
+
+
+def _join(parts: list[Columns]) -> Columns:
+    if len(parts) == 1:
+        return parts[0]
+    return Columns(
+        [k for p in parts for k in p.keys],
+        [s for p in parts for s in p.seqs],
+        [v for p in parts for v in p.values],
+    )
 
 
 def simulate(

@@ -21,11 +21,14 @@ from __future__ import annotations
 
 import heapq
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from itertools import islice
 from operator import eq, itemgetter
 
-from kvstore.format.sst import Entry
+from kvstore.format.sst import Columns, Entry
+
+#: a block's entries as parallel columns (keys, seqs, values)
+BlockColumns = tuple[list[bytes], tuple[int, ...], list["bytes | None"]]
 
 
 def _fwd(e: Entry) -> tuple[bytes, int]:
@@ -138,6 +141,70 @@ def merge_batches(sources: list[Iterator[Entry]], batch: int = 8192) -> Iterator
                 more = list(islice(iters[i], batch))
                 done[i] = len(more) < batch
                 b.extend(more)
+
+
+def merge_columns(
+    sources: Sequence[Iterator[BlockColumns]], batch: int = 8192
+) -> Iterator[Columns]:
+    """:func:`merge_batches` on columns: no tuple is made per entry.
+
+    Each source yields its blocks as ``(keys, seqs, values)`` (forward, in
+    recency order, newest source first). Every round takes, from each
+    source's buffered columns, the entries below the smallest last buffered
+    key, and orders their concatenation (newest source first) by a stable
+    sort of *positions* by key; ``itemgetter`` then gathers the three columns
+    in that order, all in C. Yields whole key groups in internal order.
+    """
+    iters = [iter(s) for s in sources]
+    count = len(iters)
+    bufs: list[tuple[list[bytes], list[int], list[bytes | None]]] = [([], [], []) for _ in iters]
+    done = [False] * count
+
+    def fill(i: int, want: int) -> None:
+        keys, seqs, values = bufs[i]
+        while len(keys) < want:
+            block = next(iters[i], None)
+            if block is None:
+                done[i] = True
+                return
+            keys.extend(block[0])
+            seqs.extend(block[1])
+            values.extend(block[2])
+
+    for i in range(count):
+        fill(i, batch)
+    while True:
+        live = [i for i in range(count) if bufs[i][0]]
+        if not live:
+            return
+        open_ends = [bufs[i][0][-1] for i in live if not done[i]]
+        bound = min(open_ends) if open_ends else None
+        parts: list[tuple[list[bytes], list[int], list[bytes | None]]] = []
+        for i in live:
+            keys, seqs, values = bufs[i]
+            cut = len(keys) if bound is None else bisect_left(keys, bound)
+            if cut:
+                parts.append((keys[:cut], seqs[:cut], values[:cut]))
+                del keys[:cut], seqs[:cut], values[:cut]
+        if parts:
+            yield _merge_parts(parts)
+        if bound is None:
+            return
+        for i in live:  # refill: a buffer holding only `bound` must grow to pass it
+            keys = bufs[i][0]
+            if not done[i] and (len(keys) < batch // 2 or keys[0] == bound):
+                fill(i, len(keys) + batch)
+
+
+def _merge_parts(parts: list[tuple[list[bytes], list[int], list[bytes | None]]]) -> Columns:
+    if len(parts) == 1:
+        return Columns(*parts[0])
+    keys = [k for p in parts for k in p[0]]
+    order = sorted(range(len(keys)), key=keys.__getitem__)  # stable: newer source first
+    gather = itemgetter(*order)
+    seqs = [s for p in parts for s in p[1]]
+    values = [v for p in parts for v in p[2]]
+    return Columns(list(gather(keys)), list(gather(seqs)), list(gather(values)))
 
 
 def retain_batch(

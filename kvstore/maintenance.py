@@ -38,11 +38,18 @@ from typing import TYPE_CHECKING, Any
 
 from kvstore import paths
 from kvstore import readpath as rp
-from kvstore.compaction import CompactionPolicy, Plan, compaction_chunks, plan, plan_full
+from kvstore.compaction import (
+    CompactionPolicy,
+    Plan,
+    compaction_chunks,
+    compaction_columns,
+    plan,
+    plan_full,
+)
 from kvstore.errors import FencedError
 from kvstore.format.manifest import Manifest, SstMeta
-from kvstore.format.sst import Entry
-from kvstore.iterators import merge_batches
+from kvstore.format.sst import Columns, Entry
+from kvstore.iterators import BlockColumns, merge_batches, merge_columns
 
 if TYPE_CHECKING:
     from collections import Counter
@@ -93,7 +100,7 @@ class MaintenanceMixin:
     if TYPE_CHECKING:  # implemented by DB
 
         def _advance_manifest(self, change: Callable[[Manifest], Manifest]) -> Manifest: ...
-        def _write_entries(self, entries: list[Entry]) -> rp.SstHandle: ...
+        def _write_entries(self, entries: list[Entry] | Columns) -> rp.SstHandle: ...
         def _check_writable(self) -> None: ...
         def _check_open(self) -> None: ...
         def flush(self) -> None: ...
@@ -208,13 +215,20 @@ class MaintenanceMixin:
             outputs = sorted(l0_in, key=lambda h: h.meta.first_key)
             moved = True
         else:
-            sources: list[Iterator[Entry]] = [
-                h.reader.iter_forward(None, None, fill_cache=False) for h in l0_in
-            ]
-            sources += [r.iter(None, None, False, fill_cache=False) for r in runs_in]
-            chunks = compaction_chunks(
-                merge_batches(sources), snaps, p.bottom, self._opts.sst_target_bytes, watermark
-            )
+            target = self._opts.sst_target_bytes
+            chunks: Iterator[list[Entry]] | Iterator[Columns]
+            if not snaps and watermark is None:  # only the newest versions survive: columns
+                blocks = [h.reader.iter_block_columns() for h in l0_in]
+                blocks += [_run_blocks(r) for r in runs_in]
+                chunks = compaction_columns(merge_columns(blocks), p.bottom, target)
+            else:
+                sources: list[Iterator[Entry]] = [
+                    h.reader.iter_forward(None, None, fill_cache=False) for h in l0_in
+                ]
+                sources += [r.iter(None, None, False, fill_cache=False) for r in runs_in]
+                chunks = compaction_chunks(
+                    merge_batches(sources), snaps, p.bottom, target, watermark
+                )
             outputs = []
             try:
                 for chunk in chunks:
@@ -493,3 +507,9 @@ class MaintenanceMixin:
 def _disjoint(metas: list[SstMeta]) -> bool:
     ordered = sorted(metas, key=lambda s: s.first_key)
     return all(a.last_key < b.first_key for a, b in zip(ordered, ordered[1:]))
+
+
+def _run_blocks(run: rp.SortedRun) -> Iterator[BlockColumns]:
+    """The blocks of a sorted run's SSTs in order, read past the cache."""
+    for h in run.ssts:
+        yield from h.reader.iter_block_columns()

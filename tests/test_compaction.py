@@ -22,6 +22,7 @@ import logging
 import random
 import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -939,3 +940,63 @@ def test_close_does_not_fail_a_running_background_compaction():
     assert db._compaction_error is None, repr(db._compaction_error)
     with kvstore.open(store.inner, **FAST) as db:
         assert len(dict(db.scan())) == 300
+
+
+# ---------------------------------------------------------------------------
+# the columnar merge (no snapshots, no watermark) equals the entry merge
+# ---------------------------------------------------------------------------
+
+
+@st.composite
+def _sources(draw: st.DrawFn) -> list[list[tuple[bytes, int, bytes | None]]]:
+    """Newest source first; seqs unique and higher in newer sources; blocks of 1-4."""
+    count = draw(st.integers(1, 4))
+    seq = 10_000
+    out = []
+    for _ in range(count):
+        keys = sorted(draw(st.sets(st.binary(min_size=1, max_size=3), max_size=25)))
+        entries = []
+        for k in keys:
+            for _ in range(draw(st.integers(1, 2))):
+                seq -= 1
+                entries.append((k, seq, draw(st.none() | st.binary(max_size=6))))
+        # within a key, seq descending: the loop above already emits them that way
+        out.append(entries)
+    return out
+
+
+def _as_blocks(
+    entries: list[tuple[bytes, int, bytes | None]], size: int
+) -> Iterator[tuple[list[bytes], tuple[int, ...], list[bytes | None]]]:
+    for i in range(0, len(entries), size):
+        part = entries[i : i + size]
+        yield [e[0] for e in part], tuple(e[1] for e in part), [e[2] for e in part]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    _sources(),
+    st.booleans(),
+    st.integers(1, 200),
+    st.integers(1, 4),
+    st.integers(2, 16),
+)
+def test_columnar_compaction_equals_entry_compaction(
+    sources: list[list[tuple[bytes, int, bytes | None]]],
+    bottom: bool,
+    target: int,
+    block: int,
+    batch: int,
+) -> None:
+    from kvstore.compaction import compaction_columns
+    from kvstore.iterators import merge_columns
+
+    expected = list(
+        compaction_chunks(merge_batches([iter(s) for s in sources], batch), [], bottom, target)
+    )
+    got = list(
+        compaction_columns(
+            merge_columns([_as_blocks(s, block) for s in sources], batch), bottom, target
+        )
+    )
+    assert [list(zip(*c)) for c in got] == expected

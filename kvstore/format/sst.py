@@ -47,9 +47,9 @@ import threading
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from itertools import accumulate, compress
-from operator import eq, le, lt, neg
-from typing import Any, Protocol
+from itertools import accumulate, compress, repeat
+from operator import add, eq, le, lt, neg
+from typing import Any, NamedTuple, Protocol
 
 import zstandard
 from crc32c import crc32c
@@ -69,6 +69,8 @@ MAX_KEY_LEN = 0xFFFF
 MAX_BLOCK_BYTES = 1 << 31  # a block holds at least one entry, and values are < 4 GiB
 COMPRESS_NONE = 0
 COMPRESS_ZSTD = 1
+COMPRESS_PROBES = 8
+COMPRESS_SAMPLE = 16
 _U32 = struct.Struct("<I")
 
 Entry = tuple[bytes, int, "bytes | None"]
@@ -484,6 +486,15 @@ def decode_data_block(body: bytes, *, where: str) -> PyBlock | CBlock:
 # ---------------------------------------------------------------------------
 
 
+class Columns(NamedTuple):
+    """Internal entries in order as three parallel lists (no tuple per entry,
+    so nothing for the cyclic GC to track while a large SST is built)."""
+
+    keys: list[bytes]
+    seqs: list[int]
+    values: list[bytes | None]
+
+
 @dataclass(frozen=True, slots=True)
 class SstSummary:
     """What the manifest records about an SST."""
@@ -498,7 +509,7 @@ class SstSummary:
 
 
 def build_sst(
-    entries: Iterable[Entry],
+    entries: Iterable[Entry] | Columns,
     *,
     block_bytes: int = 4096,
     bloom_bits_per_key: int = 10,
@@ -510,12 +521,17 @@ def build_sst(
     Works on whole columns (keys, seqs, values) so the per-entry work is a
     handful of C-level passes rather than a Python loop.
     """
-    ents = entries if isinstance(entries, list) else list(entries)
-    if not ents:
+    if isinstance(entries, Columns):
+        keys, seqs, values = entries
+        if not (len(keys) == len(seqs) == len(values)):
+            raise ValueError("SST columns differ in length")
+    else:
+        ents = entries if isinstance(entries, list) else list(entries)
+        keys = [e[0] for e in ents]
+        seqs = [e[1] for e in ents]
+        values = [e[2] for e in ents]
+    if not keys:
         raise ValueError("an SST needs at least one entry")
-    keys = [e[0] for e in ents]
-    seqs = [e[1] for e in ents]
-    values = [e[2] for e in ents]
     n = len(keys)
     if max(map(len, keys)) > MAX_KEY_LEN:
         raise ValueError(f"a key exceeds {MAX_KEY_LEN} bytes")
@@ -528,8 +544,9 @@ def build_sst(
     compressor = (
         zstandard.ZstdCompressor(level=compression_level) if compression == "zstd" else None
     )
-    sizes = [16 + len(k) + (len(v) if v is not None else 0) for k, v in zip(keys, values)]
-    cum = list(accumulate(sizes))
+    # cum[i]: bytes of entries 0..i, each charged 16 + key + value (C-level passes)
+    vlens = map(len, values) if None not in values else (len(v or b"") for v in values)  # type: ignore[arg-type]
+    cum = list(accumulate(map(add, map(add, map(len, keys), vlens), repeat(16))))
     out: list[bytes] = []
     offsets: list[int] = []
     block_sizes: list[int] = []
@@ -537,12 +554,22 @@ def build_sst(
     first_seqs: list[int] = []
     offset = 0
     start = 0
+    misses = 0  # incompressible blocks in a row: after a few, only sample (see below)
     while start < n:
         base = cum[start - 1] if start else 0
         end = min(bisect_left(cum, base + block_bytes, start) + 1, n)
-        stored = seal_block(
-            encode_block_columns(keys[start:end], seqs[start:end], values[start:end]), compressor
+        body = encode_block_columns(keys[start:end], seqs[start:end], values[start:end])
+        # Data that did not compress in COMPRESS_PROBES blocks in a row (random
+        # values, already-compressed payloads) is tried again only every
+        # COMPRESS_SAMPLE-th block; one block that compresses resumes every block.
+        trying = compressor is not None and (
+            misses < COMPRESS_PROBES or misses % COMPRESS_SAMPLE == 0
         )
+        stored = seal_block(body, compressor if trying else None)
+        if trying:
+            misses = 0 if stored[-5] == COMPRESS_ZSTD else misses + 1
+        else:
+            misses += 1
         offsets.append(offset)
         block_sizes.append(len(stored))
         first_keys.append(keys[start])
@@ -869,6 +896,15 @@ class SstReader:
         if blk is None:
             blk = self._load_block(i)
         return blk.keys, blk.seqs, blk.values
+
+    def iter_block_columns(
+        self,
+    ) -> Iterator[tuple[list[bytes], tuple[int, ...], list[bytes | None]]]:
+        """Every block as ``(keys, seqs, values)``, forward, read without filling
+        the cache (compaction: a pass over whole files must not evict user reads)."""
+        for bi in range(self.num_blocks):
+            blk = self.block(bi, fill_cache=False)
+            yield blk.keys, blk.seqs, blk.values
 
     def iter_block_slices(
         self, start: bytes | None, end: bytes | None

@@ -752,9 +752,8 @@ PyDoc_STRVAR(bloom_build_doc,
 
 static PyObject *bloom_build(PyObject *self, PyObject *args) {
     PyObject *keys;
-    unsigned long long nb;
-    unsigned int k;
-    if (!PyArg_ParseTuple(args, "OO&I", &keys, u64_conv, &nb, &k)) return NULL;
+    unsigned long long nb, k;
+    if (!PyArg_ParseTuple(args, "OO&O&", &keys, u64_conv, &nb, u64_conv, &k)) return NULL;
     if (nb == 0 || nb > 0xFFFFFFFFull || k < 1 || k > 7) {
         PyErr_SetString(PyExc_ValueError, "bloom filter needs 1 <= k <= 7 and 1 <= nblocks < 2**32");
         return NULL;

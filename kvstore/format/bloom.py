@@ -91,6 +91,11 @@ class BloomFilter:
             for i in range(self._n)
         ]
 
+    @property
+    def data(self) -> bytes:
+        """The filter's bytes (header included), as stored."""
+        return self._data
+
     def may_contain(self, key: bytes) -> bool:
         if _c is not None:
             return _c.bloom_may_contain(self._data, key)

@@ -673,6 +673,7 @@ class SstReader:
         # check and search uncompressed blocks in place, in C, without copying
         # or caching them (the OS page cache holds them, as for sqlite and LMDB)
         self._view = view if _c is not None and view is not None and len(view) == size else None
+        self._bloom_data: bytes | None = None
         if size < FOOTER_SIZE:
             raise CorruptionError("file shorter than an SST footer", object_name=name)
         footer = read(size - FOOTER_SIZE, FOOTER_SIZE)
@@ -711,6 +712,8 @@ class SstReader:
                 self.bloom = bloom_format.BloomFilter(open_block(meta[:bloom_len], where=name))
             except ValueError as exc:
                 raise CorruptionError(f"bad bloom filter: {exc}", object_name=name) from None
+        if self.bloom is not None:
+            self._bloom_data = self.bloom.data
         index = open_block(meta[bloom_len : bloom_len + index_len], where=name)
         props = open_block(meta[bloom_len + index_len :], where=name)
         try:
@@ -798,8 +801,30 @@ class SstReader:
             # (first seqs descend among blocks starting with this key)
             hi = bisect_right(fk, key, b + 1)
             b = max(b, bisect_left(self._first_seqs, -read_seq, b + 1, hi, key=neg) - 1)
-        if self._view is not None:
-            return self._get_in_view(key, read_seq, b)
+        view = self._view
+        if view is not None:
+            # the bloom probe in C directly (this is the hottest read path)
+            if self._bloom_data is not None and not _c.bloom_may_contain(  # type: ignore[union-attr]
+                self._bloom_data, key
+            ):
+                return None
+            try:
+                found = _c.stored_find(  # type: ignore[union-attr]
+                    view,
+                    self._offsets[b],
+                    self._sizes[b],
+                    fk[b],
+                    self._first_seqs[b],
+                    key,
+                    read_seq,
+                )
+            except ValueError as exc:
+                raise CorruptionError(str(exc), object_name=f"{self.name} block {b}") from None
+            if found is None:
+                return None
+            if found is False or found is True:
+                return self._get_in_view(key, read_seq, b)
+            return key, found[0], found[1]
         # A cached block answers as cheaply as the bloom filter; consult the
         # filter only when it can save a block read.
         cache = self._cache
@@ -818,10 +843,9 @@ class SstReader:
             blk = self.block(b)
 
     def _get_in_view(self, key: bytes, read_seq: int, b: int) -> Entry | None:
-        """:meth:`get` on the mapped file: every block visited is checked (crc32c, bounds,
-        index agreement) and searched in C; compressed blocks go through the cache."""
-        if self.bloom is not None and not self.bloom.may_contain(key):
-            return None
+        """:meth:`get` on the mapped file from block ``b`` on (the bloom filter has
+        passed): every block visited is checked (crc32c, bounds, agreement with
+        the index) and searched in C; compressed blocks go through the cache."""
         assert _c is not None
         view, offsets, sizes, fks, fss = (
             self._view,

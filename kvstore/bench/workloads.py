@@ -543,7 +543,7 @@ def child_main() -> None:
     logging.basicConfig(level=logging.WARNING)
     spec = json.loads(sys.argv[1])
     store = STORES[spec["store"]](spec["path"])
-    store.open(bulk=True)
+    store.open_for_load()
     start = time.perf_counter()
     loaded = store.load(batches(spec["n"], spec["batch"]), start + spec["seconds"])
     seconds = time.perf_counter() - start

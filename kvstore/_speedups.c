@@ -187,6 +187,14 @@ static uint32_t crc32c_buf(const unsigned char *p, size_t len) {
 
 PyDoc_STRVAR(crc32c_doc, "crc32c(data) -> int: CRC-32C, equal to crc32c.crc32c(data).");
 
+static PyObject *py_crc32c_sw(PyObject *self, PyObject *arg) {
+    Py_buffer view;
+    if (!get_buffer(arg, &view)) return NULL;
+    uint32_t c = ~crc_sw(0xFFFFFFFFu, view.buf, (size_t)view.len);
+    PyBuffer_Release(&view);
+    return PyLong_FromUnsignedLong(c);
+}
+
 static PyObject *py_crc32c(PyObject *self, PyObject *arg) {
     Py_buffer view;
     if (!get_buffer(arg, &view)) return NULL;
@@ -542,88 +550,72 @@ PyDoc_STRVAR(block_encode_doc,
 "Encode one data block (keys sorted; values None for tombstones); every restart\n"
 "interval shares the prefix common to its first and last key.");
 
-static PyObject *block_encode(PyObject *self, PyObject *args) {
-    PyObject *keys, *seqs, *values;
-    if (!PyArg_ParseTuple(args, "O!OO!", &PyList_Type, &keys, &seqs, &PyList_Type, &values))
-        return NULL;
-    PyObject *seqf = PySequence_Fast(seqs, "seqs must be a sequence");
-    if (!seqf) return NULL;
-    Py_ssize_t n = PyList_GET_SIZE(keys);
-    if (n == 0 || PySequence_Fast_GET_SIZE(seqf) != n || PyList_GET_SIZE(values) != n) {
-        Py_DECREF(seqf);
-        PyErr_SetString(PyExc_ValueError, "keys, seqs and values must have the same, non-zero length");
-        return NULL;
+/* Check the entries [lo, hi) of the three item arrays: bytes keys of at most
+   65535 bytes, sorted; bytes-or-None values under 4 GiB. */
+static int check_entries(PyObject **kv, PyObject **vv, Py_ssize_t lo, Py_ssize_t hi) {
+    for (Py_ssize_t i = lo; i < hi; i++) {
+        if (!PyBytes_Check(kv[i]) || PyBytes_GET_SIZE(kv[i]) > 0xFFFF)
+            return fail("keys must be bytes of at most 65535 bytes");
+        if (i > lo && keycmp((const unsigned char *)PyBytes_AS_STRING(kv[i - 1]),
+                             (uint64_t)PyBytes_GET_SIZE(kv[i - 1]),
+                             (const unsigned char *)PyBytes_AS_STRING(kv[i]),
+                             (uint64_t)PyBytes_GET_SIZE(kv[i])) > 0)
+            return fail("block keys must be sorted");
+        if (vv[i] != Py_None &&
+            (!PyBytes_Check(vv[i]) || (uint64_t)PyBytes_GET_SIZE(vv[i]) >= TOMBSTONE_LEN))
+            return fail("values must be bytes shorter than 4 GiB, or None");
     }
-    PyObject **kv = PySequence_Fast_ITEMS(keys);
-    PyObject **sv = PySequence_Fast_ITEMS(seqf);
-    PyObject **vv = PySequence_Fast_ITEMS(values);
-    uint64_t total = 4 + 16 * (uint64_t)n;
+    return 0;
+}
+
+/* Encode entries [lo, hi) (already checked) as one data block; with seal, also
+   append the compression byte 0 and the crc32c trailer. */
+static PyObject *encode_range(PyObject **kv, PyObject **sv, PyObject **vv, Py_ssize_t lo,
+                              Py_ssize_t hi, int seal) {
+    Py_ssize_t n = hi - lo;
     Py_ssize_t r = (n + RESTART_INTERVAL - 1) / RESTART_INTERVAL;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        if (!PyBytes_Check(kv[i]) || PyBytes_GET_SIZE(kv[i]) > 0xFFFF) {
-            Py_DECREF(seqf);
-            PyErr_SetString(PyExc_ValueError, "keys must be bytes of at most 65535 bytes");
-            return NULL;
-        }
-        if (i > 0 && keycmp((const unsigned char *)PyBytes_AS_STRING(kv[i - 1]),
-                            (uint64_t)PyBytes_GET_SIZE(kv[i - 1]),
-                            (const unsigned char *)PyBytes_AS_STRING(kv[i]),
-                            (uint64_t)PyBytes_GET_SIZE(kv[i])) > 0) {
-            Py_DECREF(seqf);
-            PyErr_SetString(PyExc_ValueError, "block keys must be sorted");
-            return NULL;
-        }
+    uint64_t total = 4 + 16 * (uint64_t)n + 4 + 4 * (uint64_t)r + 5;
+    for (Py_ssize_t i = lo; i < hi; i++) {
         total += (uint64_t)PyBytes_GET_SIZE(kv[i]);
-        if (vv[i] != Py_None) {
-            if (!PyBytes_Check(vv[i]) || (uint64_t)PyBytes_GET_SIZE(vv[i]) >= TOMBSTONE_LEN) {
-                Py_DECREF(seqf);
-                PyErr_SetString(PyExc_ValueError, "values must be bytes shorter than 4 GiB, or None");
-                return NULL;
-            }
-            total += (uint64_t)PyBytes_GET_SIZE(vv[i]);
-        }
+        if (vv[i] != Py_None) total += (uint64_t)PyBytes_GET_SIZE(vv[i]);
     }
-    total += 4 + 4 * (uint64_t)r; /* upper bound: shared prefixes only shrink it */
-    unsigned char *buf = PyMem_Malloc((size_t)total);
-    if (!buf) {
-        Py_DECREF(seqf);
-        return PyErr_NoMemory();
-    }
+    unsigned char *buf = PyMem_Malloc((size_t)total); /* upper bound: prefixes only shrink it */
+    if (!buf) return PyErr_NoMemory();
     unsigned char *p_shared = buf + 4, *p_suffix = buf + 4 + 2 * n, *p_vlen = buf + 4 + 4 * n,
                   *p_seq = buf + 4 + 8 * n;
     unsigned char *out = buf + 4 + 16 * n;
     wr32(buf, (uint32_t)n);
     for (Py_ssize_t g = 0; g < n; g += RESTART_INTERVAL) {
         Py_ssize_t end = g + RESTART_INTERVAL < n ? g + RESTART_INTERVAL : n;
-        const char *first = PyBytes_AS_STRING(kv[g]);
-        Py_ssize_t flen = PyBytes_GET_SIZE(kv[g]);
-        const char *last = PyBytes_AS_STRING(kv[end - 1]);
-        Py_ssize_t llen = PyBytes_GET_SIZE(kv[end - 1]);
+        const char *first = PyBytes_AS_STRING(kv[lo + g]);
+        Py_ssize_t flen = PyBytes_GET_SIZE(kv[lo + g]);
+        const char *last = PyBytes_AS_STRING(kv[lo + end - 1]);
+        Py_ssize_t llen = PyBytes_GET_SIZE(kv[lo + end - 1]);
         Py_ssize_t m = flen < llen ? flen : llen, p = 0;
         while (p < m && first[p] == last[p]) p++;
         for (Py_ssize_t i = g; i < end; i++) {
             Py_ssize_t s = i == g ? 0 : p;
-            Py_ssize_t klen = PyBytes_GET_SIZE(kv[i]);
+            Py_ssize_t klen = PyBytes_GET_SIZE(kv[lo + i]);
             wr16(p_shared + 2 * i, (uint32_t)s);
             wr16(p_suffix + 2 * i, (uint32_t)(klen - s));
-            memcpy(out, PyBytes_AS_STRING(kv[i]) + s, (size_t)(klen - s));
+            memcpy(out, PyBytes_AS_STRING(kv[lo + i]) + s, (size_t)(klen - s));
             out += klen - s;
         }
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        unsigned long long seq = PyLong_AsUnsignedLongLong(sv[i]);
+        unsigned long long seq = PyLong_AsUnsignedLongLong(sv[lo + i]);
         if (seq == (unsigned long long)-1 && PyErr_Occurred()) {
             PyMem_Free(buf);
-            Py_DECREF(seqf);
             return NULL;
         }
         wr64(p_seq + 8 * i, seq);
-        if (vv[i] == Py_None) {
+        PyObject *v = vv[lo + i];
+        if (v == Py_None) {
             wr32(p_vlen + 4 * i, TOMBSTONE_LEN);
         } else {
-            Py_ssize_t vlen = PyBytes_GET_SIZE(vv[i]);
+            Py_ssize_t vlen = PyBytes_GET_SIZE(v);
             wr32(p_vlen + 4 * i, (uint32_t)vlen);
-            memcpy(out, PyBytes_AS_STRING(vv[i]), (size_t)vlen);
+            memcpy(out, PyBytes_AS_STRING(v), (size_t)vlen);
             out += vlen;
         }
     }
@@ -633,8 +625,92 @@ static PyObject *block_encode(PyObject *self, PyObject *args) {
         wr32(out, (uint32_t)(j * RESTART_INTERVAL));
         out += 4;
     }
+    if (seal) {
+        *out++ = 0; /* COMPRESS_NONE */
+        wr32(out, crc32c_buf(buf, (size_t)(out - buf)));
+        out += 4;
+    }
     PyObject *res = PyBytes_FromStringAndSize((const char *)buf, out - buf);
     PyMem_Free(buf);
+    return res;
+}
+
+static int get_columns(PyObject *args, PyObject **keys, PyObject **seqf, PyObject **values,
+                       unsigned long long *block_bytes) {
+    PyObject *seqs;
+    int ok = block_bytes
+                 ? PyArg_ParseTuple(args, "O!OO!O&", &PyList_Type, keys, &seqs, &PyList_Type,
+                                    values, u64_conv, block_bytes)
+                 : PyArg_ParseTuple(args, "O!OO!", &PyList_Type, keys, &seqs, &PyList_Type, values);
+    if (!ok) return -1;
+    *seqf = PySequence_Fast(seqs, "seqs must be a sequence");
+    if (!*seqf) return -1;
+    Py_ssize_t n = PyList_GET_SIZE(*keys);
+    if (n == 0 || PySequence_Fast_GET_SIZE(*seqf) != n || PyList_GET_SIZE(*values) != n) {
+        Py_DECREF(*seqf);
+        return fail("keys, seqs and values must have the same, non-zero length");
+    }
+    return 0;
+}
+
+static PyObject *block_encode(PyObject *self, PyObject *args) {
+    PyObject *keys, *seqf, *values;
+    if (get_columns(args, &keys, &seqf, &values, NULL) < 0) return NULL;
+    PyObject **kv = PySequence_Fast_ITEMS(keys), **vv = PySequence_Fast_ITEMS(values);
+    Py_ssize_t n = PyList_GET_SIZE(keys);
+    PyObject *res = NULL;
+    if (check_entries(kv, vv, 0, n) == 0)
+        res = encode_range(kv, PySequence_Fast_ITEMS(seqf), vv, 0, n, 0);
+    Py_DECREF(seqf);
+    return res;
+}
+
+PyDoc_STRVAR(build_blocks_doc,
+"build_blocks(keys, seqs, values, block_bytes) -> (blocks: list[bytes], starts: list[int])\n\n"
+"Cut sorted entries into data blocks as build_sst does (a block ends with the entry\n"
+"that brings it to block_bytes, each entry counting 16 + key + value bytes) and\n"
+"return each block sealed uncompressed (body, byte 0, crc32c), with its first index.");
+
+static PyObject *build_blocks(PyObject *self, PyObject *args) {
+    PyObject *keys, *seqf, *values;
+    unsigned long long block_bytes;
+    if (get_columns(args, &keys, &seqf, &values, &block_bytes) < 0) return NULL;
+    PyObject **kv = PySequence_Fast_ITEMS(keys), **sv = PySequence_Fast_ITEMS(seqf),
+             **vv = PySequence_Fast_ITEMS(values);
+    Py_ssize_t n = PyList_GET_SIZE(keys);
+    PyObject *blocks = NULL, *starts = NULL, *res = NULL;
+    if (check_entries(kv, vv, 0, n) < 0) goto done;
+    blocks = PyList_New(0);
+    starts = PyList_New(0);
+    if (!blocks || !starts) goto done;
+    Py_ssize_t start = 0;
+    while (start < n) {
+        uint64_t acc = 0;
+        Py_ssize_t end = n;
+        for (Py_ssize_t e = start; e < n; e++) {
+            acc += 16 + (uint64_t)PyBytes_GET_SIZE(kv[e]) +
+                   (vv[e] == Py_None ? 0 : (uint64_t)PyBytes_GET_SIZE(vv[e]));
+            if (acc >= block_bytes) {
+                end = e + 1;
+                break;
+            }
+        }
+        PyObject *blk = encode_range(kv, sv, vv, start, end, 1);
+        if (!blk) goto done;
+        int err = PyList_Append(blocks, blk);
+        Py_DECREF(blk);
+        if (err < 0) goto done;
+        PyObject *st = PyLong_FromSsize_t(start);
+        if (!st) goto done;
+        err = PyList_Append(starts, st);
+        Py_DECREF(st);
+        if (err < 0) goto done;
+        start = end;
+    }
+    res = PyTuple_Pack(2, blocks, starts);
+done:
+    Py_XDECREF(blocks);
+    Py_XDECREF(starts);
     Py_DECREF(seqf);
     return res;
 }
@@ -798,7 +874,9 @@ static PyMethodDef methods[] = {
     {"stored_find", stored_find, METH_VARARGS, stored_find_doc},
     {"stored_decode", stored_decode, METH_VARARGS, stored_decode_doc},
     {"crc32c", py_crc32c, METH_O, crc32c_doc},
+    {"_crc32c_sw", py_crc32c_sw, METH_O, "crc32c by table only (tests: the path without SSE4.2)."},
     {"block_encode", block_encode, METH_VARARGS, block_encode_doc},
+    {"build_blocks", build_blocks, METH_VARARGS, build_blocks_doc},
     {"hash64", hash64, METH_O, hash64_doc},
     {"bloom_may_contain", bloom_may_contain, METH_VARARGS, bloom_may_contain_doc},
     {"bloom_build", bloom_build, METH_VARARGS, bloom_build_doc},

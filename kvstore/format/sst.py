@@ -544,39 +544,30 @@ def build_sst(
     compressor = (
         zstandard.ZstdCompressor(level=compression_level) if compression == "zstd" else None
     )
-    # cum[i]: bytes of entries 0..i, each charged 16 + key + value (C-level passes)
-    vlens = map(len, values) if None not in values else (len(v or b"") for v in values)  # type: ignore[arg-type]
-    cum = list(accumulate(map(add, map(add, map(len, keys), vlens), repeat(16))))
-    out: list[bytes] = []
-    offsets: list[int] = []
-    block_sizes: list[int] = []
-    first_keys: list[bytes] = []
-    first_seqs: list[int] = []
-    offset = 0
-    start = 0
-    misses = 0  # incompressible blocks in a row: after a few, only sample (see below)
-    while start < n:
-        base = cum[start - 1] if start else 0
-        end = min(bisect_left(cum, base + block_bytes, start) + 1, n)
-        body = encode_block_columns(keys[start:end], seqs[start:end], values[start:end])
+    blocks, starts = (
+        _c.build_blocks(keys, seqs, values, block_bytes)
+        if _c is not None
+        else _build_blocks_py(keys, seqs, values, block_bytes)
+    )
+    if compressor is not None:
         # Data that did not compress in COMPRESS_PROBES blocks in a row (random
         # values, already-compressed payloads) is tried again only every
         # COMPRESS_SAMPLE-th block; one block that compresses resumes every block.
-        trying = compressor is not None and (
-            misses < COMPRESS_PROBES or misses % COMPRESS_SAMPLE == 0
-        )
-        stored = seal_block(body, compressor if trying else None)
-        if trying:
-            misses = 0 if stored[-5] == COMPRESS_ZSTD else misses + 1
-        else:
+        misses = 0
+        for i, sealed in enumerate(blocks):
+            if misses < COMPRESS_PROBES or misses % COMPRESS_SAMPLE == 0:
+                packed = seal_block(sealed[: -TRAILER.size], compressor)
+                if packed[-TRAILER.size] == COMPRESS_ZSTD:
+                    blocks[i] = packed
+                    misses = 0
+                    continue
             misses += 1
-        offsets.append(offset)
-        block_sizes.append(len(stored))
-        first_keys.append(keys[start])
-        first_seqs.append(seqs[start])
-        out.append(stored)
-        offset += len(stored)
-        start = end
+    block_sizes = list(map(len, blocks))
+    offsets = list(accumulate(block_sizes, initial=0))
+    offset = offsets.pop()
+    first_keys = [keys[i] for i in starts]
+    first_seqs = [seqs[i] for i in starts]
+    out = blocks
 
     bloom_off = offset
     bloom_stored = b""
@@ -634,6 +625,28 @@ def build_sst(
     data = b"".join(out)
     summary = SstSummary(n, tombstones, min_seq, max_seq, first_key, last_key, len(data))
     return data, summary
+
+
+def _build_blocks_py(
+    keys: list[bytes], seqs: list[int], values: list[bytes | None], block_bytes: int
+) -> tuple[list[bytes], list[int]]:
+    """The pure-Python ``_speedups.build_blocks``: sealed uncompressed blocks and
+    the index of each block's first entry. A block ends with the entry that
+    brings it to ``block_bytes`` (each entry counts 16 + key + value bytes)."""
+    vlens = map(len, values) if None not in values else (len(v or b"") for v in values)  # type: ignore[arg-type]
+    cum = list(accumulate(map(add, map(add, map(len, keys), vlens), repeat(16))))
+    n = len(keys)
+    blocks: list[bytes] = []
+    starts: list[int] = []
+    start = 0
+    while start < n:
+        base = cum[start - 1] if start else 0
+        end = min(bisect_left(cum, base + block_bytes, start) + 1, n)
+        body = encode_block_columns_py(keys[start:end], seqs[start:end], values[start:end])
+        blocks.append(seal_block(body, None))
+        starts.append(start)
+        start = end
+    return blocks, starts
 
 
 # ---------------------------------------------------------------------------

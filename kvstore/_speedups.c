@@ -867,6 +867,71 @@ static PyObject *bloom_build(PyObject *self, PyObject *args) {
     return res;
 }
 
+
+/* ------------------------------------------------------------------------ */
+/* read-only file mappings without a duplicated file descriptor            */
+/* ------------------------------------------------------------------------ */
+
+#if defined(__unix__) || defined(__APPLE__)
+#include <sys/mman.h>
+#include <errno.h>
+#define HAVE_MAP_FILE 1
+
+typedef struct {
+    PyObject_HEAD
+    void *addr;
+    Py_ssize_t len;
+} MappingObject;
+
+static int mapping_getbuffer(PyObject *obj, Py_buffer *view, int flags) {
+    MappingObject *self = (MappingObject *)obj;
+    return PyBuffer_FillInfo(view, obj, self->addr, self->len, 1, flags); /* read-only */
+}
+
+static void mapping_dealloc(PyObject *obj) {
+    MappingObject *self = (MappingObject *)obj;
+    if (self->addr) munmap(self->addr, (size_t)self->len);
+    Py_TYPE(obj)->tp_free(obj);
+}
+
+static PyBufferProcs mapping_as_buffer = {mapping_getbuffer, NULL};
+
+static PyTypeObject MappingType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "kvstore._speedups.Mapping",
+    .tp_basicsize = sizeof(MappingObject),
+    .tp_dealloc = mapping_dealloc,
+    .tp_as_buffer = &mapping_as_buffer,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A read-only mapping of a whole file; unmapped when the last buffer of it is gone.",
+};
+
+PyDoc_STRVAR(map_file_doc,
+"map_file(fd, size) -> Mapping\n\n"
+"Map the first size bytes of the open file fd read-only (MAP_SHARED). Unlike\n"
+"mmap.mmap it keeps no duplicate of fd: the mapping lives on after fd is closed.");
+
+static PyObject *map_file(PyObject *self, PyObject *args) {
+    int fd;
+    Py_ssize_t size;
+    if (!PyArg_ParseTuple(args, "in", &fd, &size)) return NULL;
+    if (size <= 0) {
+        PyErr_SetString(PyExc_ValueError, "cannot map an empty file");
+        return NULL;
+    }
+    void *addr = mmap(NULL, (size_t)size, PROT_READ, MAP_SHARED, fd, 0);
+    if (addr == MAP_FAILED) return PyErr_SetFromErrno(PyExc_OSError);
+    MappingObject *m = PyObject_New(MappingObject, &MappingType);
+    if (!m) {
+        munmap(addr, (size_t)size);
+        return NULL;
+    }
+    m->addr = addr;
+    m->len = size;
+    return (PyObject *)m;
+}
+#endif
+
 static PyMethodDef methods[] = {
     {"block_layout", block_layout, METH_O, block_layout_doc},
     {"block_decode", block_decode, METH_O, block_decode_doc},
@@ -874,6 +939,9 @@ static PyMethodDef methods[] = {
     {"stored_find", stored_find, METH_VARARGS, stored_find_doc},
     {"stored_decode", stored_decode, METH_VARARGS, stored_decode_doc},
     {"crc32c", py_crc32c, METH_O, crc32c_doc},
+#ifdef HAVE_MAP_FILE
+    {"map_file", map_file, METH_VARARGS, map_file_doc},
+#endif
     {"_crc32c_sw", py_crc32c_sw, METH_O, "crc32c by table only (tests: the path without SSE4.2)."},
     {"block_encode", block_encode, METH_VARARGS, block_encode_doc},
     {"build_blocks", build_blocks, METH_VARARGS, build_blocks_doc},
@@ -891,5 +959,8 @@ static struct PyModuleDef module = {
 
 PyMODINIT_FUNC PyInit__speedups(void) {
     crc_init();
+#ifdef HAVE_MAP_FILE
+    if (PyType_Ready(&MappingType) < 0) return NULL;
+#endif
     return PyModule_Create(&module);
 }

@@ -1364,3 +1364,42 @@ def test_build_sst_same_bytes_with_and_without_c(
     with pure_python():
         slow = build_sst(entries, **kwargs)
     assert fast == slow
+
+
+@requires_c
+def test_map_file_is_read_only_and_outlives_its_fd(tmp_path: Path) -> None:
+    path = tmp_path / "f.bin"
+    path.write_bytes(b"0123456789" * 1000)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        view = memoryview(C.map_file(fd, 10_000))
+    finally:
+        os.close(fd)
+    os.unlink(path)  # as GC does to an SST a reader still maps
+    assert view.readonly and len(view) == 10_000
+    assert bytes(view[:12]) == b"012345678901"
+    assert C.crc32c(view[10:30]) == crc32c(b"0123456789" * 2)
+    with pytest.raises(TypeError):
+        view[0:1] = b"x"  # type: ignore[index]
+    fds_before = len(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else None
+    path.write_bytes(b"x" * 100)
+    fd = os.open(path, os.O_RDONLY)
+    m = C.map_file(fd, 100)
+    os.close(fd)
+    if fds_before is not None:  # no duplicate descriptor stays open (mmap.mmap keeps one)
+        assert len(os.listdir("/proc/self/fd")) == fds_before
+    del m
+
+
+@requires_c
+def test_map_file_bad_arguments(tmp_path: Path) -> None:
+    path = tmp_path / "e.bin"
+    path.write_bytes(b"")
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        with pytest.raises(ValueError):
+            C.map_file(fd, 0)
+    finally:
+        os.close(fd)
+    with pytest.raises(OSError):
+        C.map_file(fd, 10)  # closed descriptor

@@ -46,7 +46,9 @@ from dataclasses import dataclass
 from kvstore import paths
 from kvstore.errors import CorruptionError, FencedError, KvError
 from kvstore.format.wal import (
+    DecodedSegment,
     WalRecord,
+    all_zero,
     decode_object,
     decode_segment,
     encode_object,
@@ -354,6 +356,8 @@ def replay(
         name = (paths.wal_segment_name if kind == "log" else paths.wal_object_name)(wal_id)
         try:
             data = store.get(name)
+            if kind == "log":  # (may read the segment again)
+                data, decoded = _decode_journal(store, name, data)
         except FileNotFoundError:
             if tolerate_missing:
                 continue
@@ -364,12 +368,13 @@ def replay(
             if not fence:
                 data_ids.append(wal_id)
         else:
-            decoded = decode_segment(data, where=name)
             recs = decoded.records
             if decoded.torn:
-                log.info(
-                    "cut a torn tail of %d bytes from %s", len(data) - decoded.valid_length, name
-                )
+                cut = len(data) - decoded.valid_length
+                if all_zero(data, decoded.valid_length):  # preallocated, or zero-filled
+                    log.debug("cut %d zero bytes after the last frame of %s", cut, name)
+                else:
+                    log.info("cut a torn tail of %d bytes from %s", cut, name)
         for rec in recs:
             if rec.seq in seen:
                 raise CorruptionError(f"sequence number {rec.seq} appears twice", object_name=name)
@@ -378,3 +383,32 @@ def replay(
                 records.append(rec)
     records.sort(key=lambda r: r.seq)
     return ReplayResult(records, ids, max_id, data_ids)
+
+
+#: how often a journal segment that fails to decode is read again before the
+#: failure is believed (only segments ending in zero padding: see below)
+LIVE_REREADS = 3
+
+
+def _decode_journal(store: ObjectStore, name: str, data: bytes) -> tuple[bytes, DecodedSegment]:
+    """Decode a journal segment, reading it again if it may have been read mid-write.
+
+    A live journal is preallocated, so a writer's ``pwrite`` lands inside the
+    file rather than past its end, and a concurrent ``read`` is not atomic
+    with it: the reader can copy the page holding a frame's start before the
+    write and a later page after it, and see zeros followed by data, which
+    the torn-tail rule reports as corruption. That can only happen in a
+    segment that ends in zero padding (a closed segment has none), and it
+    lasts only as long as the write, so such a segment is read again a few
+    times, a moment apart; damage on disk fails every time and is raised.
+    """
+    attempt = 0
+    while True:
+        try:
+            return data, decode_segment(data, where=name)
+        except CorruptionError:
+            if attempt == LIVE_REREADS or not data.endswith(b"\0"):
+                raise
+        time.sleep(0.001 * 2**attempt)
+        attempt += 1
+        data = store.get(name)

@@ -28,16 +28,40 @@ and frame count, so an object cut at a frame boundary is detected::
                       flags bit 0 = fence (body empty): written by a new writer at
                       the next WAL id so the old writer's next object is refused
 
-Torn tail rule (applied by :func:`decode_frames`, see docs/format/wal.md):
-scanning from the start of a segment,
+Torn tail rule (applied by :func:`decode_frames`, see docs/format/wal.md).
+A local journal is preallocated (``kvstore/objstore/local.py``): while it is
+open, and after a crash, the bytes after the last frame are zeros up to the
+allocated end. So a power cut can leave the last frame incomplete in two ways:
+cut short at the end of the file, or partially written and followed by zeros
+(preallocated space reads as zeros). Scanning from the start of a segment, at
+each frame start ``pos``:
 
-* fewer than 12 bytes left, or a header whose payload runs past the end:
-  a *torn tail*, the write never completed; stop there.
-* everything from the frame start to the end is zero bytes: a torn tail too
-  (a power cut can leave a zero-filled, unsynced extent).
-* a complete frame whose header or payload checksum fails, anywhere else:
-  :class:`~kvstore.errors.CorruptionError`. Bit rot must never be mistaken
-  for a torn tail and silently cut.
+1. fewer than 12 bytes left: a *torn tail*, stop there.
+2. every byte from ``pos`` to the end is zero: a torn tail (a zero-filled,
+   unsynced extent, or the preallocated padding after the last frame).
+3. the header checksum fails: its length cannot be trusted, so the frame is
+   taken to be its 12 header bytes. A torn tail if it is followed by *zero
+   padding* (at least one byte after ``pos + 12``, every one zero); otherwise
+   :class:`~kvstore.errors.CorruptionError`.
+4. the header is valid but the payload runs past the end: a torn tail.
+5. the payload checksum fails: a torn tail if the frame is followed by zero
+   padding (at least one byte after ``pos + 12 + length``, every one zero);
+   otherwise :class:`~kvstore.errors.CorruptionError`.
+
+So a frame followed by any non-zero byte is never cut: bit rot in any frame
+but the last is reported, and so is bit rot in the last frame of a closed
+segment (a clean close truncates the file to its content, leaving no
+padding), and so is a damaged header of any frame that has a payload after
+it. The one blind spot is deliberate: a payload checksum failure in the very
+last frame of a preallocated segment (one that was open when the process or
+machine died) cannot be told apart from a torn write, and is cut, as SQLite's
+WAL and RocksDB's point-in-time recovery also do. It only ever loses that one
+frame. The rule assumes a torn write left a prefix of its bytes followed by
+zeros; if the disk persisted a later page of an unfinished write but not an
+earlier one, the result is non-zero data behind a bad frame, reported as
+corruption rather than guessed at. (A reader of a *live* journal can see the
+same pattern while a write is in progress; ``replay`` in ``kvstore/wal.py``
+reads such a segment again before it believes the error.)
 """
 
 from __future__ import annotations
@@ -129,32 +153,55 @@ class DecodedSegment:
 
 def decode_frames(data: bytes, *, where: str = "WAL") -> DecodedSegment:
     """Decode every complete frame of a segment, applying the torn-tail rule."""
+    return _decode_frames_from(data, 0, where)
+
+
+def _decode_frames_from(data: bytes, pos: int, where: str) -> DecodedSegment:
+    """:func:`decode_frames` of ``data[pos:]`` without copying it (offsets stay absolute)."""
     records: list[WalRecord] = []
-    pos = 0
     end = len(data)
     while pos < end:
-        if end - pos < HEADER_SIZE:
+        if end - pos < HEADER_SIZE:  # rule 1
             return DecodedSegment(records, pos, True)
         length, header_crc, payload_crc = HEADER.unpack_from(data, pos)
-        if header_crc != crc32c(_LEN.pack(length)):
-            if _all_zero(data, pos):
+        body_start = pos + HEADER_SIZE
+        if header_crc != crc32c(_LEN.pack(length)):  # (a zero header fails it too)
+            if all_zero(data, pos) or _zero_padding(data, body_start):  # rules 2 and 3
                 return DecodedSegment(records, pos, True)
             raise CorruptionError(
                 f"WAL frame header checksum mismatch at offset {pos}", object_name=where
             )
-        body_start = pos + HEADER_SIZE
-        if body_start + length > end:
+        body_end = body_start + length
+        if body_end > end:  # rule 4
             return DecodedSegment(records, pos, True)
-        payload = data[body_start : body_start + length]
+        payload = data[body_start:body_end]
         if crc32c(payload) != payload_crc:
+            if _zero_padding(data, body_end):  # rule 5
+                return DecodedSegment(records, pos, True)
             raise CorruptionError(f"WAL frame checksum mismatch at offset {pos}", object_name=where)
         records.append(decode_payload(payload, where=where))
-        pos = body_start + length
+        pos = body_end
     return DecodedSegment(records, pos, False)
 
 
-def _all_zero(data: bytes, start: int) -> bool:
-    return data.count(0, start) == len(data) - start
+_ZEROS = bytes(1 << 16)
+
+
+def all_zero(data: bytes, start: int) -> bool:
+    """Every byte of ``data`` from ``start`` on is zero (a memcmp, 64 KiB at a time)."""
+    end = len(data)
+    step = len(_ZEROS)
+    while start < end:
+        n = min(step, end - start)
+        if not data.startswith(_ZEROS if n == step else _ZEROS[:n], start):
+            return False
+        start += n
+    return True
+
+
+def _zero_padding(data: bytes, start: int) -> bool:
+    """At least one byte from ``start`` on, and every one of them zero."""
+    return start < len(data) and all_zero(data, start)
 
 
 SEGMENT_MAGIC = b"KVWLOG\x00\x01"
@@ -173,19 +220,26 @@ def segment_header() -> bytes:
 
 
 def decode_segment(data: bytes, *, where: str = "WAL") -> DecodedSegment:
-    """Decode a journal segment: header, then frames (a torn tail is cut)."""
+    """Decode a journal segment: header, then frames (a torn tail is cut).
+
+    A header whose checksum fails is a torn header when zero padding follows
+    it (the first append of a preallocated segment was cut): no frame was
+    ever written behind it. Followed by anything else, or by nothing, it is
+    corruption.
+    """
     if len(data) < SEGMENT_HEADER_SIZE:
         # the header itself was torn: the segment never held a frame
         return DecodedSegment([], 0, bool(data))
     magic, version, flags, crc = _SEG_HEAD.unpack_from(data, 0)
     if crc32c(data[:12]) != crc or magic != SEGMENT_MAGIC:
-        if _all_zero(data, 0):
+        # zeros from the first byte, or a torn header in front of preallocated
+        # zeros: the segment never held a frame (rules 2 and 3, for the header)
+        if all_zero(data, 0) or _zero_padding(data, SEGMENT_HEADER_SIZE):
             return DecodedSegment([], 0, True)
         raise CorruptionError("bad WAL segment header", object_name=where)
     if version != CONTAINER_VERSION or flags:
         raise CorruptionError(f"unsupported WAL segment version {version}", object_name=where)
-    body = decode_frames(data[SEGMENT_HEADER_SIZE:], where=where)
-    return DecodedSegment(body.records, body.valid_length + SEGMENT_HEADER_SIZE, body.torn)
+    return _decode_frames_from(data, SEGMENT_HEADER_SIZE, where)
 
 
 def encode_object(frames: bytes, count: int, *, fence: bool = False) -> bytes:

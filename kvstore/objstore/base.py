@@ -21,7 +21,13 @@ from typing import Protocol, runtime_checkable
 
 
 class Journal(Protocol):
-    """An append-only file: ``append`` writes, ``sync`` makes it durable."""
+    """An append-only file: ``append`` writes, ``sync`` makes it durable.
+
+    A journal may preallocate space ahead of what was appended: while it is
+    open, and after a crash, the file can hold zero bytes after the last
+    append (the WAL decoder cuts them). ``close`` leaves exactly the appended
+    bytes.
+    """
 
     name: str
 
@@ -38,6 +44,9 @@ class RangeReader(Protocol):
     def read(self, offset: int, length: int) -> bytes: ...
 
     def close(self) -> None: ...
+
+    # Optional: ``view() -> memoryview | None``, the whole object in memory
+    # (a local file's read-only mapping), for point reads without copies.
 
 
 @runtime_checkable

@@ -13,19 +13,54 @@ half-written file; a plain rename would overwrite. ``put`` uses the same
 steps with ``os.replace``. Leftover ``.tmp-*`` files from a crash are never
 listed and are removed by :meth:`LocalStore.cleanup_temp`.
 
-Journals (the WAL) are plain files opened ``O_APPEND``; ``sync`` is
-``fdatasync``.
+Journals (the WAL) are files written with ``pwrite`` at the journal's own
+write position and preallocated ahead of it; ``sync`` is ``fdatasync``. An
+``fdatasync`` after a small append to a growing file must also commit the new
+file size; into preallocated space it need not, which makes it about 25-30 %
+faster (ext4, measured)::
+
+    0                      pos (written)                       allocated end
+    | segment header | frames ...  | zeros (posix_fallocate)  |
+                                   ^ the next pwrite
+
+* a write that would reach the allocated end first extends the file with
+  ``posix_fallocate`` to the next multiple of ``JOURNAL_PREALLOCATE`` past it
+  and fdatasyncs the extension (once per chunk), so every frame lands in space
+  whose size is already durable, with at least one zero byte after it;
+* ``close`` truncates the file to ``pos`` (and fdatasyncs): a closed journal
+  holds exactly its content, with no padding;
+* a crash leaves the zero padding, and a reader of a live journal sees it:
+  the WAL decoder cuts it (the torn-tail rule in ``kvstore/format/wal.py``);
+* where ``posix_fallocate`` is missing or fails with EOPNOTSUPP, EINVAL,
+  ENOSYS or ENOSPC, the journal falls back to plain appends;
+* with ``fsync=False`` nothing is preallocated (it only makes syncs cheaper).
+
+Journals are only ever created (``O_EXCL``), never reopened for appending.
 """
 
 from __future__ import annotations
 
+import errno
+import logging
 import os
 import secrets
 import threading
 
 from kvstore.objstore.base import Journal, RangeReader, check_name
 
+log = logging.getLogger("kvstore.objstore")
+
 _TMP_PREFIX = ".tmp-"
+
+#: journals are preallocated in steps of this many bytes (0: never). Each step
+#: costs one extra fdatasync (a few thousand small commits apart); a reader of a
+#: live journal reads up to one step of zero padding on every refresh.
+JOURNAL_PREALLOCATE = 1 << 20
+
+#: posix_fallocate errors after which a journal falls back to plain appends
+_NO_PREALLOCATION = frozenset(
+    {errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL, errno.ENOSYS, errno.ENOSPC}
+)
 
 
 class LocalStore:
@@ -162,9 +197,10 @@ class LocalStore:
     def open_journal(self, name: str) -> Journal | None:
         path = self._path(name)
         parent = self._ensure_parent(path)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         self._fsync_dir(parent)
-        return _FileJournal(name, fd, self._fsync)
+        step = JOURNAL_PREALLOCATE if self._fsync else 0
+        return _FileJournal(name, fd, self._fsync, preallocate=step)
 
     def open_epoch_cell(self, name: str) -> EpochCell:
         """A shared 8-byte counter (memory-mapped) that writers use as a fencing hint."""
@@ -224,25 +260,67 @@ class EpochCell:
 
 
 class _FileJournal:
-    def __init__(self, name: str, fd: int, fsync: bool) -> None:
+    """A new, empty file written at its own position and preallocated ahead of it.
+
+    ``preallocate`` is the extension step in bytes (0: plain appends). The file
+    is never opened ``O_APPEND``: on Linux that makes ``pwrite`` ignore its
+    offset.
+    """
+
+    def __init__(self, name: str, fd: int, fsync: bool, *, preallocate: int = 0) -> None:
+        if preallocate < 0:
+            raise ValueError(f"preallocate must be >= 0, got {preallocate}")
         self.name = name
         self._fd = fd
         self._fsync = fsync
+        self._step = preallocate if hasattr(os, "posix_fallocate") else 0
+        self._pos = 0  # end of what was written: the next write goes here
+        self._allocated = 0  # end of the preallocated space
 
     def append(self, data: bytes) -> None:
+        end = self._pos + len(data)
+        if self._step and end >= self._allocated:
+            self._extend(end)
         view = memoryview(data)
         while view:
-            written = os.write(self._fd, view)
+            written = os.pwrite(self._fd, view, self._pos)
+            self._pos += written
             view = view[written:]
+
+    def _extend(self, end: int) -> None:
+        """Preallocate up to the next multiple of the step strictly past ``end``."""
+        target = (end // self._step + 1) * self._step
+        try:
+            os.posix_fallocate(self._fd, self._allocated, target - self._allocated)
+        except OSError as exc:
+            if exc.errno not in _NO_PREALLOCATION:
+                raise
+            log.info("%s: cannot preallocate (%s), appending instead", self.name, exc)
+            self._step = 0
+            return
+        self._allocated = target
+        if self._fsync:
+            os.fdatasync(self._fd)  # the new size is durable before a frame lands in it
 
     def sync(self) -> None:
         if self._fsync:
             os.fdatasync(self._fd)
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        """Trim the preallocated tail (a closed journal is exactly its content), close."""
+        fd = self._fd
+        if fd < 0:
+            return
+        self._fd = -1
+        try:
+            if os.fstat(fd).st_size > self._pos:
+                os.ftruncate(fd, self._pos)
+                if self._fsync:
+                    os.fdatasync(fd)
+        except OSError as exc:  # the zero padding stays; readers cut it
+            log.warning("%s: could not trim the preallocated tail: %s", self.name, exc)
+        finally:
+            os.close(fd)
 
 
 class _FdReader:
@@ -251,6 +329,28 @@ class _FdReader:
 
     def read(self, offset: int, length: int) -> bytes:
         return os.pread(self._fd, length, offset)
+
+    def view(self) -> memoryview | None:
+        """The whole (immutable) file, memory-mapped read-only; None if it cannot be.
+
+        Point reads search blocks in place through this view instead of copying
+        them out with ``pread``. The mapping outlives ``close`` and an unlink of
+        the file; it is unmapped when the last view of it is dropped.
+        """
+        import mmap
+
+        from kvstore._accel import speedups
+
+        try:
+            size = os.fstat(self._fd).st_size
+            if size == 0:
+                return None
+            if speedups is not None and hasattr(speedups, "map_file"):
+                # no duplicate file descriptor (mmap.mmap keeps one per mapping)
+                return memoryview(speedups.map_file(self._fd, size))
+            return memoryview(mmap.mmap(self._fd, size, mmap.MAP_SHARED, mmap.PROT_READ))
+        except (OSError, ValueError):
+            return None
 
     def close(self) -> None:
         if self._fd >= 0:

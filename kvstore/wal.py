@@ -357,7 +357,7 @@ def replay(
         try:
             data = store.get(name)
             if kind == "log":  # (may read the segment again)
-                data, decoded = _decode_journal(store, name, data)
+                data, decoded = decode_journal(store, name, data)
         except FileNotFoundError:
             if tolerate_missing:
                 continue
@@ -390,7 +390,7 @@ def replay(
 LIVE_REREADS = 3
 
 
-def _decode_journal(store: ObjectStore, name: str, data: bytes) -> tuple[bytes, DecodedSegment]:
+def decode_journal(store: ObjectStore, name: str, data: bytes) -> tuple[bytes, DecodedSegment]:
     """Decode a journal segment, reading it again if it may have been read mid-write.
 
     A live journal is preallocated, so a writer's ``pwrite`` lands inside the

@@ -30,10 +30,10 @@ from kvstore import paths
 from kvstore.errors import CorruptionError
 from kvstore.format.manifest import Manifest, SstMeta
 from kvstore.format.sst import SstReader
-from kvstore.format.wal import decode_object, decode_segment
+from kvstore.format.wal import all_zero, decode_object
 from kvstore.manifest_store import ManifestStore
 from kvstore.objstore import ObjectStore
-from kvstore.wal import list_wal_ids
+from kvstore.wal import decode_journal, list_wal_ids
 
 Progress = Callable[[int, str], None]
 
@@ -340,12 +340,13 @@ class Verifier:
         self.report.bytes += len(data)
         try:
             if kind == "log":
-                decoded = decode_segment(data, where=name)
+                # a live journal may be read mid-write: decode_journal reads it again
+                data, decoded = decode_journal(self.wal_store, name, data)
                 records = decoded.records
-                if decoded.torn:
+                cut = len(data) - decoded.valid_length
+                if decoded.torn and not all_zero(data, decoded.valid_length):
                     self.report.notes.append(
-                        f"{name}: torn tail of {len(data) - decoded.valid_length} bytes "
-                        "(an unfinished write; recovery cuts it)"
+                        f"{name}: torn tail of {cut} bytes (an unfinished write; recovery cuts it)"
                     )
             else:
                 records, _fence = decode_object(data, where=name)

@@ -86,6 +86,10 @@ class _GroupCommit:
         self._last_sync_s = 0.0
         self._taken_frames = 0
         self.syncs = 0
+        # a gathering leader blocks on this lock; the append that completes its
+        # group releases it (no spinning, so the writers it waits for get the GIL)
+        self._gathering: threading.Lock | None = None
+        self._gather_want = 0
 
     @property
     def pending_bytes(self) -> int:
@@ -93,9 +97,14 @@ class _GroupCommit:
 
     def append(self, frame: bytes) -> int:
         with self._buf_lock:
-            self._pending.append(frame)
+            pending = self._pending
+            pending.append(frame)
             self._pending_bytes += len(frame)
             self._appended += len(frame)
+            gathering = self._gathering
+            if gathering is not None and len(pending) >= self._gather_want:
+                self._gathering = None
+                gathering.release()  # the leader's group is complete: sync now
             return self._appended
 
     def _take_pending(self) -> tuple[bytes, int]:
@@ -142,15 +151,25 @@ class _GroupCommit:
                 cv.notify_all()
 
     def _gather(self) -> None:
-        """Let the writers of the last group append before syncing (no wait when alone)."""
+        """Let the writers of the last group append before syncing (no wait when alone).
+
+        The leader blocks (releasing the GIL) until as many frames as its last
+        group had are buffered, or at most GATHER_FRACTION of the last sync's
+        duration.
+        """
         want = self._last_group
         if want <= 1:
             return
-        deadline = time.perf_counter() + min(
-            self._last_sync_s * self.GATHER_FRACTION, self.MAX_GATHER_S
-        )
-        while len(self._pending) < want and time.perf_counter() < deadline:
-            time.sleep(0)
+        timeout = min(self._last_sync_s * self.GATHER_FRACTION, self.MAX_GATHER_S)
+        gate = threading.Lock()
+        gate.acquire()
+        with self._buf_lock:
+            if len(self._pending) >= want:
+                return
+            self._gathering, self._gather_want = gate, want
+        gate.acquire(timeout=timeout)
+        with self._buf_lock:
+            self._gathering = None
 
     def _write_and_sync(self) -> int:
         raise NotImplementedError

@@ -36,10 +36,10 @@ import logging
 import secrets
 import threading
 import time
-from collections import Counter
-from collections.abc import Callable, Iterator
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
-from typing import Any
+from typing import Any, NoReturn
 
 from kvstore import _validate, paths
 from kvstore import readpath as rp
@@ -55,7 +55,7 @@ from kvstore.errors import (
     TransactionExpired,
 )
 from kvstore.format.manifest import Manifest, SstMeta
-from kvstore.format.sst import Entry, SstReader, build_sst
+from kvstore.format.sst import Columns, Entry, SstReader, build_sst
 from kvstore.format.wal import encode_record, fence_object
 from kvstore.ids import IdGenerator
 from kvstore.maintenance import MaintenanceMixin
@@ -74,7 +74,14 @@ log = logging.getLogger("kvstore")
 def open_sst(store: ObjectStore, meta: SstMeta, cache: BlockCache | None) -> rp.SstHandle:
     name = paths.sst_name(meta.id)
     reader = store.open_range_reader(name)
-    sst = SstReader(reader.read, meta.size, name=name, block_cache=cache)
+    view = getattr(reader, "view", None)
+    sst = SstReader(
+        reader.read,
+        meta.size,
+        name=name,
+        block_cache=cache,
+        view=view() if view is not None else None,
+    )
     if (sst.count, sst.min_seq, sst.max_seq, sst.first_key, sst.last_key) != (
         meta.count,
         meta.min_seq,
@@ -105,6 +112,8 @@ class DB(MaintenanceMixin):
         self._flush_lock = threading.Lock()
         self._manifest_lock = threading.RLock()
         self._snapshots = SeqRegistry()
+        #: open transactions that were garbage-collected, not yet forgotten
+        self._dropped: deque[tuple[int, int]] = deque()
         self._oracle = Oracle()
         self._monotonic = time.monotonic
         self._floor_seq = 0  # reads at seqs below this may miss dropped versions
@@ -118,6 +127,8 @@ class DB(MaintenanceMixin):
         self._wal_objects: list[int] = []  # object WAL ids holding data (never fences)
         self._last_fence_check = 0.0
         self._counters: Counter[str] = Counter()
+        self._write_count = 0  # commits; with _user_bytes, counted under the commit lock
+        self._user_bytes = 0  # key and value bytes committed
         # Non-durable writes check for fencing on every write where that is
         # cheap: a memory-mapped epoch cell on local disk, a dict on memory://.
         # Other stores check at most every fence_check_interval seconds.
@@ -393,7 +404,16 @@ class DB(MaintenanceMixin):
         durable: bool,
         txn: Transaction | None = None,
     ) -> int:
-        self._check_writable()
+        if self._dropped:
+            self._forget_dropped()
+        wal = self._wal
+        if (  # _check_writable() acts only when one of these is set
+            self._closed
+            or self._fenced is not None
+            or self._bg_error is not None
+            or wal._error is not None
+        ):
+            self._check_writable()
         if not durable:
             cell = self._epoch_cell
             if cell is not None:
@@ -404,58 +424,85 @@ class DB(MaintenanceMixin):
                 if now - self._last_fence_check >= self._fence_interval:
                     self._last_fence_check = now
                     self._fence_check()
-        with self._cond:
-            self._check_writable()
+        opts = self._opts
+        oracle = self._oracle
+        olock = oracle.lock
+        # Locks on this path are taken with acquire/release rather than `with`:
+        # a `with` block costs about three times as much, and a transaction
+        # commit takes four. The commit lock is the lock of self._cond.
+        lock = self._commit_lock
+        lock.acquire()
+        try:
+            if (
+                self._closed
+                or self._fenced is not None
+                or self._bg_error is not None
+                or wal._error is not None
+            ):
+                self._check_writable()
             st = self._state
-            if len(st.immutable) >= self._opts.max_immutable_memtables:
+            if len(st.immutable) >= opts.max_immutable_memtables:
                 self._stall()
                 st = self._state
-            if txn is not None:
-                self._check_transaction(txn)
+            now = self._monotonic()
+            if txn is not None:  # expired? conflict? (see kvstore.oracle)
+                if txn._serializable:
+                    key_sets: tuple[Iterable[bytes], ...] = (txn._writes, txn._locked, txn._reads)
+                    ranges = txn._ranges
+                else:
+                    key_sets, ranges = (txn._writes, txn._locked), []
+                olock.acquire()
+                try:
+                    found = oracle.check_locked(
+                        txn._id, txn.read_seq, key_sets, ranges, now, opts.transaction_ttl
+                    )
+                finally:
+                    olock.release()
+                if found is not None:
+                    self._refuse(txn, found)
             seq = self._last_seq + 1
-            lsn = self._wal.append(encode_record(seq, keys, values))
-            st.active.apply(seq, keys, values)
-            oracle = self._oracle
-            if oracle.running:  # expired transactions stop holding the window open
-                oracle.expire(self._monotonic(), self._opts.transaction_ttl)
-            with oracle.lock:  # atomic with transaction begin: see transaction()
-                if oracle.running:
-                    oracle.record_locked(seq, keys)
+            lsn = wal.append(encode_record(seq, keys, values))
+            self._user_bytes += st.active.apply(seq, keys, values)
+            self._write_count += 1
+            olock.acquire()  # atomic with transaction begin: see transaction()
+            try:
+                oracle.commit_locked(
+                    seq, keys, None if txn is None else txn._id, now, opts.transaction_ttl
+                )
                 self._last_seq = seq
-            if st.active.size >= self._opts.memtable_bytes:
+            finally:
+                olock.release()
+            if txn is not None:  # it no longer pins its snapshot either
+                txn._registered = False
+                self._snapshots.remove(txn.read_seq)
+            if st.active.size >= opts.memtable_bytes:
                 self._freeze_locked()
-        counters = self._counters
-        counters["writes"] += 1
-        counters["user_bytes"] += sum(map(len, keys)) + sum(map(len, filter(None, values)))
+        finally:
+            lock.release()
         if self._age_retention:
             self._sample_seq_time(seq, self._clock())
-        if len(self._state.l0) >= self._opts.l0_slowdown_ssts and self._opts.background_compaction:
+        if opts.background_compaction and len(self._state.l0) >= opts.l0_slowdown_ssts:
             self._counters["write_slowdowns"] += 1
             time.sleep(0.001)  # let compaction catch up before writers must stop
         if durable:
-            self._wal.sync(lsn)
-        elif self._wal.pending_bytes >= self._opts.wal_buffer_bytes:
-            self._wal.write_out()
-        if not self._opts.background_flush and self._state.immutable:
+            wal.sync(lsn)
+        elif wal.pending_bytes >= opts.wal_buffer_bytes:
+            wal.write_out()
+        if not opts.background_flush and self._state.immutable:
             self._flush_pending()
         return seq
 
-    def _check_transaction(self, txn: Transaction) -> None:
-        """Conflict and expiry check; caller holds the commit lock."""
-        oracle = self._oracle
-        oracle.expire(self._monotonic(), self._opts.transaction_ttl)
-        if oracle.is_expired(txn._id):
+    def _refuse(self, txn: Transaction, found: bool | bytes) -> NoReturn:
+        """Raise what :meth:`Oracle.check_locked` found: expiry (True) or a conflict key."""
+        if found is True:
             raise TransactionExpired(
                 f"transaction ran longer than transaction_ttl={self._opts.transaction_ttl}s"
             )
-        ranges = txn._ranges if txn._serializable else ()
-        key = oracle.conflicts_with(txn.read_seq, txn._conflict_keys(), ranges)
-        if key is not None:
-            self._counters["conflicts"] += 1
-            raise TransactionConflict(
-                f"{txn.isolation.name} transaction (read seq {txn.read_seq}) conflicts on key "
-                f"{key!r}, written by a transaction that committed after it began; retry it"
-            )
+        self._counters["conflicts"] += 1
+        raise TransactionConflict(
+            f"{txn.isolation.name} transaction (read seq {txn.read_seq}) conflicts on key "
+            f"{found!r}, written by a transaction that committed after it began; retry it"
+        )
 
     def _stall(self) -> None:
         """Wait (commit lock held via the condition) until a frozen memtable is flushed."""
@@ -492,7 +539,7 @@ class DB(MaintenanceMixin):
     ) -> rp.SstHandle:
         return self._write_entries(mt.flush_entries(snapshot_seqs, watermark))
 
-    def _write_entries(self, entries: list[Entry]) -> rp.SstHandle:
+    def _write_entries(self, entries: list[Entry] | Columns) -> rp.SstHandle:
         o = self._opts
         data, summary = build_sst(
             entries,
@@ -676,25 +723,57 @@ class DB(MaintenanceMixin):
 
     def transaction(self, isolation: Isolation = Isolation.SNAPSHOT) -> Transaction:
         """Begin an optimistic transaction at ``isolation`` (see :mod:`kvstore.txn`)."""
-        self._check_open()
+        if self._closed:
+            raise ClosedError("the database is closed")
         if not isinstance(isolation, Isolation):
             raise TypeError(
                 f"isolation must be a kvstore.Isolation, not {type(isolation).__name__}"
             )
+        if self._dropped:
+            self._forget_dropped()
         oracle = self._oracle
         now = self._monotonic()
-        oracle.expire(now, self._opts.transaction_ttl)
-        with self._snapshots.lock, oracle.lock:
-            # last_seq is published under oracle.lock together with the oracle
-            # record, so every commit after read_seq is visible to the check.
-            read_seq = self._last_seq
-            txn_id = oracle.begin(read_seq, now)
-            self._snapshots.add(read_seq)
+        snapshots = self._snapshots
+        slock = snapshots.lock
+        olock = oracle.lock
+        slock.acquire()  # acquire/release, not `with`: see _commit
+        try:
+            olock.acquire()
+            try:
+                # last_seq is published under oracle.lock together with the oracle
+                # record, so every commit after read_seq is visible to the check.
+                read_seq = self._last_seq
+                txn_id = oracle.begin_locked(read_seq, now, self._opts.transaction_ttl)
+            finally:
+                olock.release()
+            snapshots.add(read_seq)
+        finally:
+            slock.release()
         return Transaction(self, isolation, txn_id, read_seq)
 
     def _end_transaction(self, txn_id: int, read_seq: int) -> None:
+        """Forget a transaction that ended without committing a write."""
         self._oracle.end(txn_id)
         self._snapshots.remove(read_seq)
+
+    def _transaction_dropped(self, txn_id: int, read_seq: int) -> None:
+        """An open transaction was garbage-collected (``Transaction.__del__``).
+
+        The collector may run inside any allocation, also while this thread
+        holds the oracle or snapshot lock, so nothing is locked here: the
+        transaction is queued (``deque.append`` is atomic) and forgotten by
+        the next begin, commit, ``stats()`` or ``close()``.
+        """
+        self._dropped.append((txn_id, read_seq))
+
+    def _forget_dropped(self) -> None:
+        dropped = self._dropped
+        while dropped:
+            try:
+                txn_id, read_seq = dropped.popleft()
+            except IndexError:  # another thread took the last one
+                return
+            self._end_transaction(txn_id, read_seq)
 
     @property
     def last_seq(self) -> int:
@@ -727,6 +806,8 @@ class DB(MaintenanceMixin):
     def stats(self) -> dict[str, Any]:
         """Counters and sizes: memtables, levels, cache, WAL, flushes, stalls."""
         self._check_open()
+        if self._dropped:
+            self._forget_dropped()
         st = self._state
         cache = self._cache
         lookups = cache.hits + cache.misses
@@ -748,7 +829,7 @@ class DB(MaintenanceMixin):
             "block_cache_hit_rate": (cache.hits / lookups) if lookups else 0.0,
             "wal_syncs": self._wal.syncs,
             "open_snapshots": len(self._snapshots),
-            "writes": self._counters["writes"],
+            "writes": self._write_count,
             "flushes": self._counters["flushes"],
             "flushed_bytes": self._counters["flushed_bytes"],
             "flush_errors": self._counters["flush_errors"],
@@ -759,7 +840,7 @@ class DB(MaintenanceMixin):
             "read_amplification": 1 + len(st.immutable) + len(st.l0) + len(st.runs),
             "write_amplification": self._write_amplification(),
             "space_amplification": self._space_amplification(st),
-            "user_bytes_written": self._counters["user_bytes"],
+            "user_bytes_written": self._user_bytes,
             "wal_bytes_written": self._wal._appended,
             "retention_watermark": self.retention_watermark,
             "oldest_readable_seq": self._floor_seq,
@@ -789,7 +870,7 @@ class DB(MaintenanceMixin):
 
     def _write_amplification(self) -> float:
         """Bytes written to storage (WAL, flushes, compactions) per byte the user wrote."""
-        user = self._counters["user_bytes"]
+        user = self._user_bytes
         if not user:
             return 0.0
         c = self._counters

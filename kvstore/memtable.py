@@ -4,11 +4,12 @@ Layout: a dict ``key -> (seq, value)`` for a key with one version, or
 ``key -> [(seq, value), ...]`` (commit order, newest last) once it has
 several, plus a sorted index of the distinct keys. Plain tuples of ints and
 bytes are untracked by CPython's cyclic GC, so a large memtable of mostly
-single-version keys adds almost nothing to collection pauses. Point reads are
-one dict lookup. The sorted index is maintained lazily: new keys go to an
-unsorted list, and the first scan after some writes merges them into a
-:class:`SortedList`; a flush that finds no scan happened sorts the keys once
-(Timsort, in C). A write-heavy load therefore never pays for a sorted insert.
+single-version keys adds almost nothing to collection pauses. Point reads
+(:meth:`Memtable.value`) are one dict lookup. The sorted index is maintained
+lazily: new keys go to an unsorted list, and the first scan after some writes
+merges them into a :class:`SortedList`; a flush that finds no scan happened
+sorts the keys once (Timsort, in C). A write-heavy load therefore never pays
+for a sorted insert.
 
 Writers apply under the database's commit lock, so versions of a key are
 appended in increasing seq order. Readers take no lock for point reads; range
@@ -22,16 +23,16 @@ bytes plus a fixed Python overhead, so ``memtable_bytes`` bounds real memory.
 
 from __future__ import annotations
 
+import enum
 import threading
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from itertools import repeat
 from operator import itemgetter
 
 from sortedcontainers import SortedList
 
-from kvstore.format.sst import Entry
-from kvstore.iterators import retain
+from kvstore.format.sst import Columns, Entry
 
 ENTRY_OVERHEAD = 270  # dict slot, version list, tuple, int and bytes headers
 VERSION_OVERHEAD = 150
@@ -43,8 +44,46 @@ Version = tuple[int, "bytes | None"]
 _seq_of = itemgetter(0)
 
 
+class Absent(enum.Enum):
+    """The type of :data:`ABSENT`."""
+
+    ABSENT = "absent"
+
+
+#: :meth:`Memtable.value` found no version (None would be a tombstone)
+ABSENT = Absent.ABSENT
+
+
 def _newest_first(vs: Version | list[Version]) -> list[Version] | tuple[Version]:
     return (vs,) if type(vs) is tuple else vs[::-1]  # type: ignore[return-value]
+
+
+def _retained(
+    key: bytes, vs: list[Version], snapshot_seqs: list[int], watermark: int | None
+) -> list[Entry]:
+    """:func:`kvstore.iterators.retain` of one key's versions (``vs`` ascending by seq),
+    newest first, without visiting every version.
+
+    Version ``i`` is visible to reads in ``[seq_i, seq_i+1)``. Besides the
+    newest, it is kept when that interval reaches above ``watermark``
+    (``seq_i+1 > watermark``: every ``i`` from the first version above the
+    watermark, minus one) or holds a snapshot (for each snapshot ``s`` in
+    ``[seq_0, seq_newest)``, the newest version at or below ``s``). So a key
+    rewritten many times costs O(log versions) per snapshot, not O(versions).
+    """
+    newest = len(vs) - 1
+    kept: set[int] = set()
+    if watermark is not None:
+        kept.update(range(max(bisect_right(vs, watermark, key=_seq_of) - 1, 0), newest))
+    if snapshot_seqs:
+        lo = bisect_left(snapshot_seqs, vs[0][0])
+        hi = bisect_left(snapshot_seqs, vs[newest][0], lo)
+        for s in snapshot_seqs[lo:hi]:
+            kept.add(bisect_right(vs, s, key=_seq_of) - 1)
+    seq, value = vs[newest]
+    if not kept:
+        return [(key, seq, value)]
+    return [(key, seq, value), *((key, *vs[i]) for i in sorted(kept, reverse=True))]
 
 
 class Memtable:
@@ -62,34 +101,36 @@ class Memtable:
     def __len__(self) -> int:
         return len(self._versions)
 
-    def apply(self, seq: int, keys: list[bytes], values: list[bytes | None]) -> None:
-        """Add one write (keys unique within it). Caller holds the commit lock."""
+    def apply(self, seq: int, keys: list[bytes], values: list[bytes | None]) -> int:
+        """Add one write (keys unique within it). Caller holds the commit lock.
+
+        Returns the key and value bytes written (without the overhead charged to
+        :attr:`size`).
+        """
         versions = self._versions
         if len(keys) > 8 and versions.keys().isdisjoint(keys):
             # bulk path: a batch of keys new to this memtable
             versions.update(zip(keys, zip(repeat(seq), values)))
             new_keys = keys
-            added = (
-                sum(map(len, keys))
-                + sum(map(len, filter(None, values)))
-                + ENTRY_OVERHEAD * len(keys)
-            )
+            written = sum(map(len, keys)) + sum(map(len, filter(None, values)))
+            added = written + ENTRY_OVERHEAD * len(keys)
         else:
             new_keys = []
-            added = 0
+            written = added = 0
             for key, value in zip(keys, values):
-                vlen = 0 if value is None else len(value)
+                n = len(key) if value is None else len(key) + len(value)
+                written += n
                 existing = versions.get(key)
                 if existing is None:
                     versions[key] = (seq, value)
                     new_keys.append(key)
-                    added += len(key) + vlen + ENTRY_OVERHEAD
+                    added += n + ENTRY_OVERHEAD
                 elif type(existing) is tuple:
                     versions[key] = [existing, (seq, value)]
-                    added += vlen + VERSION_OVERHEAD
+                    added += n - len(key) + VERSION_OVERHEAD
                 else:
                     existing.append((seq, value))  # type: ignore[union-attr]
-                    added += vlen + VERSION_OVERHEAD
+                    added += n - len(key) + VERSION_OVERHEAD
         if new_keys:
             with self._lock:
                 self._unsorted.extend(new_keys)
@@ -98,19 +139,22 @@ class Memtable:
         if not self.min_seq:
             self.min_seq = seq
         self.max_seq = seq
+        return written
 
-    def get(self, key: bytes, read_seq: int) -> Entry | None:
+    def value(self, key: bytes, read_seq: int) -> bytes | Absent | None:
+        """The value of ``key`` as of ``read_seq`` (None: a tombstone), or
+        :data:`ABSENT` when no version of it at or below ``read_seq`` is here."""
         vs = self._versions.get(key)
         if vs is None:
-            return None
+            return ABSENT
         if isinstance(vs, tuple):
-            return (key, vs[0], vs[1]) if vs[0] <= read_seq else None
+            return vs[1] if vs[0] <= read_seq else ABSENT
+        newest = vs[-1]
+        if newest[0] <= read_seq:  # the common case: a read at or after the last write
+            return newest[1]
         # versions ascend by seq: binary search, so an old read costs log(versions)
         i = bisect_right(vs, read_seq, key=_seq_of) - 1
-        if i < 0:
-            return None
-        seq, value = vs[i]
-        return (key, seq, value)
+        return vs[i][1] if i >= 0 else ABSENT
 
     def _index(self) -> SortedList:
         """The sorted key index, brought up to date. Caller holds ``_lock``."""
@@ -158,7 +202,9 @@ class Memtable:
                     yield (key, seq, value)
             cur = chunk[0]
 
-    def flush_entries(self, snapshot_seqs: list[int], watermark: int | None = None) -> list[Entry]:
+    def flush_entries(
+        self, snapshot_seqs: list[int], watermark: int | None = None
+    ) -> list[Entry] | Columns:
         """The entries to write to an SST, in internal order (key asc, seq desc).
 
         Keeps the newest version of each key and the older versions some
@@ -169,7 +215,8 @@ class Memtable:
             keys = list(self._keys) if not self._unsorted else sorted(self._versions)
         versions = self._versions
         if self.entries == len(versions):  # one version per key: the common case
-            return [(k, *versions[k]) for k in keys]
+            only = [versions[k] for k in keys]
+            return Columns(keys, [v[0] for v in only], [v[1] for v in only])  # type: ignore[misc]
         out: list[Entry] = []
         append = out.append
         for key in keys:
@@ -177,11 +224,7 @@ class Memtable:
             if type(vs) is tuple:
                 append((key, *vs))
             else:
-                out.extend(
-                    retain(
-                        ((key, seq, v) for seq, v in _newest_first(vs)), snapshot_seqs, watermark
-                    )
-                )
+                out.extend(_retained(key, vs, snapshot_seqs, watermark))  # type: ignore[arg-type]
         return out
 
     def _check(self) -> None:

@@ -8,13 +8,14 @@ and apply visibility (see :mod:`kvstore.iterators`).
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from kvstore.format.manifest import SstMeta
 from kvstore.format.sst import Entry, SstReader
 from kvstore.iterators import merge, visible, visible_slices
-from kvstore.memtable import Memtable
+from kvstore.memtable import ABSENT, Memtable
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,8 +34,6 @@ class SortedRun:
         return cls(ssts, tuple(h.meta.last_key for h in ssts))
 
     def find(self, key: bytes) -> SstHandle | None:
-        from bisect import bisect_left
-
         i = bisect_left(self.last_keys, key)
         if i < len(self.ssts) and self.ssts[i].meta.first_key <= key:
             return self.ssts[i]
@@ -69,25 +68,24 @@ class State:
 
 
 def get(state: State, key: bytes, read_seq: int) -> bytes | None:
-    e = state.active.get(key, read_seq)
-    if e is None:
-        for mt in state.immutable:
-            e = mt.get(key, read_seq)
+    v = state.active.value(key, read_seq)
+    if v is not ABSENT:
+        return v
+    for mt in state.immutable:
+        v = mt.value(key, read_seq)
+        if v is not ABSENT:
+            return v
+    for h in state.l0:
+        e = h.reader.get(key, read_seq)
+        if e is not None:
+            return e[2]
+    for run in state.runs:
+        found = run.find(key)
+        if found is not None:
+            e = found.reader.get(key, read_seq)
             if e is not None:
-                break
-        else:
-            for h in state.l0:
-                e = h.reader.get(key, read_seq)
-                if e is not None:
-                    break
-            else:
-                for run in state.runs:
-                    found = run.find(key)
-                    if found is not None:
-                        e = found.reader.get(key, read_seq)
-                        if e is not None:
-                            break
-    return None if e is None else e[2]
+                return e[2]
+    return None
 
 
 def _overlaps(meta: SstMeta, start: bytes | None, end: bytes | None) -> bool:

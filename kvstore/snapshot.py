@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import threading
 import weakref
-from collections import Counter
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -23,20 +22,29 @@ if TYPE_CHECKING:
 
 
 class SeqRegistry:
-    """Sequence numbers pinned by open snapshots (a multiset)."""
+    """Sequence numbers pinned by open snapshots (a multiset: seq -> count > 0)."""
 
     def __init__(self) -> None:
-        self._counts: Counter[int] = Counter()
+        self._counts: dict[int, int] = {}
         self.lock = threading.Lock()
 
     def add(self, seq: int) -> None:
-        self._counts[seq] += 1
+        """Pin ``seq``; caller holds :attr:`lock`."""
+        counts = self._counts
+        counts[seq] = counts.get(seq, 0) + 1
 
     def remove(self, seq: int) -> None:
-        with self.lock:
-            self._counts[seq] -= 1
-            if self._counts[seq] <= 0:
-                del self._counts[seq]
+        counts = self._counts
+        lock = self.lock
+        lock.acquire()  # not `with`: this runs once per transaction (see DB._commit)
+        try:
+            n = counts.get(seq, 0) - 1
+            if n > 0:
+                counts[seq] = n
+            else:
+                counts.pop(seq, None)
+        finally:
+            lock.release()
 
     def seqs(self) -> list[int]:
         return sorted(self._counts)

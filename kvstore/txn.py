@@ -33,13 +33,13 @@ commit or rollback every call raises :class:`~kvstore.errors.ClosedError`.
 from __future__ import annotations
 
 import enum
-import weakref
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from kvstore import _validate
 from kvstore import readpath as rp
 from kvstore.errors import ClosedError
+from kvstore.format.sst import MAX_KEY_LEN
 
 if TYPE_CHECKING:
     from kvstore.db import DB
@@ -55,21 +55,64 @@ class Isolation(enum.Enum):
     SERIALIZABLE = "serializable"
 
 
+#: what a transaction that never called get_for_update has locked (shared, so no set per txn)
+_NONE_LOCKED: frozenset[bytes] = frozenset()
+
+
 class Transaction:
-    """An optimistic transaction; create with :meth:`kvstore.DB.transaction`."""
+    """An optimistic transaction; create with :meth:`kvstore.DB.transaction`.
+
+    While it runs, a transaction is registered with the database: the oracle
+    keeps the commits it may conflict with, and its ``read_seq`` is pinned so
+    flushes and compactions keep the versions it reads. It leaves both
+    exactly once: in the commit step that publishes its write, or when it
+    ends any other way (read-only commit, failed commit, rollback), or, for a
+    transaction dropped while open, when it is garbage-collected
+    (:meth:`__del__`).
+    """
+
+    __slots__ = (
+        "__weakref__",
+        "_db",
+        "_id",
+        "_locked",
+        "_ranges",
+        "_reads",
+        "_registered",
+        "_serializable",
+        "_status",
+        "_writes",
+        "isolation",
+        "read_seq",
+    )
 
     def __init__(self, db: DB, isolation: Isolation, txn_id: int, read_seq: int) -> None:
         self._db = db
         self.isolation = isolation
         self.read_seq = read_seq
         self._id = txn_id
+        self._registered = True  # in the oracle and pinning read_seq: see _unregister
         self._writes: dict[bytes, bytes | None] = {}
-        self._locked: set[bytes] = set()
+        self._locked: set[bytes] | frozenset[bytes] = _NONE_LOCKED  # see get_for_update
         self._serializable = isolation is Isolation.SERIALIZABLE
         self._reads: set[bytes] = set()
         self._ranges: list[tuple[bytes | None, bytes | None]] = []
         self._status = "open"
-        self._finalizer = weakref.finalize(self, db._end_transaction, txn_id, read_seq)
+
+    def _unregister(self) -> None:
+        if self._registered:
+            self._registered = False
+            self._db._end_transaction(self._id, self.read_seq)
+
+    def __del__(self) -> None:
+        # dropped while open: the oracle must not keep its window open forever
+        try:
+            registered = self._registered
+        except AttributeError:  # __init__ never ran
+            return
+        if registered:
+            self._registered = False
+            self._db._transaction_dropped(self._id, self.read_seq)
 
     # -- state ------------------------------------------------------------
     @property
@@ -85,19 +128,24 @@ class Transaction:
     # -- reads ----------------------------------------------------------------
     def get(self, key: bytes) -> bytes | None:
         """The value as of ``read_seq``, or this transaction's own write."""
-        self._check()
-        k = _validate.key(key)
-        if k in self._writes:
-            return self._writes[k]
+        if self._status != "open" or self._db._closed:
+            self._check()
+        if type(key) is not bytes or not key or len(key) > MAX_KEY_LEN:
+            key = _validate.key(key)
+        writes = self._writes
+        if key in writes:
+            return writes[key]
         if self._serializable:
-            self._reads.add(k)
-        return rp.get(self._db._state, k, self.read_seq)
+            self._reads.add(key)
+        return rp.get(self._db._state, key, self.read_seq)
 
     def get_for_update(self, key: bytes) -> bytes | None:
         """Read ``key`` and make a concurrent write to it a conflict, even under SNAPSHOT."""
         self._check()
         k = _validate.key(key)
-        self._locked.add(k)
+        locked = self._locked if isinstance(self._locked, set) else set()
+        locked.add(k)
+        self._locked = locked
         if k in self._writes:
             return self._writes[k]
         return rp.get(self._db._state, k, self.read_seq)
@@ -132,10 +180,16 @@ class Transaction:
 
     # -- writes -------------------------------------------------------------------
     def put(self, key: bytes, value: bytes) -> None:
-        self._check()
-        k = _validate.key(key)
-        self._writes.pop(k, None)
-        self._writes[k] = _validate.value(value)
+        if self._status != "open" or self._db._closed:
+            self._check()
+        if type(key) is not bytes or not key or len(key) > MAX_KEY_LEN:
+            key = _validate.key(key)
+        if type(value) is not bytes:
+            value = _validate.value(value)
+        writes = self._writes
+        if key in writes:
+            del writes[key]  # the latest operation on a key goes last
+        writes[key] = value
 
     def delete(self, key: bytes) -> None:
         self._check()
@@ -151,33 +205,29 @@ class Transaction:
         transaction becomes visible; retry it) or
         :class:`~kvstore.errors.TransactionExpired`.
         """
-        self._check()
-        _validate.flag(durable, "durable")
+        if self._status != "open" or self._db._closed:
+            self._check()
+        if durable is not True and durable is not False:
+            _validate.flag(durable, "durable")
         outcome = "rolled back"
         try:
-            if not self._writes:
+            writes = self._writes
+            if not writes:
                 outcome = "committed"
                 return None
-            seq = self._db._commit(
-                list(self._writes), list(self._writes.values()), durable, txn=self
-            )
+            seq = self._db._commit(list(writes), list(writes.values()), durable, self)
             outcome = "committed"
             return seq
         finally:
             self._status = outcome
-            self._finalizer()
+            if self._registered:  # else the commit step already unregistered it
+                self._unregister()
 
     def rollback(self) -> None:
         """Discard the transaction's writes. Idempotent after commit or rollback."""
         if self._status == "open":
             self._status = "rolled back"
-            self._finalizer()
-
-    def _conflict_keys(self) -> Iterator[bytes]:
-        yield from self._writes
-        yield from self._locked
-        if self._serializable:
-            yield from self._reads
+            self._unregister()
 
     def __enter__(self) -> Transaction:
         return self

@@ -868,6 +868,85 @@ static PyObject *bloom_build(PyObject *self, PyObject *args) {
 }
 
 
+
+/* ------------------------------------------------------------------------ */
+/* WAL frames (kvstore/format/wal.py)                                       */
+/* ------------------------------------------------------------------------ */
+
+PyDoc_STRVAR(wal_frame_doc,
+"wal_frame(seq, keys, values) -> bytes\n\n"
+"One complete WAL frame (header + payload) for a write: equal to\n"
+"kvstore.format.wal.encode_record_py. Keys bytes, values bytes or None (delete).");
+
+static PyObject *wal_frame(PyObject *self, PyObject *args) {
+    unsigned long long seq;
+    PyObject *key_arg, *value_arg;
+    if (!PyArg_ParseTuple(args, "O&OO", u64_conv, &seq, &key_arg, &value_arg)) return NULL;
+    PyObject *keys = PySequence_Fast(key_arg, "keys must be a sequence");
+    if (!keys) return NULL;
+    PyObject *values = PySequence_Fast(value_arg, "values must be a sequence");
+    if (!values) {
+        Py_DECREF(keys);
+        return NULL;
+    }
+    PyObject *res = NULL;
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(keys);
+    if (PySequence_Fast_GET_SIZE(values) != n || n > 0xFFFFFFFFLL) {
+        PyErr_SetString(PyExc_ValueError, "keys and values must have the same length");
+        goto done;
+    }
+    PyObject **kv = PySequence_Fast_ITEMS(keys), **vv = PySequence_Fast_ITEMS(values);
+    uint64_t payload = 12 + 9 * (uint64_t)n;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!PyBytes_Check(kv[i]) || (vv[i] != Py_None && !PyBytes_Check(vv[i]))) {
+            PyErr_SetString(PyExc_TypeError, "keys must be bytes and values bytes or None");
+            goto done;
+        }
+        uint64_t kl = (uint64_t)PyBytes_GET_SIZE(kv[i]);
+        uint64_t vl = vv[i] == Py_None ? 0 : (uint64_t)PyBytes_GET_SIZE(vv[i]);
+        if (kl > 0xFFFFFFFFull || vl > 0xFFFFFFFFull) {
+            PyErr_SetString(PyExc_ValueError, "a key or value exceeds 4 GiB");
+            goto done;
+        }
+        payload += kl + vl;
+    }
+    if (payload >= (1ull << 31)) {
+        PyErr_Format(PyExc_ValueError, "write of %llu bytes exceeds the WAL frame limit",
+                     (unsigned long long)payload);
+        goto done;
+    }
+    res = PyBytes_FromStringAndSize(NULL, (Py_ssize_t)(12 + payload));
+    if (!res) goto done;
+    unsigned char *f = (unsigned char *)PyBytes_AS_STRING(res);
+    unsigned char *p = f + 12;
+    wr64(p, seq);
+    wr32(p + 8, (uint32_t)n);
+    unsigned char *kinds = p + 12, *klens = kinds + n, *vlens = klens + 4 * n;
+    unsigned char *out = vlens + 4 * n;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t kl = PyBytes_GET_SIZE(kv[i]);
+        kinds[i] = vv[i] == Py_None ? 0 : 1;
+        wr32(klens + 4 * i, (uint32_t)kl);
+        memcpy(out, PyBytes_AS_STRING(kv[i]), (size_t)kl);
+        out += kl;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_ssize_t vl = vv[i] == Py_None ? 0 : PyBytes_GET_SIZE(vv[i]);
+        wr32(vlens + 4 * i, (uint32_t)vl);
+        if (vl) memcpy(out, PyBytes_AS_STRING(vv[i]), (size_t)vl);
+        out += vl;
+    }
+    unsigned char lenb[4];
+    wr32(lenb, (uint32_t)payload);
+    wr32(f, (uint32_t)payload);
+    wr32(f + 4, crc32c_buf(lenb, 4));
+    wr32(f + 8, crc32c_buf(p, (size_t)payload));
+done:
+    Py_DECREF(keys);
+    Py_DECREF(values);
+    return res;
+}
+
 /* ------------------------------------------------------------------------ */
 /* read-only file mappings without a duplicated file descriptor            */
 /* ------------------------------------------------------------------------ */
@@ -939,6 +1018,7 @@ static PyMethodDef methods[] = {
     {"stored_find", stored_find, METH_VARARGS, stored_find_doc},
     {"stored_decode", stored_decode, METH_VARARGS, stored_decode_doc},
     {"crc32c", py_crc32c, METH_O, crc32c_doc},
+    {"wal_frame", wal_frame, METH_VARARGS, wal_frame_doc},
 #ifdef HAVE_MAP_FILE
     {"map_file", map_file, METH_VARARGS, map_file_doc},
 #endif

@@ -486,7 +486,7 @@ class DB(MaintenanceMixin):
             time.sleep(0.001)  # let compaction catch up before writers must stop
         if durable:
             wal.sync(lsn)
-        elif wal.pending_bytes >= opts.wal_buffer_bytes:
+        elif wal._pending_bytes >= opts.wal_buffer_bytes:
             wal.write_out()
         if not opts.background_flush and self._state.immutable:
             self._flush_pending()

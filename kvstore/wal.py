@@ -190,10 +190,6 @@ class JournalWal(_GroupCommit):
         journal.append(segment_header())  # synced with the first frames
         return journal
 
-    def append(self, frame: bytes) -> int:
-        lsn = super().append(frame)
-        return lsn
-
     def write_out(self) -> None:
         """Hand buffered frames to the OS (no fsync): survives a process kill."""
         self._raise_if_failed()

@@ -1403,3 +1403,33 @@ def test_map_file_bad_arguments(tmp_path: Path) -> None:
         os.close(fd)
     with pytest.raises(OSError):
         C.map_file(fd, 10)  # closed descriptor
+
+
+@requires_c
+@examples(200)
+@given(
+    st.integers(0, MAX_SEQ),
+    st.lists(st.tuples(st.binary(max_size=12), st.none() | st.binary(max_size=40)), max_size=20),
+)
+def test_wal_frame_matches_python(seq: int, ops: list[tuple[bytes, bytes | None]]) -> None:
+    from kvstore.format.wal import decode_frames, encode_record_py
+
+    keys = [k for k, _ in ops]
+    values = [v for _, v in ops]
+    frame = C.wal_frame(seq, keys, values)
+    assert frame == encode_record_py(seq, keys, values)
+    assert C.wal_frame(seq, tuple(keys), tuple(values)) == frame
+    (record,) = decode_frames(frame).records
+    assert (record.seq, record.keys, record.values) == (seq, keys, values)
+
+
+@requires_c
+def test_wal_frame_rejects_bad_input() -> None:
+    with pytest.raises(TypeError):
+        C.wal_frame(1, ["not bytes"], [b"v"])
+    with pytest.raises(TypeError):
+        C.wal_frame(1, [b"k"], ["not bytes"])
+    with pytest.raises(ValueError):
+        C.wal_frame(1, [b"k"], [])
+    with pytest.raises(OverflowError):
+        C.wal_frame(-1, [b"k"], [b"v"])

@@ -72,6 +72,7 @@ from itertools import accumulate
 
 from crc32c import crc32c
 
+from kvstore._accel import speedups as _c
 from kvstore.errors import CorruptionError
 
 HEADER = struct.Struct("<III")
@@ -95,6 +96,13 @@ class WalRecord:
 
 def encode_record(seq: int, keys: list[bytes], values: list[bytes | None]) -> bytes:
     """Encode one write as a complete frame (header + payload)."""
+    if _c is not None:
+        return _c.wal_frame(seq, keys, values)
+    return encode_record_py(seq, keys, values)
+
+
+def encode_record_py(seq: int, keys: list[bytes], values: list[bytes | None]) -> bytes:
+    """The pure-Python :func:`encode_record` (the C one must match it byte for byte)."""
     n = len(keys)
     kinds = bytes(PUT if v is not None else DELETE for v in values)
     vals = [v if v is not None else b"" for v in values]

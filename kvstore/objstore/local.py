@@ -44,6 +44,7 @@ import errno
 import logging
 import os
 import secrets
+import struct
 import threading
 
 from kvstore.objstore.base import Journal, RangeReader, check_name
@@ -51,6 +52,7 @@ from kvstore.objstore.base import Journal, RangeReader, check_name
 log = logging.getLogger("kvstore.objstore")
 
 _TMP_PREFIX = ".tmp-"
+_U64 = struct.Struct("<Q")
 
 #: journals are preallocated in steps of this many bytes (0: never). Each step
 #: costs one extra fdatasync (a few thousand small commits apart); a reader of a
@@ -249,7 +251,7 @@ class EpochCell:
             os.close(fd)
 
     def read(self) -> int:
-        return int.from_bytes(self._map[:8], "little")
+        return _U64.unpack_from(self._map)[0]
 
     def raise_to(self, value: int) -> None:
         if value > self.read():

@@ -665,6 +665,55 @@ static PyObject *block_encode(PyObject *self, PyObject *args) {
     return res;
 }
 
+
+PyDoc_STRVAR(sst_stats_doc,
+"sst_stats(keys, seqs, values) -> (tombstones, min_seq, max_seq, has_versions)\n\n"
+"Check that SST entries are in internal order (key ascending, seq descending\n"
+"within a key) with keys of at most 65535 bytes, and summarize them; ValueError\n"
+"with build_sst's messages otherwise. has_versions: some key appears twice.");
+
+static PyObject *sst_stats(PyObject *self, PyObject *args) {
+    PyObject *keys, *seqf, *values;
+    if (get_columns(args, &keys, &seqf, &values, NULL) < 0) return NULL;
+    PyObject **kv = PySequence_Fast_ITEMS(keys), **sv = PySequence_Fast_ITEMS(seqf),
+             **vv = PySequence_Fast_ITEMS(values);
+    Py_ssize_t n = PyList_GET_SIZE(keys);
+    PyObject *res = NULL;
+    unsigned long long tombstones = 0, lo = ~0ull, hi = 0, prev_seq = 0;
+    int versions = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!PyBytes_Check(kv[i]) || (vv[i] != Py_None && !PyBytes_Check(vv[i]))) {
+            PyErr_SetString(PyExc_TypeError, "SST keys must be bytes and values bytes or None");
+            goto done;
+        }
+        if (PyBytes_GET_SIZE(kv[i]) > 0xFFFF) {
+            fail("a key exceeds 65535 bytes");
+            goto done;
+        }
+        unsigned long long seq = PyLong_AsUnsignedLongLong(sv[i]);
+        if (seq == (unsigned long long)-1 && PyErr_Occurred()) goto done;
+        if (i > 0) {
+            int c = keycmp((const unsigned char *)PyBytes_AS_STRING(kv[i - 1]),
+                           (uint64_t)PyBytes_GET_SIZE(kv[i - 1]),
+                           (const unsigned char *)PyBytes_AS_STRING(kv[i]),
+                           (uint64_t)PyBytes_GET_SIZE(kv[i]));
+            if (c > 0 || (c == 0 && seq >= prev_seq)) {
+                fail("SST entries must be sorted by key asc, seq desc");
+                goto done;
+            }
+            if (c == 0) versions = 1;
+        }
+        prev_seq = seq;
+        if (seq < lo) lo = seq;
+        if (seq > hi) hi = seq;
+        if (vv[i] == Py_None) tombstones++;
+    }
+    res = Py_BuildValue("(KKKO)", tombstones, lo, hi, versions ? Py_True : Py_False);
+done:
+    Py_DECREF(seqf);
+    return res;
+}
+
 PyDoc_STRVAR(build_blocks_doc,
 "build_blocks(keys, seqs, values, block_bytes) -> (blocks: list[bytes], starts: list[int])\n\n"
 "Cut sorted entries into data blocks as build_sst does (a block ends with the entry\n"
@@ -1025,6 +1074,7 @@ static PyMethodDef methods[] = {
     {"_crc32c_sw", py_crc32c_sw, METH_O, "crc32c by table only (tests: the path without SSE4.2)."},
     {"block_encode", block_encode, METH_VARARGS, block_encode_doc},
     {"build_blocks", build_blocks, METH_VARARGS, build_blocks_doc},
+    {"sst_stats", sst_stats, METH_VARARGS, sst_stats_doc},
     {"hash64", hash64, METH_O, hash64_doc},
     {"bloom_may_contain", bloom_may_contain, METH_VARARGS, bloom_may_contain_doc},
     {"bloom_build", bloom_build, METH_VARARGS, bloom_build_doc},

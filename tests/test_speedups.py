@@ -1433,3 +1433,24 @@ def test_wal_frame_rejects_bad_input() -> None:
         C.wal_frame(1, [b"k"], [])
     with pytest.raises(OverflowError):
         C.wal_frame(-1, [b"k"], [b"v"])
+
+
+@requires_c
+@pytest.mark.parametrize(
+    ("entries", "message"),
+    [
+        ([(b"b", 1, b"x"), (b"a", 2, b"y")], "sorted"),
+        ([(b"a", 1, b"x"), (b"a", 2, b"y")], "sorted"),  # versions of a key: seq ascending
+        ([(b"a", 2, b"x"), (b"a", 2, b"y")], "sorted"),  # the same seq twice
+        ([(b"k" * 65536, 1, b"x")], "exceeds"),
+    ],
+)
+def test_build_sst_rejects_what_python_rejects(entries: list[Entry], message: str) -> None:
+    with pytest.raises(ValueError, match=message) as fast:
+        build_sst(entries)
+    with pure_python(), pytest.raises(ValueError, match=message) as slow:
+        build_sst(entries)
+    assert str(fast.value) == str(slow.value)
+    tombs = [(b"a", 9, None), (b"a", 3, b"v"), (b"b", 5, None), (b"c", 1, b"")]
+    k, s, v = columns(tombs)
+    assert C.sst_stats(k, s, v) == (2, 1, 9, True)

@@ -48,7 +48,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import accumulate, compress, repeat
-from operator import add, eq, le, lt, neg
+from operator import add, eq, le, lt, ne, neg
 from typing import Any, NamedTuple, Protocol
 
 import zstandard
@@ -533,13 +533,19 @@ def build_sst(
     if not keys:
         raise ValueError("an SST needs at least one entry")
     n = len(keys)
-    if max(map(len, keys)) > MAX_KEY_LEN:
-        raise ValueError(f"a key exceeds {MAX_KEY_LEN} bytes")
-    if not all(map(le, keys, keys[1:])):
-        raise ValueError("SST entries must be sorted by key asc, seq desc")
-    same = list(map(eq, keys, keys[1:]))
-    if any(same) and any(seqs[i] <= seqs[i + 1] for i in compress(range(n - 1), same)):
-        raise ValueError("SST entries must be sorted by key asc, seq desc")
+    if _c is not None:  # the checks and the summary below, in one C pass
+        tombstones, min_seq, max_seq, versions = _c.sst_stats(keys, seqs, values)
+    else:
+        if max(map(len, keys)) > MAX_KEY_LEN:
+            raise ValueError(f"a key exceeds {MAX_KEY_LEN} bytes")
+        if not all(map(le, keys, keys[1:])):
+            raise ValueError("SST entries must be sorted by key asc, seq desc")
+        same = list(map(eq, keys, keys[1:]))
+        versions = any(same)
+        if versions and any(seqs[i] <= seqs[i + 1] for i in compress(range(n - 1), same)):
+            raise ValueError("SST entries must be sorted by key asc, seq desc")
+        tombstones = values.count(None)
+        min_seq, max_seq = min(seqs), max(seqs)
 
     compressor = (
         zstandard.ZstdCompressor(level=compression_level) if compression == "zstd" else None
@@ -572,7 +578,7 @@ def build_sst(
     bloom_off = offset
     bloom_stored = b""
     if bloom_bits_per_key > 0:
-        distinct = keys if not any(same) else [k for k, s in zip(keys, [False, *same]) if not s]
+        distinct = keys if not versions else list(compress(keys, map(ne, keys, [None, *keys])))
         bloom_stored = seal_block(
             bloom_format.build(distinct, len(distinct), bloom_bits_per_key), None
         )
@@ -598,8 +604,6 @@ def build_sst(
     out.append(index_stored)
     offset += len(index_stored)
 
-    tombstones = values.count(None)
-    min_seq, max_seq = min(seqs), max(seqs)
     first_key, last_key = keys[0], keys[-1]
     props_body = struct.pack("<QQQQ", n, tombstones, min_seq, max_seq) + b"".join(
         (struct.pack("<H", len(first_key)), first_key, struct.pack("<H", len(last_key)), last_key)

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 
 from kvstore import _validate
 from kvstore.format.sst import MAX_KEY_LEN
+
+_BYTES = {bytes}
 
 
 class WriteBatch:
@@ -28,6 +30,41 @@ class WriteBatch:
         if key in ops:
             del ops[key]  # the latest operation on a key goes last
         ops[key] = value
+        return self
+
+    def put_many(self, items: Iterable[tuple[bytes, bytes]]) -> WriteBatch:
+        """:meth:`put` for every ``(key, value)`` pair, in order (same checks, same errors).
+
+        New keys given as plain ``bytes`` are checked and added in a few C-level
+        passes; anything else (repeated keys, bytes-like objects, bad input)
+        goes through :meth:`put` one pair at a time.
+        """
+        pairs = items if isinstance(items, (list, tuple)) else list(items)
+        ops = self._ops
+        try:
+            new = dict(pairs)
+        except (TypeError, ValueError):  # a malformed pair: put() names the problem
+            new = None
+        if (
+            new is not None
+            and len(new) == len(pairs)
+            and (not ops or ops.keys().isdisjoint(new))
+            and (
+                not new
+                or (
+                    set(map(type, new)) == _BYTES
+                    and set(map(type, new.values())) == _BYTES
+                    and min(map(len, new)) > 0
+                    and max(map(len, new)) <= MAX_KEY_LEN
+                )
+            )
+        ):
+            ops.update(new)
+            return self
+        for item in pairs:
+            if not isinstance(item, (tuple, list)) or len(item) != 2:
+                raise TypeError(f"put_many takes (key, value) pairs, not {item!r:.40}")
+            self.put(*item)
         return self
 
     def delete(self, key: bytes) -> WriteBatch:

@@ -350,10 +350,7 @@ class KvStore(Store):
         self._db.close()
 
     def write_batch(self, pairs: Sequence[Pair]) -> None:
-        batch = self._kv.WriteBatch()
-        for key, value in pairs:
-            batch.put(key, value)
-        self._db.write(batch, durable=False)
+        self._db.write(self._kv.WriteBatch().put_many(pairs), durable=False)
 
     def finish_load(self) -> None:
         self._db.compact()

@@ -23,8 +23,14 @@ $(VENV)/.test-installed: $(BIN)/python pyproject.toml setup.py kvstore/_speedups
 demo: $(VENV)/.demo-installed
 	$(BIN)/python -m lakehouse.demo
 
+# The whole suite, then the format, corruption, compaction and model-based tests
+# again on the pure-Python code paths (what runs where the C accelerator is not built).
+PURE_TESTS := tests/test_formats.py tests/test_state_machine.py tests/test_corruption.py \
+	tests/test_compaction.py fuzz
+
 test: $(VENV)/.test-installed
 	$(BIN)/python -m pytest -q
+	KVSTORE_PURE_PYTHON=1 $(BIN)/python -m pytest -q -p no:cacheprovider $(PURE_TESTS)
 
 lint: $(VENV)/.test-installed
 	$(BIN)/ruff check kvstore lakehouse tests fuzz

@@ -839,8 +839,10 @@ class SstReader:
                 raise CorruptionError(str(exc), object_name=f"{self.name} block {b}") from None
             if found is None:
                 return None
-            if found is False or found is True:
+            if found is True:  # compressed
                 return self._get_in_view(key, read_seq, b)
+            if found is False:  # the key's versions may go on in the next block
+                return self._get_in_view(key, read_seq, b + 1) if b + 1 < self.num_blocks else None
             return key, found[0], found[1]
         # A cached block answers as cheaply as the bloom filter; consult the
         # filter only when it can save a block read.

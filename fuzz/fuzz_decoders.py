@@ -37,6 +37,7 @@ from typing import Any
 
 import pytest
 import zstandard
+from byte_mutations import Op, any_op, flips, mutate
 from crc32c import crc32c
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
@@ -91,47 +92,10 @@ MAX_SEQ = (1 << 64) - 1
 
 
 # ---------------------------------------------------------------------------
-# mutations
+# mutations (the operations and `mutate` are shared with tests/test_speedups.py)
 # ---------------------------------------------------------------------------
 
-Op = tuple[Any, ...]
-_pos = st.integers(0, 1 << 16)
-flip_op = st.tuples(st.just("flip"), _pos, st.integers(1, 255))
-any_op = st.one_of(
-    flip_op,
-    st.tuples(st.just("truncate"), _pos),
-    st.tuples(st.just("insert"), _pos, st.binary(min_size=1, max_size=16)),
-    st.tuples(st.just("delete"), _pos, st.integers(1, 16)),
-    st.tuples(st.just("copy"), _pos, _pos, st.integers(1, 64)),  # self-splice, same length
-    st.tuples(st.just("zero"), _pos, st.integers(1, 64)),
-)
-flips = st.lists(flip_op, min_size=1, max_size=4)
 mutations = st.lists(any_op, min_size=1, max_size=4)
-
-
-def mutate(data: bytes, ops: list[Op]) -> bytes:
-    buf = bytearray(data)
-    for op in ops:
-        kind = op[0]
-        if kind == "flip" and buf:
-            buf[op[1] % len(buf)] ^= op[2]
-        elif kind == "truncate":
-            del buf[op[1] % (len(buf) + 1) :]
-        elif kind == "insert":
-            p = op[1] % (len(buf) + 1)
-            buf[p:p] = op[2]
-        elif kind == "delete" and buf:
-            p = op[1] % len(buf)
-            del buf[p : p + op[2]]
-        elif kind == "copy" and buf:
-            src, dst = op[1] % len(buf), op[2] % len(buf)
-            chunk = buf[src : src + op[3]][: len(buf) - dst]
-            buf[dst : dst + len(chunk)] = chunk
-        elif kind == "zero" and buf:
-            p = op[1] % len(buf)
-            n = min(op[2], len(buf) - p)
-            buf[p : p + n] = bytes(n)
-    return bytes(buf)
 
 
 def only_corruption(fn: Callable[[], Any]) -> tuple[bool, Any]:

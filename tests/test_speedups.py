@@ -56,6 +56,10 @@ from kvstore.format.sst import (
     seal_block,
 )
 
+if __name__ == "__main__":  # run as a script: pytest's `pythonpath` setting is not in force
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fuzz"))
+from byte_mutations import Op, any_op, flips, mutate
+
 Entry = tuple[bytes, int, "bytes | None"]
 MAX_SEQ = (1 << 64) - 1
 
@@ -177,44 +181,7 @@ def neighbours(keys: Any) -> set[bytes]:
     return out
 
 
-Op = tuple[Any, ...]
-_pos = st.integers(0, 1 << 16)
-flip_op = st.tuples(st.just("flip"), _pos, st.integers(1, 255))
-any_op = st.one_of(
-    flip_op,
-    st.tuples(st.just("truncate"), _pos),
-    st.tuples(st.just("insert"), _pos, st.binary(min_size=1, max_size=16)),
-    st.tuples(st.just("delete"), _pos, st.integers(1, 16)),
-    st.tuples(st.just("copy"), _pos, _pos, st.integers(1, 64)),  # self-splice, same length
-    st.tuples(st.just("zero"), _pos, st.integers(1, 64)),
-)
-flips = st.lists(flip_op, min_size=1, max_size=4)
 mutations = st.one_of(flips, st.lists(any_op, min_size=1, max_size=4))
-
-
-def mutate(data: bytes, ops: list[Op]) -> bytes:
-    buf = bytearray(data)
-    for op in ops:
-        kind = op[0]
-        if kind == "flip" and buf:
-            buf[op[1] % len(buf)] ^= op[2]
-        elif kind == "truncate":
-            del buf[op[1] % (len(buf) + 1) :]
-        elif kind == "insert":
-            p = op[1] % (len(buf) + 1)
-            buf[p:p] = op[2]
-        elif kind == "delete" and buf:
-            p = op[1] % len(buf)
-            del buf[p : p + op[2]]
-        elif kind == "copy" and buf:
-            src, dst = op[1] % len(buf), op[2] % len(buf)
-            chunk = buf[src : src + op[3]][: len(buf) - dst]
-            buf[dst : dst + len(chunk)] = chunk
-        elif kind == "zero" and buf:
-            p = op[1] % len(buf)
-            n = min(op[2], len(buf) - p)
-            buf[p : p + n] = bytes(n)
-    return bytes(buf)
 
 
 # ===========================================================================

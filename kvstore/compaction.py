@@ -207,12 +207,12 @@ def compaction_columns(
                 size += cum[n] - cum[start]
                 break
             chunk.append(Columns(keys[start:end], seqs[start:end], values[start:end]))
-            yield _join(chunk)
+            yield Columns.concat(chunk)
             chunk = []
             size = 0
             start = end
     if chunk:
-        yield _join(chunk)
+        yield Columns.concat(chunk)
 
 
 def _select(
@@ -220,16 +220,6 @@ def _select(
 ) -> Columns:
     return Columns(
         list(compress(keys, keep)), list(compress(seqs, keep)), list(compress(values, keep))
-    )
-
-
-def _join(parts: list[Columns]) -> Columns:
-    if len(parts) == 1:
-        return parts[0]
-    return Columns(
-        [k for p in parts for k in p.keys],
-        [s for p in parts for s in p.seqs],
-        [v for p in parts for v in p.values],
     )
 
 

@@ -74,7 +74,7 @@ log = logging.getLogger("kvstore")
 def open_sst(store: ObjectStore, meta: SstMeta, cache: BlockCache | None) -> rp.SstHandle:
     name = paths.sst_name(meta.id)
     reader = store.open_range_reader(name)
-    view = getattr(reader, "view", None)
+    view = getattr(reader, "view", None) if SstReader.uses_view() else None
     sst = SstReader(
         reader.read,
         meta.size,

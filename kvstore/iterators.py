@@ -197,13 +197,11 @@ def merge_columns(
 
 
 def _merge_parts(parts: list[tuple[list[bytes], list[int], list[bytes | None]]]) -> Columns:
+    joined = Columns.concat(parts)  # newest source first
     if len(parts) == 1:
-        return Columns(*parts[0])
-    keys = [k for p in parts for k in p[0]]
-    order = sorted(range(len(keys)), key=keys.__getitem__)  # stable: newer source first
-    gather = itemgetter(*order)
-    seqs = [s for p in parts for s in p[1]]
-    values = [v for p in parts for v in p[2]]
+        return joined
+    keys, seqs, values = joined
+    gather = itemgetter(*sorted(range(len(keys)), key=keys.__getitem__))  # stable
     return Columns(list(gather(keys)), list(gather(seqs)), list(gather(values)))
 
 

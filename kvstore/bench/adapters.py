@@ -332,19 +332,16 @@ class KvStore(Store):
     )
     not_run: ClassVar[dict[str, str]] = {}
 
-    def open(self, *, bulk: bool = False) -> None:
+    def open(self, *, bulk: bool = False, **options: Any) -> None:
         import kvstore
 
         self._kv = kvstore
-        self._db = kvstore.open(self.path)
+        self._db = kvstore.open(self.path, **options)
 
     def open_for_load(self) -> None:
         """As RocksDB's PrepareForBulkLoad: no background compaction while loading;
         finish_load() then merges everything once (timed as part of the load)."""
-        import kvstore
-
-        self._kv = kvstore
-        self._db = kvstore.open(self.path, background_compaction=False)
+        self.open(background_compaction=False)
 
     def close(self) -> None:
         self._db.close()

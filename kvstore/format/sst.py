@@ -45,7 +45,7 @@ import itertools
 import struct
 import threading
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import accumulate, compress, repeat
 from operator import add, eq, le, lt, ne, neg
@@ -494,6 +494,17 @@ class Columns(NamedTuple):
     seqs: list[int]
     values: list[bytes | None]
 
+    @classmethod
+    def concat(cls, parts: Sequence[tuple[list[bytes], list[int], list[bytes | None]]]) -> Columns:
+        """The parts' columns one after another (the only part itself when alone)."""
+        if len(parts) == 1:
+            return cls(*parts[0])
+        return cls(
+            [k for p in parts for k in p[0]],
+            [s for p in parts for s in p[1]],
+            [v for p in parts for v in p[2]],
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class SstSummary:
@@ -674,6 +685,12 @@ class SstReader:
     ``(cache_id, block_index)``.
     """
 
+    @staticmethod
+    def uses_view() -> bool:
+        """Whether a ``view`` (the whole file in memory) is used: only with the C
+        accelerator, so callers need not map files that would not be read."""
+        return _c is not None
+
     def __init__(
         self,
         read: ReadFn,
@@ -689,7 +706,7 @@ class SstReader:
         # the whole file in memory (a local file's mapping): point reads then
         # check and search uncompressed blocks in place, in C, without copying
         # or caching them (the OS page cache holds them, as for sqlite and LMDB)
-        self._view = view if _c is not None and view is not None and len(view) == size else None
+        self._view = view if self.uses_view() and view is not None and len(view) == size else None
         self._bloom_data: bytes | None = None
         if size < FOOTER_SIZE:
             raise CorruptionError("file shorter than an SST footer", object_name=name)
@@ -818,32 +835,13 @@ class SstReader:
             # (first seqs descend among blocks starting with this key)
             hi = bisect_right(fk, key, b + 1)
             b = max(b, bisect_left(self._first_seqs, -read_seq, b + 1, hi, key=neg) - 1)
-        view = self._view
-        if view is not None:
+        if self._view is not None:
             # the bloom probe in C directly (this is the hottest read path)
             if self._bloom_data is not None and not _c.bloom_may_contain(  # type: ignore[union-attr]
                 self._bloom_data, key
             ):
                 return None
-            try:
-                found = _c.stored_find(  # type: ignore[union-attr]
-                    view,
-                    self._offsets[b],
-                    self._sizes[b],
-                    fk[b],
-                    self._first_seqs[b],
-                    key,
-                    read_seq,
-                )
-            except ValueError as exc:
-                raise CorruptionError(str(exc), object_name=f"{self.name} block {b}") from None
-            if found is None:
-                return None
-            if found is True:  # compressed
-                return self._get_in_view(key, read_seq, b)
-            if found is False:  # the key's versions may go on in the next block
-                return self._get_in_view(key, read_seq, b + 1) if b + 1 < self.num_blocks else None
-            return key, found[0], found[1]
+            return self._get_in_view(key, read_seq, b)
         # A cached block answers as cheaply as the bloom filter; consult the
         # filter only when it can save a block read.
         cache = self._cache

@@ -17,6 +17,7 @@ from typing import Any
 from kvstore.batch import WriteBatch
 from kvstore.db import DB, Snapshot
 from kvstore.errors import (
+    CheckpointNotFound,
     ClosedError,
     CorruptionError,
     FencedError,
@@ -32,6 +33,7 @@ from kvstore.txn import Isolation, Transaction
 
 __all__ = [
     "DB",
+    "CheckpointNotFound",
     "ClosedError",
     "CorruptionError",
     "FencedError",
@@ -82,10 +84,10 @@ def open_reader(
     Call :meth:`Reader.refresh` to see newer writes, or pass
     ``refresh_interval`` (seconds) to refresh automatically on reads. A
     local directory that does not exist raises FileNotFoundError (a reader
-    never creates a store). A
-    writer opened with ``wal_dir`` needs the same ``wal_dir`` here. With
-    ``checkpoint=name`` the view is that checkpoint (static; KeyError if it
-    does not exist).
+    never creates a store). A writer opened with ``wal_dir`` needs the same
+    ``wal_dir`` here. With ``checkpoint=name`` the view is that checkpoint
+    (static; :class:`CheckpointNotFound`, a ``KeyError``, if it does not
+    exist).
     """
     store = open_store(url, storage_options, create=False)
     wal_store = LocalStore(wal_dir, create=False) if wal_dir is not None else None

@@ -10,6 +10,7 @@ Few and coarse, each telling the caller what to do:
                             the data is damaged, do not retry blindly
 ``SnapshotTooOld``          the requested sequence number is no longer retained
 ``TransactionExpired``      the transaction outlived its time-to-live; retry
+``CheckpointNotFound``      no checkpoint has that name (also a ``KeyError``)
 ==========================  ==================================================
 
 Wrong argument types raise :class:`TypeError`, invalid values
@@ -52,3 +53,18 @@ class SnapshotTooOld(KvError):
 
 class TransactionExpired(KvError):
     """The transaction ran longer than its time-to-live and can no longer commit."""
+
+
+class CheckpointNotFound(KvError, KeyError):
+    """No checkpoint has the given name (it was never created, deleted, or expired).
+
+    Also a :class:`KeyError`, so ``except KeyError`` keeps working. ``name``
+    is the name asked for.
+    """
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"no checkpoint named {name!r}")
+        self.name = name
+
+    def __str__(self) -> str:  # KeyError would quote the message
+        return str(self.args[0])

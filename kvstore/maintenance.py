@@ -46,7 +46,7 @@ from kvstore.compaction import (
     plan,
     plan_full,
 )
-from kvstore.errors import FencedError
+from kvstore.errors import CheckpointNotFound, FencedError
 from kvstore.format.manifest import Manifest, SstMeta
 from kvstore.format.sst import Columns, Entry
 from kvstore.iterators import BlockColumns, merge_batches, merge_columns
@@ -392,7 +392,7 @@ class MaintenanceMixin:
         check_checkpoint_name(name)
         self._check_writable()
         if name not in self._manifest.checkpoints:
-            raise KeyError(f"no checkpoint named {name!r}")
+            raise CheckpointNotFound(name)
 
         def change(m: Manifest) -> Manifest:
             return m.evolve(checkpoints={k: v for k, v in m.checkpoints.items() if k != name})

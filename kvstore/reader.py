@@ -21,7 +21,7 @@ from kvstore import _validate
 from kvstore import readpath as rp
 from kvstore.cache import BlockCache
 from kvstore.db import open_sst
-from kvstore.errors import ClosedError, KvError
+from kvstore.errors import CheckpointNotFound, ClosedError, KvError
 from kvstore.format.manifest import Manifest
 from kvstore.manifest_store import ManifestStore
 from kvstore.memtable import Memtable
@@ -111,7 +111,7 @@ class Reader:
         """A checkpoint is static: its manifest's SSTs, read at its seq, no WAL."""
         cp = latest.checkpoints.get(self.checkpoint or "")
         if cp is None:
-            raise KeyError(f"no checkpoint named {self.checkpoint!r}")
+            raise CheckpointNotFound(self.checkpoint or "")
         m = self._mstore.load(int(cp["manifest_id"]))
         handles = {
             meta.id: self._handles.get(meta.id) or open_sst(self._store, meta, self._cache)

@@ -395,8 +395,10 @@ def test_checkpoint_create_list_delete_and_argument_errors(store_factory):
         for name in ("x" * 128, "with space", "ünïcødé/✓", "."):
             clock.advance(1)
             assert db.create_checkpoint(name)["name"] == name
-        with pytest.raises(KeyError):
+        with pytest.raises(kvstore.CheckpointNotFound, match="no checkpoint named 'nope'") as ei:
             db.delete_checkpoint("nope")
+        assert isinstance(ei.value, KeyError) and ei.value.name == "nope"
+        assert str(ei.value) == "no checkpoint named 'nope'"  # not KeyError's quoting
         db.delete_checkpoint("first")
         with pytest.raises(KeyError):
             db.delete_checkpoint("first")
@@ -464,7 +466,7 @@ def test_checkpoint_reads_its_state_after_writes_compaction_and_gc(store_factory
                 assert dict(reader.scan()) == expected
                 with pytest.raises(kvstore.ReadOnlyError):
                     reader.put(b"x", b"y")
-        with pytest.raises(KeyError):
+        with pytest.raises(kvstore.CheckpointNotFound, match="'unknown'"):
             kvstore.open_reader(url, checkpoint="unknown")
         # a plain reader sees the live state
         with kvstore.open_reader(url) as live:

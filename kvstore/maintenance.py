@@ -34,7 +34,7 @@ from bisect import bisect_right
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kvstore import paths
 from kvstore import readpath as rp
@@ -58,6 +58,8 @@ if TYPE_CHECKING:
     from kvstore.snapshot import SeqRegistry
 
 log = logging.getLogger("kvstore")
+
+_Batch = TypeVar("_Batch", list[Entry], Columns)
 
 _MAX_SEQ_TIMES = 1024
 _CHECKPOINT_NAME_MAX = 128
@@ -195,8 +197,10 @@ class MaintenanceMixin:
     def _policy(self) -> CompactionPolicy:
         return CompactionPolicy(l0_compaction_trigger=self._opts.l0_compaction_trigger)
 
-    def _compact_once(self, p: Plan) -> None:
-        """Merge the plan's inputs into one sorted run and swap it in."""
+    def _compact_once(self, p: Plan, tick: Callable[[int], None] | None = None) -> None:
+        """Merge the plan's inputs into one sorted run and swap it in.
+
+        ``tick(n)`` (if given) hears of every ``n`` input bytes read."""
         st = self._state
         l0_in = [h for h in st.l0 if h.meta.id in p.l0_ids]
         runs_in = st.runs[p.first_run : p.last_run]
@@ -214,21 +218,27 @@ class MaintenanceMixin:
             # trivial move: disjoint L0s already form a valid sorted run
             outputs = sorted(l0_in, key=lambda h: h.meta.first_key)
             moved = True
+            if tick is not None:
+                tick(sum(m.size for m in inputs))
         else:
             target = self._opts.sst_target_bytes
             chunks: Iterator[list[Entry]] | Iterator[Columns]
             if not snaps and watermark is None:  # only the newest versions survive: columns
                 blocks = [h.reader.iter_block_columns() for h in l0_in]
                 blocks += [_run_blocks(r) for r in runs_in]
-                chunks = compaction_columns(merge_columns(blocks), p.bottom, target)
+                merged_columns = merge_columns(blocks)
+                if tick is not None:
+                    merged_columns = _counted(merged_columns, inputs, tick)
+                chunks = compaction_columns(merged_columns, p.bottom, target)
             else:
                 sources: list[Iterator[Entry]] = [
                     h.reader.iter_forward(None, None, fill_cache=False) for h in l0_in
                 ]
                 sources += [r.iter(None, None, False, fill_cache=False) for r in runs_in]
-                chunks = compaction_chunks(
-                    merge_batches(sources), snaps, p.bottom, target, watermark
-                )
+                merged = merge_batches(sources)
+                if tick is not None:
+                    merged = _counted(merged, inputs, tick)
+                chunks = compaction_chunks(merged, snaps, p.bottom, target, watermark)
             outputs = []
             try:
                 for chunk in chunks:
@@ -287,13 +297,30 @@ class MaintenanceMixin:
             written,
         )
 
-    def compact(self) -> None:
+    def compact(self, *, progress: Callable[[int, int], None] | None = None) -> None:
         """Flush, then compact until everything is one sorted run; then collect garbage.
 
         Runs in the caller's thread (the background compactor waits).
+        ``progress(done, total)``, if given, is called as the merge reads its
+        input, in bytes of input SSTs (``total`` is every SST in the tree
+        when compaction starts; it grows if concurrent writes add more), and
+        once more with ``done == total`` at the end.
         """
+        if progress is not None and not callable(progress):
+            raise TypeError("progress must be a callable (done, total) or None")
         self.flush()
         with self._compaction_lock:
+            done = 0
+            total = sum(s.size for s in self._manifest.all_ssts())
+            tick: Callable[[int], None] | None = None
+            if progress is not None:
+
+                def tick(n: int) -> None:
+                    nonlocal done, total
+                    done += n
+                    total = max(total, done)
+                    progress(done, total)
+
             first = True
             while True:
                 self._check_writable()
@@ -301,9 +328,11 @@ class MaintenanceMixin:
                 p = plan_full(m.l0, m.runs, purge_tombstones=first)
                 if p is None:
                     break
-                self._compact_once(p)
+                self._compact_once(p, tick)
                 first = False
         self.collect_garbage()
+        if progress is not None:
+            progress(total, total)
 
     def _wake_compactor(self) -> None:
         self._compaction_wanted.set()
@@ -507,6 +536,27 @@ class MaintenanceMixin:
 def _disjoint(metas: list[SstMeta]) -> bool:
     ordered = sorted(metas, key=lambda s: s.first_key)
     return all(a.last_key < b.first_key for a, b in zip(ordered, ordered[1:]))
+
+
+def _counted(
+    merged: Iterator[_Batch], inputs: list[SstMeta], tick: Callable[[int], None]
+) -> Iterator[_Batch]:
+    """The merge's output, telling ``tick`` how many input bytes each batch stands for.
+
+    An entry stands for an equal share of the inputs' size (counted before
+    compaction drops any version), so a whole merge tells exactly their size."""
+    size = sum(m.size for m in inputs)
+    count = max(sum(m.count for m in inputs), 1)
+    seen = told = 0
+    for batch in merged:
+        seen += len(batch.keys) if isinstance(batch, Columns) else len(batch)
+        now = size if seen >= count else size * seen // count
+        if now > told:
+            tick(now - told)
+            told = now
+        yield batch
+    if size > told:
+        tick(size - told)
 
 
 def _run_blocks(run: rp.SortedRun) -> Iterator[BlockColumns]:

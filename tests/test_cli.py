@@ -216,6 +216,24 @@ def test_compact_and_gc(store: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert run(capsys, "verify", store)[0] == 0
 
 
+def test_compact_progress_bar(store: str, capsys: pytest.CaptureFixture[str]) -> None:
+    live = sum((Path(store) / name).stat().st_size for name in live_ssts(store))
+    code, out, err = run(capsys, "compact", store, "--progress")
+    assert code == 0 and "after:" in out
+    assert err.startswith("\rcompact [") and err.endswith("\n")
+    last = err.rstrip().rsplit("\r", 1)[-1]
+    total = codec.human_bytes(live)
+    assert "100%" in last and f"{total}/{total}" in last, (last, live)
+    # without --progress, and stderr not a terminal: no bar
+    code, _, err = run(capsys, "compact", store)
+    assert code == 0 and "compact [" not in err
+    buf = io.StringIO()
+    bar = ProgressBar(0, buf, enabled=True, label="x", width=4, interval=0)
+    bar.update(10, 40)  # a total that grows as the work runs
+    bar.update(40, 80)
+    assert bar.render().startswith("x [##..]  50%")
+
+
 def test_checkpoints(store: str, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "checkpoint", "list", store)
     assert code == 0 and "no checkpoints" in out

@@ -885,13 +885,9 @@ def test_compact_drops_tombstones_of_disjoint_l0s():
 def test_compaction_outputs_are_split_at_sst_target_bytes():
     """docs/architecture.md: "Outputs split at sst_target_bytes on key boundaries".
 
-    KNOWN BUG: compaction_chunks only cuts between the batches merge_batches
-    yields, and merge_batches yields everything in one batch once every source
-    is fully buffered (< 8192 entries each), so a compaction of small inputs
-    writes ONE SST however small sst_target_bytes is (and with big values a
-    batch of 8192 entries per source can exceed the target many times over).
-    Repro: sst_target_bytes=4096, 2000 x 100-byte values, compact() -> one
-    ~240 KB SST.
+    A regression test: compaction_chunks once cut only between the batches
+    merge_batches yields, and a merge of small inputs is one batch, so
+    compact() wrote one ~240 KB SST however small sst_target_bytes was.
     """
     db = kvstore.open(MemoryStore("split"), **FAST, sst_target_bytes=4096, compression="none")
     try:
@@ -1000,3 +996,44 @@ def test_columnar_compaction_equals_entry_compaction(
         )
     )
     assert [list(zip(*c)) for c in got] == expected
+
+
+@pytest.mark.parametrize("snapshot", [False, True], ids=["columns", "entries"])
+def test_compact_reports_progress_in_input_bytes(snapshot: bool) -> None:
+    """``compact(progress=)``: monotonic, never past the total, ends at exactly
+    the bytes of every SST in the tree, on both merge paths (an open snapshot
+    sends compaction down the entry path)."""
+    db = kvstore.open(
+        MemoryStore(f"progress-{snapshot}"),
+        **FAST,
+        memtable_bytes=16 << 10,
+        background_compaction=False,
+    )
+    try:
+        rng = random.Random(5)
+        for i in range(30_000):
+            db.put(b"k%05d" % rng.randrange(20_000), rng.randbytes(20), durable=False)
+            if i == 20_000:
+                db.flush()
+                db.compact()  # a sorted run below the L0s
+        db.flush()
+        total = sum(m.size for m in db._manifest.all_ssts())
+        assert db.stats()["l0_ssts"] >= 5 and db.stats()["sorted_runs"] == 1
+        snap = db.snapshot() if snapshot else None
+        calls: list[tuple[int, int]] = []
+        db.compact(progress=lambda done, tot: calls.append((done, tot)))
+        assert len(calls) >= 3, calls  # reported along the way, not only at the end
+        assert calls[-1] == (total, total)
+        assert all(0 <= d <= t == total for d, t in calls), calls
+        assert [d for d, _ in calls] == sorted(d for d, _ in calls)
+        # nothing left to do: one call, at the end
+        calls.clear()
+        db.compact(progress=lambda done, tot: calls.append((done, tot)))
+        after = sum(m.size for m in db._manifest.all_ssts())
+        assert calls == [(after, after)]
+        with pytest.raises(TypeError, match="progress"):
+            db.compact(progress=42)  # type: ignore[arg-type]
+        if snap is not None:
+            snap.close()
+    finally:
+        db.close()

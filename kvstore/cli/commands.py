@@ -340,10 +340,20 @@ def _grace_hint(ctx: Ctx, pending: int) -> None:
         )
 
 
+def _progress_bar(ctx: Ctx, total: int, label: str) -> ProgressBar:
+    """A bar on stderr if ``--progress``, or by default when stderr is a terminal."""
+    show = ctx.args.progress if ctx.args.progress is not None else sys.stderr.isatty()
+    return ProgressBar(total, sys.stderr, enabled=show, label=label)
+
+
 def cmd_compact(ctx: Ctx) -> int:
     with ctx.target.open_writer() as db:
         before = _shape(db.stats())
-        db.compact()
+        bar = _progress_bar(ctx, 0, "compact")
+        try:
+            db.compact(progress=bar.update)
+        finally:
+            bar.close()
         after = _shape(db.stats())
     ctx.doc({"before": before, "after": after})
     ctx.line(f"before: {_shape_text(before)}")
@@ -435,11 +445,10 @@ def cmd_checkpoint_delete(ctx: Ctx) -> int:
 def cmd_verify(ctx: Ctx) -> int:
     store = ctx.target.open_existing()
     wal_store = ctx.target.wal_store(store)
-    show_bar = ctx.args.progress if ctx.args.progress is not None else sys.stderr.isatty()
     bars: list[ProgressBar] = []
 
     def on_plan(plan: Plan) -> Progress:
-        bar = ProgressBar(plan.total_bytes, sys.stderr, enabled=show_bar, label="verify")
+        bar = _progress_bar(ctx, plan.total_bytes, "verify")
         bars.append(bar)
         return bar.advance
 

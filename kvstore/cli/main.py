@@ -145,6 +145,14 @@ def build_parser() -> Parser:
     def url(p: argparse.ArgumentParser) -> None:
         p.add_argument("url", metavar="URL", help="the store")
 
+    def progress_flag(p: argparse.ArgumentParser) -> None:
+        p.add_argument(
+            "--progress",
+            action=argparse.BooleanOptionalAction,
+            default=None,
+            help="progress bar on stderr (default: when stderr is a terminal)",
+        )
+
     p = add("info", c.cmd_info, "Summarize a store: manifest, seqs, levels, WAL, checkpoints.")
     url(p)
 
@@ -189,6 +197,7 @@ def build_parser() -> Parser:
         f"Flush and compact everything into one sorted run, then GC. {WRITER_NOTE}",
     )
     url(p)
+    progress_flag(p)
 
     p = add(
         "gc",
@@ -229,12 +238,7 @@ def build_parser() -> Parser:
         "segment still to be replayed. Exit 3 if anything is damaged.",
     )
     url(p)
-    p.add_argument(
-        "--progress",
-        action=argparse.BooleanOptionalAction,
-        default=None,
-        help="progress bar on stderr (default: when stderr is a terminal)",
-    )
+    progress_flag(p)
 
     add("bench", _no_handler, "Run the benchmark: `kvstore bench --help` for its options.")
     return parser

@@ -1,4 +1,4 @@
-"""A one-line text progress bar for long commands (``verify``), drawn on stderr.
+"""A one-line text progress bar for long commands (``verify``, ``compact``), drawn on stderr.
 
 ::
 
@@ -49,6 +49,12 @@ class ProgressBar:
         if now - self._last_draw >= self._interval or self.done >= self.total:
             self._last_draw = now
             self._draw()
+
+    def update(self, done: int, total: int) -> None:
+        """Set both amounts (for work whose total grows while it runs)."""
+        self.total = max(total, 0)
+        self.done = min(self.done, self.total)
+        self.advance(done - self.done)
 
     def render(self) -> str:
         frac = self.done / self.total if self.total else 1.0

@@ -83,7 +83,10 @@ _KEY = re.compile(rb"^r\d{3}/t\d+/(p/\d{7}|d/\d{7}|o/\d{2}|b/\d{7}/\d{2})$")
 
 def check_store(directory: Path, acks: Acks) -> dict[str, int]:
     """Open the store (recovery), check every invariant, close it."""
-    with kvstore.open(directory, memtable_bytes=crash_writer.MEMTABLE_BYTES) as db:
+    # no background compaction: it could merge the SSTs counted below meanwhile
+    with kvstore.open(
+        directory, memtable_bytes=crash_writer.MEMTABLE_BYTES, background_compaction=False
+    ) as db:
         items = list(db.scan())
         problems: list[str] = []
         found: dict[bytes, bytes] = dict(items)
@@ -133,7 +136,8 @@ def check_store(directory: Path, acks: Acks) -> dict[str, int]:
         assert not problems, "\n".join(problems[:30]) + f"\n({len(problems)} problems)"
         # the recovered store takes writes and keeps them
         db.put(b"zz/check", b"ok")
-        ssts = db.stats()["l0_ssts"] + db.stats()["sorted_runs"]
+        stats = db.stats()
+        ssts = stats["l0_ssts"] + stats["sorted_runs"]
         return {"keys": len(items), "batches": len(batches), "ssts": ssts}
 
 
@@ -196,7 +200,15 @@ def run_and_kill(
         if during_open:
             time.sleep(rng.uniform(0.0, 0.03))  # usually inside recovery
         else:
+            acked = acklog.stat().st_size if acklog.exists() else 0
             child.wait_for(b"READY")
+            # the kill lands at a random time after the first acknowledged write
+            # (a slow first fsync must not make a trial acknowledge nothing)
+            deadline = time.monotonic() + 20
+            while time.monotonic() < deadline and (
+                not acklog.exists() or acklog.stat().st_size <= acked
+            ):
+                time.sleep(0.005)
             time.sleep(rng.uniform(0.05, 0.6))
         rest = child.kill()
         return during_open and b"READY" not in rest

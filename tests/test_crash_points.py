@@ -907,7 +907,9 @@ def test_failed_write_out_loses_no_concurrent_durable_write(tmp_path: Path) -> N
     while db.last_seq < seq + 1 and time.monotonic() < deadline:
         time.sleep(0.001)
     assert db.last_seq == seq + 1, "A did not commit"
-    time.sleep(0.05)  # A now waits for the leader
+    while not db._wal._cv._waiters and time.monotonic() < deadline:
+        time.sleep(0.001)  # until A waits for the leader's sync
+    assert db._wal._cv._waiters, "A never waited for the leader"
     faulty.fail_before = faulty.mutations + 1
     try:
         db.put(b"n", b"x" * 100, durable=False)  # buffer >= 64 bytes: write_out

@@ -390,7 +390,7 @@ class DoomedWalObjects:
 # ----------------------------------------------------------------------
 # fixtures and helpers
 # ----------------------------------------------------------------------
-READ_TIMEOUT = 1.0
+READ_TIMEOUT = 2.0  # a legitimate request through the proxy to moto never takes this long
 
 
 @pytest.fixture

@@ -396,11 +396,22 @@ def test_scan_prefix_of_ff_bytes_and_empty_prefix(db: kvstore.DB) -> None:
 TTL = 0.05
 
 
+def with_manual_clock(db: kvstore.DB) -> list[float]:
+    """Drive ``db``'s transaction clock by hand: ``clock[0] += s`` passes s seconds.
+
+    Tests that need a transaction to stay young must not depend on a loaded
+    machine running a few statements within the TTL."""
+    clock = [time.monotonic()]
+    db._monotonic = lambda: clock[0]
+    return clock
+
+
 def test_expired_transaction_fails_when_another_begins(mem_url: str) -> None:
     db = kvstore.open(mem_url, transaction_ttl=TTL, **FAST)
+    clock = with_manual_clock(db)
     t = db.transaction()
     t.put(b"k", b"v")
-    time.sleep(TTL * 3)
+    clock[0] += TTL * 3
     fresh = db.transaction()
     with pytest.raises(kvstore.TransactionExpired):
         t.commit()
@@ -429,12 +440,13 @@ def test_expired_transaction_fails_at_commit(mem_url: str) -> None:
 
 def test_expired_transaction_stops_holding_the_oracle(mem_url: str) -> None:
     db = kvstore.open(mem_url, transaction_ttl=TTL, **FAST)
+    clock = with_manual_clock(db)
     old = db.transaction(Isolation.SERIALIZABLE)
     old.get(b"k0")
     for i in range(50):
         db.put(f"k{i}".encode(), b"x")
     assert tracked(db) == 50
-    time.sleep(TTL * 3)
+    clock[0] += TTL * 3
     t = db.transaction()  # expires `old`: the window it held open is trimmed
     assert tracked(db) == 0
     assert running(db) == 1

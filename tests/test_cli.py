@@ -97,6 +97,22 @@ def test_info_on_memory_store(capsys: pytest.CaptureFixture[str]) -> None:
     MemoryStore.drop("cli-info")
 
 
+def test_info_beside_a_live_writer_counts_unflushed_records(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A live journal is preallocated: info says its size is on disk, and counts records."""
+    with kvstore.open(tmp_path / "db", background_compaction=False) as db:
+        for i in range(3):
+            db.put(b"k%d" % i, b"v")
+        code, out, _ = run(capsys, "info", str(tmp_path / "db"))
+        assert code == 0 and "on disk, 3 records not yet in an SST" in out, out
+        code, doc = run_json(capsys, "info", str(tmp_path / "db"))
+        assert doc["wal"]["unflushed_records"] == 3 and doc["last_seq"] == 3
+        db.flush()
+        code, doc = run_json(capsys, "info", str(tmp_path / "db"))
+        assert doc["wal"]["unflushed_records"] == 0 and doc["last_seq"] == 3
+
+
 def test_manifest(store: str, capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = run(capsys, "manifest", store)
     assert code == 0 and "manifest #" in out and "last flushed seq" in out

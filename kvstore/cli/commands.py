@@ -135,7 +135,9 @@ def _info_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
     rows += [(f"  run {i}", _level_text(run)) for i, run in enumerate(s["sorted_runs"])]
     rows.append(("total", _level_text(s["total"])))
     wal = s["wal"]
-    wal_text = f"{plural(wal['segments'], 'segment')}, {human_bytes(wal['bytes'])}"
+    wal_text = f"{plural(wal['segments'], 'segment')}, {human_bytes(wal['bytes'])} on disk"
+    if wal["unflushed_records"] is not None:
+        wal_text += f", {plural(wal['unflushed_records'], 'record')} not yet in an SST"
     wal_text += f" (replay from id {s['wal_replay_from']})"
     if wal["older_segments"]:
         wal_text += f"; {wal['older_segments']} older, already flushed"

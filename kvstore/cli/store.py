@@ -137,11 +137,13 @@ def summarize(store: ObjectStore, wal_store: ObjectStore, url: str) -> dict[str,
     for wal_id, kind in live_wal:
         wal_bytes += _size(wal_store, wal_name(wal_id, kind)) or 0
     last_seq: int | None
+    unflushed: int | None
     try:
         replayed = replay(wal_store, m.wal_replay_from, m.last_flushed_seq, tolerate_missing=True)
         last_seq = max([m.last_flushed_seq] + [r.seq for r in replayed.records])
+        unflushed = len(replayed.records)
     except CorruptionError as exc:
-        last_seq = None
+        last_seq = unflushed = None
         problems.append(str(exc))
     pinned: set[str] = set()
     checkpoints = checkpoint_rows(m)
@@ -175,7 +177,8 @@ def summarize(store: ObjectStore, wal_store: ObjectStore, url: str) -> dict[str,
         "total": _level(m.all_ssts()),
         "wal": {
             "segments": len(live_wal),
-            "bytes": wal_bytes,
+            "bytes": wal_bytes,  # on disk: a live journal is preallocated
+            "unflushed_records": unflushed,
             "ids": [i for i, _ in live_wal],
             "older_segments": len(wal_all) - len(live_wal),
         },

@@ -54,7 +54,7 @@ from kvstore.errors import (
     TransactionConflict,
     TransactionExpired,
 )
-from kvstore.format.manifest import Manifest, SstMeta
+from kvstore.format.manifest import MAX_CLAIMS, Manifest, SstMeta
 from kvstore.format.sst import Columns, Entry, SstReader, build_sst
 from kvstore.format.wal import encode_record, fence_object
 from kvstore.ids import IdGenerator
@@ -191,6 +191,7 @@ class DB(MaintenanceMixin):
                 writer_epoch=m.writer_epoch + 1,
                 created_ms=self._now_ms(),
                 writer_nonce=secrets.token_hex(8),
+                claims=(*m.claims, m.id + 1)[-MAX_CLAIMS:],
             )
             try:
                 self._mstore.write(claimed)
@@ -246,11 +247,12 @@ class DB(MaintenanceMixin):
                 fence_check_interval=self._opts.fence_check_interval,
             )
         new_l0 = claimed.l0
+        self._seq_times.extend(claimed.seq_times)
         if result.records:
             mt = Memtable(0)
             for rec in result.records:
                 mt.apply(rec.seq, rec.keys, rec.values)
-            w = claimed.retention_seq
+            w = self._watermark()  # the persisted one, or by age from the samples
             if self._opts.retention == "all" and w is None:
                 w = claimed.last_flushed_seq
             handle = self._write_sst(mt, [], w)
@@ -258,7 +260,6 @@ class DB(MaintenanceMixin):
         retention_seq = claimed.retention_seq
         if self._opts.retention == "all" and retention_seq is None:
             retention_seq = last_seq  # keep every version from now on
-        self._seq_times.extend(claimed.seq_times)
         final = claimed.evolve(
             retention_seq=retention_seq,
             id=claimed.id + 1,
@@ -271,7 +272,11 @@ class DB(MaintenanceMixin):
         self._inflight.clear()  # the replayed SST is in the manifest now
         self._state = self._state_from_manifest(final, Memtable(first_id))
         self._last_seq = last_seq
-        self._floor_seq = last_seq if final.retention_seq is None else final.retention_seq
+        if final.retention_seq is not None:
+            self._floor_seq = final.retention_seq
+        else:  # SSTs hold the newest versions up to last_flushed_seq; replay kept from w
+            w = self._watermark()
+            self._floor_seq = last_seq if w is None else max(claimed.last_flushed_seq, w)
         self._delete_wal_before(first_id)
         self._load_pins()
         live = {meta.id for meta in final.all_ssts()}.union(*self._pins.values())
@@ -311,17 +316,29 @@ class DB(MaintenanceMixin):
     # ------------------------------------------------------------------
     # fencing
     # ------------------------------------------------------------------
-    def _fence_check(self) -> None:
-        """Raise FencedError if a writer with a higher epoch has claimed the store."""
+    def _fence_check(self, *, sure: bool = False) -> None:
+        """Raise FencedError if a writer with a higher epoch has claimed the store.
+
+        ``sure``: read the latest manifest whatever the cheap signals say (GC
+        does, before deleting anything).
+        """
         if self._fenced is not None:
             raise FencedError(str(self._fenced))
         cell = self._epoch_cell
-        if cell is not None and cell.read() <= self._epoch:
-            # A new writer raises the cell right after claiming the manifest and
-            # before reading the WAL, so a cell at or below our epoch means no
-            # newer writer has read (or can miss) what we synced.
-            return
-        if self._mstore.newer_exists(self._manifest.id):
+        if sure:
+            newer = True
+        elif cell is not None:
+            if cell.read() <= self._epoch:
+                # A new writer raises the cell right after claiming the manifest and
+                # before reading the WAL, so a cell at or below our epoch means no
+                # newer writer has read (or can miss) what we synced.
+                return
+            newer = True  # confirmed below by listing, whatever GC deleted since
+        else:
+            # Manifest id+1 is the claim of the writer that fenced us, if any: GC
+            # keeps claims (Manifest.claims), so this one probe is enough.
+            newer = self._mstore.newer_exists(self._manifest.id)
+        if newer:
             latest = self._mstore.load_latest()
             if latest is not None and latest.writer_epoch > self._epoch:
                 self._fenced = FencedError(

@@ -105,6 +105,7 @@ class MaintenanceMixin:
         def _write_entries(self, entries: list[Entry] | Columns) -> rp.SstHandle: ...
         def _check_writable(self) -> None: ...
         def _check_open(self) -> None: ...
+        def _fence_check(self, *, sure: bool = False) -> None: ...
         def flush(self) -> None: ...
 
     def _init_maintenance(self) -> None:
@@ -124,7 +125,11 @@ class MaintenanceMixin:
     @property
     def retention_watermark(self) -> int | None:
         """Reads at seqs at or above this stay exact; None when no watermark is kept."""
-        return self._watermark()
+        w = self._watermark()
+        if w is None:
+            return None
+        with self._snapshots.lock:
+            return max(w, self._floor_seq)
 
     def set_retention_watermark(self, seq: int) -> int:
         """Raise the retention watermark to ``seq`` (it never goes down); returns it.
@@ -142,7 +147,7 @@ class MaintenanceMixin:
         with self._snapshots.lock:
             floor = self._floor_seq
         current = self._manifest.retention_seq
-        target = max(seq, floor if current is None else current)
+        target = max(seq, floor, current or 0)
         if current != target:
             self._advance_manifest(
                 lambda m: m.evolve(retention_seq=max(target, m.retention_seq or 0))
@@ -185,10 +190,16 @@ class MaintenanceMixin:
         return snaps, w
 
     def _retention_fields(self, m: Manifest, used: int | None) -> dict[str, Any]:
-        """Manifest fields persisting the watermark a flush or compaction relied on."""
+        """Manifest fields persisting the watermark a flush or compaction relied on.
+
+        Never below the floor: versions under it may be gone already (written
+        without a watermark, or with a higher one), and after a reopen the
+        persisted watermark is all that tells which reads are exact."""
         fields: dict[str, Any] = {"seq_times": tuple(self._seq_times)}
         if used is not None:
-            fields["retention_seq"] = max(used, m.retention_seq or 0)
+            with self._snapshots.lock:
+                floor = self._floor_seq
+            fields["retention_seq"] = max(used, floor, m.retention_seq or 0)
         return fields
 
     # ------------------------------------------------------------------
@@ -492,6 +503,11 @@ class MaintenanceMixin:
                 continue
             if sst_id not in pinned:
                 self._obsolete.append((now, sst_id))
+        if self._obsolete or self._manifest.id > 1:
+            # A writer fenced without knowing it would see the new writer's SSTs as
+            # garbage: make sure no newer writer exists. Its SSTs are all written
+            # after its claim, so after this check and hence after the listing above.
+            self._fence_check(sure=True)
         keep: list[tuple[float, str]] = []
         deleted_ssts = 0
         for when, sst_id in self._obsolete:
@@ -516,6 +532,7 @@ class MaintenanceMixin:
     def _collect_manifests(self, now: float, grace: float) -> int:
         current = self._manifest.id
         keep_ids = {int(cp["manifest_id"]) for cp in self._manifest.checkpoints.values()}
+        keep_ids.update(self._manifest.claims)  # an old writer's fence probe finds them
         deleted = 0
         for name in self._store.list(paths.MANIFEST_DIR):
             mid = paths.parse_manifest_name(name)

@@ -35,8 +35,15 @@ class ManifestStore:
         return Manifest.decode(self.store.get(name), where=name)
 
     def load_latest(self) -> Manifest | None:
-        current = self.latest_id()
-        return None if current == 0 else self.load(current)
+        for _attempt in range(100):
+            current = self.latest_id()
+            if current == 0:
+                return None
+            try:
+                return self.load(current)
+            except FileNotFoundError:
+                continue  # GC deleted it: a newer one exists, look again
+        raise FileNotFoundError(f"{self.store.describe()}: the latest manifest kept vanishing")
 
     def write(self, manifest: Manifest, data: bytes | None = None) -> None:
         """Create manifest ``manifest.id``; FileExistsError if that id is taken."""
@@ -52,4 +59,10 @@ class ManifestStore:
             return False
 
     def newer_exists(self, manifest_id: int) -> bool:
+        """Whether manifest ``manifest_id + 1`` exists (one probe).
+
+        For a writer whose latest manifest is ``manifest_id``, the next id is
+        the claim of the writer that fenced it, which GC keeps. For anyone
+        else GC may have deleted it while newer ones exist: compare with
+        :meth:`latest_id` to be sure."""
         return self.store.exists(paths.manifest_name(manifest_id + 1))

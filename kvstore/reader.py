@@ -26,7 +26,7 @@ from kvstore.format.manifest import Manifest
 from kvstore.manifest_store import ManifestStore
 from kvstore.memtable import Memtable
 from kvstore.objstore import ObjectStore
-from kvstore.wal import replay
+from kvstore.wal import WalRecord, replay
 
 
 class ReadOnlyError(KvError):
@@ -84,10 +84,17 @@ class Reader:
                     }
                 except FileNotFoundError:
                     continue  # the writer flushed and deleted meanwhile: retry
-                if self._mstore.newer_exists(m.id):
+                if self._mstore.latest_id() != m.id or not _contiguous(
+                    result.records, m.last_flushed_seq
+                ):
                     # The writer advanced while we read: WAL segments our manifest
                     # points to may have been deleted before we listed them, which
                     # would leave a gap between its SSTs and what we replayed.
+                    # A listing, not a probe of m.id+1: GC may have deleted that
+                    # one already. (Segments are deleted only after a newer
+                    # manifest is written, so m still being the latest proves
+                    # the replay complete; every commit takes the next seq, so
+                    # a gap in the records would prove it incomplete too.)
                     continue
                 mt = Memtable(0)
                 for rec in result.records:
@@ -168,3 +175,8 @@ class Reader:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _contiguous(records: list[WalRecord], last_flushed_seq: int) -> bool:
+    """Whether replayed records (in seq order) continue the SSTs without a gap."""
+    return all(r.seq == last_flushed_seq + i for i, r in enumerate(records, 1))

@@ -173,7 +173,9 @@ def check_recovered(
         assert listing(inner, paths.MANIFEST_DIR) == {
             paths.manifest_name(db._manifest.id),
             paths.manifest_name(cp_manifest),
+            *(paths.manifest_name(c) for c in db._manifest.claims),  # fence probes find them
         }
+        assert len(db._manifest.claims) >= 2  # the store was opened more than once
         with kvstore.open_reader(inner, checkpoint="cp") as r:
             assert dict(r.scan()) == cp_state
         db.delete_checkpoint("cp")

@@ -33,6 +33,8 @@ from crc32c import crc32c
 from kvstore.errors import CorruptionError
 
 MAGIC = b"KVMANIF1"
+#: how many writer claims a manifest remembers (and GC keeps)
+MAX_CLAIMS = 16
 FORMAT_VERSION = 1
 _HEAD = struct.Struct("<8sHHII")
 
@@ -81,6 +83,10 @@ class Manifest:
     checkpoints: dict[str, Any] = field(default_factory=dict)
     created_ms: int = 0
     writer_nonce: str = ""  # random per writer session: tells same-epoch writes apart
+    #: ids of the manifests with which the latest writers claimed the store (newest
+    #: last, at most MAX_CLAIMS): GC keeps them, so an old writer's probe of "its
+    #: latest id + 1" still finds the claim that fenced it (see ManifestStore)
+    claims: tuple[int, ...] = ()
 
     def evolve(self, **changes: Any) -> Manifest:
         return replace(self, **changes)
@@ -97,6 +103,10 @@ class Manifest:
                 raise AssertionError(f"checkpoint {name!r} points to no valid manifest")
         if self.id < 1 or self.writer_epoch < 0:
             raise AssertionError(f"manifest id {self.id} / epoch {self.writer_epoch} invalid")
+        if any(not 1 <= c <= self.id for c in self.claims) or list(self.claims) != sorted(
+            set(self.claims)
+        ):
+            raise AssertionError(f"claims {self.claims} are not ascending ids <= {self.id}")
         ids = [s.id for s in self.all_ssts()]
         if len(ids) != len(set(ids)):
             raise AssertionError("an SST is listed twice")
@@ -127,6 +137,8 @@ class Manifest:
                 "checkpoints": self.checkpoints,
                 "created_ms": self.created_ms,
                 "writer_nonce": self.writer_nonce,
+                # only when set: a manifest without claims encodes as before
+                **({"claims": list(self.claims)} if self.claims else {}),
             },
             separators=(",", ":"),
             sort_keys=True,
@@ -164,6 +176,7 @@ class Manifest:
                 checkpoints=dict(d.get("checkpoints", {})),
                 created_ms=int(d.get("created_ms", 0)),
                 writer_nonce=str(d.get("writer_nonce", "")),
+                claims=tuple(int(i) for i in d.get("claims", ())),
             )
         except (
             ValueError,

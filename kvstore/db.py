@@ -144,8 +144,9 @@ class DB(MaintenanceMixin):
             options.retention, bool
         )
         self._init_maintenance()
-        self._recover()
         self._compactor: threading.Thread | None = None
+        self._closing = False  # close() has begun: flushes no longer wait for L0 room
+        self._recover()
         if options.background_compaction:
             self._compactor = threading.Thread(
                 target=self._compaction_loop, name="kvstore-compact", daemon=True
@@ -621,11 +622,20 @@ class DB(MaintenanceMixin):
             return True
 
     def _wait_for_l0_room(self) -> None:
-        """Backpressure: hold the flush while L0 is full and compaction can empty it."""
+        """Backpressure: hold the flush while L0 is full and compaction can empty it.
+
+        While compaction fails it retries, and flushes (and so writers) wait for
+        it. They do not wait when nothing will ever make room (the compactor
+        has stopped: fenced, or the process is going down) or when the store is
+        closing: then L0 grows past its limit instead.
+        """
         if not self._opts.background_compaction:
             return
         started = None
         while len(self._state.l0) >= self._opts.l0_max_ssts and not self._stopping:
+            compactor = self._compactor
+            if self._closing or compactor is None or not compactor.is_alive():
+                break
             if started is None:
                 started = time.monotonic()
                 self._counters["l0_stalls"] += 1
@@ -801,7 +811,11 @@ class DB(MaintenanceMixin):
     # maintenance
     # ------------------------------------------------------------------
     def flush(self) -> None:
-        """Make every write durable and flush the memtable to an SST."""
+        """Make every write durable and flush the memtable to an SST.
+
+        Like a write, it waits while L0 is full and compaction is failing
+        (compaction retries; ``stats()["compaction_error"]`` says why).
+        """
         self._check_writable()
         self._wal.sync(self._wal._appended)
         with self._cond:
@@ -905,6 +919,7 @@ class DB(MaintenanceMixin):
         if self._closed:
             return
         error: BaseException | None = None
+        self._closing = True
         try:
             if self._fenced is None and (
                 self._bg_error is None or isinstance(self._bg_error, Exception)

@@ -22,6 +22,7 @@ import logging
 import random
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -865,18 +866,42 @@ def test_failing_compaction_stalls_writers_then_recovers():
         assert dict(db.scan()) == model
 
 
+def test_close_does_not_wait_for_a_compaction_that_keeps_failing():
+    """With L0 full and compaction failing on every try, close() still flushes (L0
+    goes past its limit) and returns; everything written is there after reopen."""
+    store = CompactionSstFailures(MemoryStore(f"failing-close-{uuid.uuid4()}"))
+    opts = dict(FAST, l0_compaction_trigger=2, l0_slowdown_ssts=2, l0_max_ssts=2)
+    db = kvstore.open(store, **opts)
+    closed = threading.Event()
+    try:
+        for i in range(2):  # overlapping L0s: no trivial move, compaction must upload
+            db.put(b"a", b"v%d" % i)
+            db.put(b"z", b"v%d" % i)
+            db.flush()
+        db.put(b"last", b"v")  # the memtable close() must flush, with L0 full
+        deadline = time.monotonic() + 30
+        while db.stats()["compaction_errors"] == 0:
+            assert time.monotonic() < deadline, db.stats()
+            time.sleep(0.01)
+        closer = threading.Thread(target=lambda: (db.close(), closed.set()), daemon=True)
+        closer.start()
+        assert closed.wait(30), "close() hung behind the failing compaction"
+    finally:
+        store.failing = False
+        db.close()
+    with kvstore.open(store.inner, **FAST) as db:
+        assert dict(db.scan()) == {b"a": b"v1", b"z": b"v1", b"last": b"v"}
+
+
 def test_compact_drops_tombstones_of_disjoint_l0s():
     """db.compact() must leave no tombstone when no snapshot needs one.
 
-    KNOWN BUG: when the store holds only L0 SSTs with disjoint key ranges (a
-    single L0 is enough), compact()'s one plan is a *trivial move* (the L0s
-    become the bottom run unchanged, tombstones included), and the follow-up
-    plan_full(purge_tombstones=False) does not rewrite the run. Minimal repro::
+    A regression test: when the store held only L0 SSTs with disjoint key
+    ranges (a single L0 is enough), compact()'s one plan was a *trivial move*
+    (the L0s became the bottom run unchanged, tombstones included)::
 
         db = kvstore.open("memory://x"); db.delete(b"a"); db.compact()
-        sum(m.tombstones for m in db._manifest.all_ssts())  # 1, expected 0
-
-    A second compact() purges them.
+        sum(m.tombstones for m in db._manifest.all_ssts())  # was 1, expected 0
     """
     db = kvstore.open(MemoryStore("tomb-trivial"), **FAST)
     try:

@@ -330,10 +330,10 @@ def test_retention_by_age_longer_than_the_sample_window():
     """retention=2000 s, one write per second for 3000 s: versions older than
     2000 s must become garbage (the watermark must reach ~seq 1000).
 
-    KNOWN BUG: seq-time samples are kept in a deque of 1024 (one per second at
-    most), so when the retention period spans more than 1024 samples the
-    oldest sample is always younger than the cutoff, ``_watermark`` falls back
-    to 0 and *nothing* is ever dropped: the store grows without bound.
+    A regression test: seq-time samples are kept in a deque of 1024 (one per
+    second at most); when it forgot its oldest samples, a retention period
+    spanning more than 1024 of them left ``_watermark`` at 0, so *nothing* was
+    ever dropped. The deque now thins itself instead.
     """
     clock = FakeClock(1_000_000.0)
     db = open_db(MemoryStore("age-long"), clock, retention=2000, memtable_bytes=1 << 20)

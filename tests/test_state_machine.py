@@ -283,7 +283,6 @@ class KvMachine(RuleBasedStateMachine):
 
     @rule()
     def compact(self):
-        moves = self.db.stats()["trivial_moves"]
         self.db.compact()
         self._durable_point()  # compact() flushes first
         stats = self.db.stats()
@@ -291,11 +290,6 @@ class KvMachine(RuleBasedStateMachine):
         assert stats["sorted_runs"] == (1 if self.db._manifest.all_ssts() else 0)
         if not self.snaps and self.db.retention_watermark is None:
             # nothing can read a tombstone any more: the bottom run has none
-            if stats["trivial_moves"] > moves:
-                # KNOWN BUG (see test_compaction.py::test_compact_drops_tombstones_of_
-                # disjoint_l0s): compact() moved disjoint L0s into the bottom run as
-                # they are, tombstones included; a second compact() purges them.
-                self.db.compact()
             assert sum(m.tombstones for m in self.db._manifest.all_ssts()) == 0
         self._check_full_state(self.db, self.model)
 

@@ -120,6 +120,9 @@ class DB(MaintenanceMixin):
         self._closed = False
         self._fenced: FencedError | None = None
         self._bg_error: BaseException | None = None
+        #: set when a manifest write failed and reading it back could not tell
+        #: whether it landed: this handle stops (reopening reads the truth)
+        self._broken: KvError | None = None
         self._stopping = False
         self._handles: dict[str, rp.SstHandle] = {}
         self._obsolete: list[tuple[float, str]] = []  # (when replaced, sst id)
@@ -366,6 +369,8 @@ class DB(MaintenanceMixin):
         """
         data = m.encode()
         with self._manifest_lock:
+            if self._broken is not None:
+                raise KvError(str(self._broken)) from self._broken
             try:
                 self._mstore.write(m, data)
             except FileExistsError:
@@ -375,11 +380,36 @@ class DB(MaintenanceMixin):
                         f"manifest {m.id} exists but no newer writer holds the store",
                         object_name=paths.manifest_name(m.id),
                     ) from None
-            except OSError:
-                if not self._mstore.holds(m.id, data):
+            except OSError as exc:
+                if not self._landed(m.id, data, exc):
                     raise
                 log.warning("manifest %d write reported an error but landed; continuing", m.id)
             self._manifest = m
+
+    def _landed(self, manifest_id: int, data: bytes, error: OSError) -> bool:
+        """After a failed create: did manifest ``manifest_id`` land anyway?
+
+        Reads it back, a few times if reading fails too. If no read answers,
+        nobody can tell whether the store now references what this write
+        references, so the handle stops: every later call raises KvError,
+        and nothing it wrote is handed to GC. Reopening reads the truth.
+        """
+        delay = 0.05
+        for attempt in range(4):
+            try:
+                return bool(self._mstore.holds(manifest_id, data))
+            except OSError as exc:
+                log.warning("reading back manifest %d failed: %s", manifest_id, exc)
+                if attempt < 3:
+                    time.sleep(delay)
+                    delay *= 4
+        self._broken = KvError(
+            f"{self._store.describe()}: writing manifest {manifest_id} failed ({error}) and "
+            "reading it back failed too, so whether it landed is unknown; this handle "
+            "stopped writing: open the store again"
+        )
+        log.error("%s", self._broken)
+        return False
 
     # ------------------------------------------------------------------
     # writes
@@ -391,6 +421,8 @@ class DB(MaintenanceMixin):
             self._fenced = self._wal._error
         if self._fenced is not None:
             raise FencedError(str(self._fenced))
+        if self._broken is not None:
+            raise KvError(str(self._broken)) from self._broken
         err = self._bg_error
         if err is not None and not isinstance(err, Exception):
             raise KvError(f"background flush died: {err!r}")
@@ -428,6 +460,7 @@ class DB(MaintenanceMixin):
         if (  # _check_writable() acts only when one of these is set
             self._closed
             or self._fenced is not None
+            or self._broken is not None
             or self._bg_error is not None
             or wal._error is not None
         ):
@@ -454,6 +487,7 @@ class DB(MaintenanceMixin):
             if (
                 self._closed
                 or self._fenced is not None
+                or self._broken is not None
                 or self._bg_error is not None
                 or wal._error is not None
             ):
@@ -897,6 +931,7 @@ class DB(MaintenanceMixin):
             "oracle_tracked_keys": self._oracle.tracked_keys(),
             "write_stall_ms": self._counters["stall_ms"],
             "background_error": None if self._bg_error is None else repr(self._bg_error),
+            "stopped": None if self._broken is None else str(self._broken),
         }
 
     def _write_amplification(self) -> float:
@@ -921,8 +956,10 @@ class DB(MaintenanceMixin):
         error: BaseException | None = None
         self._closing = True
         try:
-            if self._fenced is None and (
-                self._bg_error is None or isinstance(self._bg_error, Exception)
+            if (
+                self._fenced is None
+                and self._broken is None
+                and (self._bg_error is None or isinstance(self._bg_error, Exception))
             ):
                 self.flush()
         except BaseException as exc:

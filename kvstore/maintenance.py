@@ -46,7 +46,7 @@ from kvstore.compaction import (
     plan,
     plan_full,
 )
-from kvstore.errors import CheckpointNotFound, FencedError
+from kvstore.errors import CheckpointNotFound, FencedError, KvError
 from kvstore.format.manifest import Manifest, SstMeta
 from kvstore.format.sst import Columns, Entry
 from kvstore.iterators import BlockColumns, merge_batches, merge_columns
@@ -96,6 +96,7 @@ class MaintenanceMixin:
     _handles: dict[str, rp.SstHandle]
     _stopping: bool
     _fenced: FencedError | None
+    _broken: KvError | None
     _clock: Callable[[], float]
     _mstore: Any
 
@@ -279,8 +280,9 @@ class MaintenanceMixin:
 
         try:
             self._advance_manifest(change)
-        finally:  # referenced now, or orphans GC may collect
-            self._inflight.difference_update(h.meta.id for h in outputs)
+        finally:  # referenced now, or orphans GC may collect (unless nobody knows which)
+            if self._broken is None:
+                self._inflight.difference_update(h.meta.id for h in outputs)
         with self._cond:
             cur = self._state
             runs = list(cur.runs)
@@ -373,7 +375,7 @@ class MaintenanceMixin:
             except CompactionStopped:
                 return
             except Exception as exc:  # retried; reported via stats and logging
-                if self._stopping:
+                if self._stopping or self._broken is not None:
                     return
                 self._counters["compaction_errors"] += 1
                 self._compaction_error = exc
@@ -483,6 +485,8 @@ class MaintenanceMixin:
             return self._collect_garbage_locked(grace_seconds)
 
     def _collect_garbage_locked(self, grace_seconds: float | None) -> dict[str, int]:
+        if self._broken is not None:  # which files the store references is unknown
+            raise KvError(str(self._broken)) from self._broken
         grace = self._opts.gc_grace_seconds if grace_seconds is None else grace_seconds
         if self._fenced is None:
             self._expire_checkpoints()

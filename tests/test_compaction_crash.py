@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 import random
 import shutil
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -245,3 +246,55 @@ def test_crash_sweep_compact_and_gc(tmp_path, kind, grace):
     assert not failures, f"{len(failures)} of {points} crash points failed:\n" + "\n".join(
         failures[:8]
     )
+
+
+class UnreadableAfterFailedManifest(MemoryStore):
+    """A manifest create lands but reports an error, and reading it back fails too."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.armed = False
+        self.landed: str | None = None
+
+    def put_if_absent(self, name: str, data: bytes) -> None:
+        super().put_if_absent(name, data)
+        if self.armed and name.startswith(paths.MANIFEST_DIR):
+            self.armed, self.landed = False, name
+            raise TimeoutError("PUT timed out (but landed)")
+
+    def get(self, name: str) -> bytes:
+        if name == self.landed:
+            raise ConnectionResetError("read-back failed")
+        return super().get(name)
+
+
+def test_manifest_write_of_unknown_outcome_stops_the_writer_and_keeps_its_files():
+    """Compaction's manifest lands, but the writer cannot learn that: it must not hand
+    the new SSTs to GC (the store references them) nor write on from a stale manifest.
+    The handle stops with KvError; a reopen reads the landed manifest, data intact."""
+    store = UnreadableAfterFailedManifest(f"unknown-{uuid.uuid4()}")
+    db = kvstore.open(store, **OPTS, gc_grace_seconds=0)
+    model = {}
+    try:
+        for i in range(4):
+            for k in (b"k", b"k%d" % i):
+                db.put(k, b"v%d" % i)
+                model[k] = b"v%d" % i
+            db.flush()
+        store.armed = True
+        with pytest.raises(TimeoutError):
+            db.compact()
+        assert store.landed is not None
+        assert db.stats()["stopped"] is not None and "unknown" in db.stats()["stopped"]
+        for call in (lambda: db.put(b"x", b"y"), db.flush, db.collect_garbage, db.compact):
+            with pytest.raises(kvstore.KvError, match="open the store again"):
+                call()
+        assert db.get(b"k") == b"v3"  # reads still work
+        ssts_on_store = set(store.list(paths.SST_DIR))
+    finally:
+        db.close()  # no flush, no error: the WAL holds what is not in an SST
+    store.landed = None  # the read-back works again, as after a restart
+    assert set(store.list(paths.SST_DIR)) == ssts_on_store  # nothing was deleted
+    with kvstore.open(store, **OPTS) as db:
+        assert dict(db.scan()) == model
+        assert db.stats()["sorted_runs"] == 1  # the compaction's manifest is the one read

@@ -609,6 +609,10 @@ class DB(MaintenanceMixin):
             except FileExistsError:  # names never repeat: draw another
                 self._inflight.discard(sst_id)
                 log.warning("SST name %s already taken; drawing another", sst_id)
+            except BaseException:
+                # no manifest will name it: if it landed anyway, GC may collect it
+                self._inflight.discard(sst_id)
+                raise
         meta = SstMeta(
             sst_id,
             summary.size,
@@ -619,7 +623,11 @@ class DB(MaintenanceMixin):
             summary.first_key,
             summary.last_key,
         )
-        handle = self._handles[sst_id] = open_sst(self._store, meta, self._cache)
+        try:
+            handle = self._handles[sst_id] = open_sst(self._store, meta, self._cache)
+        except BaseException:
+            self._inflight.discard(sst_id)
+            raise
         return handle
 
     def _flush_oldest(self) -> bool:

@@ -46,7 +46,7 @@ from kvstore.compaction import (
     plan,
     plan_full,
 )
-from kvstore.errors import CheckpointNotFound, FencedError, KvError
+from kvstore.errors import CheckpointNotFound, ClosedError, FencedError, KvError
 from kvstore.format.manifest import Manifest, SstMeta
 from kvstore.format.sst import Columns, Entry
 from kvstore.iterators import BlockColumns, merge_batches, merge_columns
@@ -341,7 +341,10 @@ class MaintenanceMixin:
                 p = plan_full(m.l0, m.runs, purge_tombstones=first)
                 if p is None:
                     break
-                self._compact_once(p, tick)
+                try:
+                    self._compact_once(p, tick)
+                except CompactionStopped:
+                    raise ClosedError("the database was closed while compact() ran") from None
                 first = False
         self.collect_garbage()
         if progress is not None:
@@ -439,17 +442,34 @@ class MaintenanceMixin:
         def change(m: Manifest) -> Manifest:
             return m.evolve(checkpoints={k: v for k, v in m.checkpoints.items() if k != name})
 
+        try:
+            pinned = self._pinned_by(name, self._manifest.checkpoints[name])
+        except (OSError, KvError):  # a missing or damaged checkpoint can still be deleted
+            pinned = frozenset()
         self._advance_manifest(change)
-        self._pins.pop(name, None)
+        self._release_pins({name: pinned})
+
+    def _pinned_by(self, name: str, cp: dict[str, Any]) -> frozenset[str]:
+        """The SST ids checkpoint ``name`` pins (its manifest's SSTs)."""
+        return self._pins.get(name) or frozenset(
+            s.id for s in self._mstore.load(int(cp["manifest_id"])).all_ssts()
+        )
+
+    def _release_pins(self, released: dict[str, frozenset[str]]) -> None:
+        """Forget deleted or expired checkpoints' pins; their files start a fresh grace
+        period (a reader may still be reading the checkpoint)."""
+        ids = frozenset().union(*released.values())
+        now = self._clock()
+        with self._gc_lock:
+            for name in released:
+                self._pins.pop(name, None)
+            self._obsolete = [(now if i in ids else when, i) for when, i in self._obsolete]
 
     def _load_pins(self) -> None:
         """Pinned SST ids of every checkpoint (loading their manifests)."""
-        pins = {}
-        for name, cp in self._manifest.checkpoints.items():
-            pins[name] = self._pins.get(name) or frozenset(
-                s.id for s in self._mstore.load(int(cp["manifest_id"])).all_ssts()
-            )
-        self._pins = pins
+        self._pins = {
+            name: self._pinned_by(name, cp) for name, cp in self._manifest.checkpoints.items()
+        }
 
     def _expire_checkpoints(self) -> None:
         now_ms = int(self._clock() * 1000)
@@ -459,13 +479,13 @@ class MaintenanceMixin:
             if cp.get("expires_ms") is not None and cp["expires_ms"] <= now_ms
         ]
         if expired:
+            pinned = {n: self._pinned_by(n, self._manifest.checkpoints[n]) for n in expired}
             self._advance_manifest(
                 lambda m: m.evolve(
                     checkpoints={k: v for k, v in m.checkpoints.items() if k not in expired}
                 )
             )
-            for n in expired:
-                self._pins.pop(n, None)
+            self._release_pins(pinned)
             log.info("checkpoints expired: %s", ", ".join(expired))
 
     # ------------------------------------------------------------------

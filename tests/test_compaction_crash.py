@@ -298,3 +298,35 @@ def test_manifest_write_of_unknown_outcome_stops_the_writer_and_keeps_its_files(
     with kvstore.open(store, **OPTS) as db:
         assert dict(db.scan()) == model
         assert db.stats()["sorted_runs"] == 1  # the compaction's manifest is the one read
+
+
+class SstUploadLandsButFails(MemoryStore):
+    """The next SST upload lands, then reports an error (once)."""
+
+    armed = False
+
+    def put_if_absent(self, name: str, data: bytes) -> None:
+        super().put_if_absent(name, data)
+        if self.armed and name.startswith(paths.SST_DIR):
+            self.armed = False
+            raise TimeoutError("SST upload timed out (but landed)")
+
+
+def test_an_sst_whose_upload_failed_is_collected_by_gc_in_the_same_session():
+    store = SstUploadLandsButFails(f"sst-fails-{uuid.uuid4()}")
+    db = kvstore.open(store, **OPTS, gc_grace_seconds=0)
+    try:
+        db.put(b"a", b"1")
+        store.armed = True
+        with pytest.raises(TimeoutError):
+            db.flush()
+        orphans = set(store.list(paths.SST_DIR))
+        assert len(orphans) == 1 and not db._manifest.all_ssts()
+        db.collect_garbage()  # not in flight any more: nothing will ever name it
+        assert set(store.list(paths.SST_DIR)) == set()
+        db.flush()  # the retry writes a new SST
+        assert db.get(b"a") == b"1" and len(db._manifest.all_ssts()) == 1
+    finally:
+        db.close()
+    with kvstore.open(store, **OPTS) as db:
+        assert db.get(b"a") == b"1"

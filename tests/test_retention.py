@@ -634,6 +634,47 @@ def test_gc_respects_grace_seconds(tmp_path):
         assert len(dict(db.scan())) == 100
 
 
+@pytest.mark.parametrize("how", ["deleted", "expired"])
+def test_files_of_a_removed_checkpoint_get_a_fresh_grace_period(tmp_path, how):
+    """SSTs a checkpoint pinned were replaced long ago; once the checkpoint goes, a
+    reader still reading it gets the full grace period before its files go."""
+    path = tmp_path / "db"
+    clock = FakeClock()
+    db = open_db(
+        LocalStore(path, fsync=False),
+        clock,
+        memtable_bytes=4096,
+        background_compaction=False,
+        gc_grace_seconds=30,
+    )
+    try:
+        for i in range(200):
+            db.put(b"k%03d" % (i % 100), b"v%d" % i * 10, durable=False)
+        db.flush()
+        db.create_checkpoint("cp", expires_in=100 if how == "expired" else None)
+        pinned = tree_ids(db)
+        for i in range(200):
+            db.put(b"k%03d" % (i % 100), b"w%d" % i * 10, durable=False)
+        db.compact()  # replaces every pinned SST: queued as obsolete, kept while pinned
+        assert not (pinned & tree_ids(db))
+        clock.advance(99)  # far past the grace period, the checkpoint still there
+        db.collect_garbage()  # deletes the replaced SSTs nothing pins
+        assert sst_files(path) == pinned | tree_ids(db)
+        if how == "deleted":
+            db.delete_checkpoint("cp")
+        else:
+            clock.advance(2)  # expires: the next GC removes it
+        assert db.collect_garbage()["ssts"] == 0, "deleted without a fresh grace period"
+        assert pinned <= sst_files(path) and db.list_checkpoints() == []
+        clock.advance(29)
+        assert db.collect_garbage()["ssts"] == 0
+        clock.advance(2)
+        assert db.collect_garbage()["ssts"] == len(pinned)
+        assert not (pinned & sst_files(path))
+    finally:
+        db.close()
+
+
 def test_gc_deletes_files_left_by_a_crash_only_after_reopen_and_grace(tmp_path):
     path = tmp_path / "db"
     with open_db(LocalStore(path, fsync=False), memtable_bytes=4096) as db:

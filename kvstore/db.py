@@ -33,6 +33,7 @@ is taken) or manifest write, and raises :class:`FencedError`.
 from __future__ import annotations
 
 import logging
+import os
 import secrets
 import threading
 import time
@@ -103,6 +104,8 @@ class DB(MaintenanceMixin):
             LocalStore(options.wal_dir, fsync=options.fsync) if options.wal_dir else store
         )
         self._opts = options
+        #: where this writer's WAL lives, as recorded in its manifests
+        self._wal_dir = None if options.wal_dir is None else os.path.abspath(options.wal_dir)
         self._clock = clock
         self._mstore = ManifestStore(store)
         self._ids = IdGenerator(options.seed, clock)
@@ -149,7 +152,12 @@ class DB(MaintenanceMixin):
         self._init_maintenance()
         self._compactor: threading.Thread | None = None
         self._closing = False  # close() has begun: flushes no longer wait for L0 room
-        self._recover()
+        try:
+            self._recover()
+        except BaseException:
+            if self._epoch_cell is not None:  # nothing else is held yet
+                self._epoch_cell.close()
+            raise
         if options.background_compaction:
             self._compactor = threading.Thread(
                 target=self._compaction_loop, name="kvstore-compact", daemon=True
@@ -177,6 +185,41 @@ class DB(MaintenanceMixin):
             )
         return can
 
+    def _check_wal_location(self, m: Manifest) -> None:
+        """Refuse to open where the last writer's acknowledged, unflushed writes
+        would be left behind: its WAL lived elsewhere (another ``wal_dir``, or
+        the store while this writer uses one, or the reverse)."""
+        if m.writer_epoch == 0 or self._opts.accept_wal_loss or m.wal_dir == self._wal_dir:
+            return
+        if any(i >= m.wal_replay_from for i, _ in list_wal_ids(self._wal_store)):
+            return  # the WAL the manifest points to is here (e.g. a directory moved)
+        old: ObjectStore | None = None
+        if m.wal_dir is None:
+            old = self._store
+        elif os.path.isdir(m.wal_dir):
+            old = LocalStore(m.wal_dir, create=False)
+        left = 0
+        if old is not None:
+            found = [i for i, _ in list_wal_ids(old) if i >= m.wal_replay_from]
+            if found or m.wal_dir is None:
+                unflushed = replay(
+                    old, m.wal_replay_from, m.last_flushed_seq, tolerate_missing=True
+                )
+                left = len(unflushed.records)
+                if not left:
+                    return  # nothing is left behind: switching is safe
+        where = "in the store" if m.wal_dir is None else f"in wal_dir={m.wal_dir!r}"
+        what = (
+            f"which holds {left} acknowledged write{'s' if left > 1 else ''} not yet in an SST"
+            if left
+            else "which is not there (acknowledged writes it held that no SST has are lost)"
+        )
+        keep = "without wal_dir" if m.wal_dir is None else f"with wal_dir={m.wal_dir!r}"
+        raise ValueError(
+            f"option wal_dir: the last writer of {self._store.describe()} kept its WAL "
+            f"{where}, {what}; open {keep}, or pass accept_wal_loss=True to open anyway"
+        )
+
     def _recover(self) -> None:
         for st in {id(self._store): self._store, id(self._wal_store): self._wal_store}.values():
             if isinstance(st, LocalStore):
@@ -189,6 +232,7 @@ class DB(MaintenanceMixin):
                 pass
             m = self._mstore.load_latest()
             assert m is not None
+        self._check_wal_location(m)
         while True:  # step 2: claim the store
             claimed = m.evolve(
                 id=m.id + 1,
@@ -196,6 +240,7 @@ class DB(MaintenanceMixin):
                 created_ms=self._now_ms(),
                 writer_nonce=secrets.token_hex(8),
                 claims=(*m.claims, m.id + 1)[-MAX_CLAIMS:],
+                wal_dir=self._wal_dir,
             )
             try:
                 self._mstore.write(claimed)

@@ -33,6 +33,9 @@ class Options:
     wal: str = "auto"
     #: put the WAL journal in this local directory while SSTs live at the URL
     wal_dir: str | os.PathLike[str] | None = None
+    #: open even though the WAL the last writer used is gone or elsewhere: the
+    #: acknowledged writes it held that no SST has are lost (see docs/s3.md)
+    accept_wal_loss: bool = False
     #: non-durable writes buffered before the WAL writes them out
     wal_buffer_bytes: int = 1 * MiB
     #: run memtable flushes on a background thread
@@ -84,7 +87,7 @@ class Options:
             "l0_max_ssts",
         ):
             require(name, (int,), "an int")
-        for name in ("background_flush", "background_compaction", "fsync"):
+        for name in ("background_flush", "background_compaction", "fsync", "accept_wal_loss"):
             require(name, (bool,), "a bool")
         for name in ("compression", "wal"):
             require(name, (str,), "a str")

@@ -232,6 +232,26 @@ def test_compact_and_gc(store: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert run(capsys, "verify", store)[0] == 0
 
 
+def test_a_writer_wal_dir_is_found_through_the_manifest(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A writer with wal_dir= left acknowledged writes in its journal only: the CLI
+    reads and writes with that journal without being told, and refuses a
+    --wal-dir that does not exist instead of leaving the writes behind."""
+    url, wal = str(tmp_path / "db"), tmp_path / "wal"
+    db = kvstore.open(url, wal_dir=wal, background_flush=False, background_compaction=False)
+    db.put(b"unflushed", b"1")
+    db._wal._journal.close()  # a crash: nothing flushed, nothing closed
+    db._closed = True
+    assert run(capsys, "get", url, "unflushed") == (0, "1\n", "")
+    code, _, err = run(capsys, "put", url, "k", "v", "--wal-dir", str(tmp_path / "typo"))
+    assert code == 1 and "does not exist" in err
+    assert not (tmp_path / "typo").exists()
+    assert run(capsys, "put", url, "k", "v")[0] == 0  # with the recorded journal
+    with kvstore.open(url, wal_dir=wal) as db:
+        assert (db.get(b"unflushed"), db.get(b"k")) == (b"1", b"v")
+
+
 def test_compact_progress_bar(store: str, capsys: pytest.CaptureFixture[str]) -> None:
     live = sum((Path(store) / name).stat().st_size for name in live_ssts(store))
     code, out, err = run(capsys, "compact", store, "--progress")

@@ -869,7 +869,10 @@ def test_wal_dir_trade_off_machine_loss_loses_unflushed_writes(
     _crash(db, faulty)
     shutil.rmtree(tmp_path / "wal-a")  # the machine and its disk are gone
 
-    with kvstore.open(inner, wal_dir=str(tmp_path / "wal-b")) as db2:  # a new machine
+    # a new machine: the writer must say it accepts losing what only wal-a held
+    with pytest.raises(ValueError, match="accept_wal_loss"):
+        kvstore.open(inner, wal_dir=str(tmp_path / "wal-b"))
+    with kvstore.open(inner, wal_dir=str(tmp_path / "wal-b"), accept_wal_loss=True) as db2:
         assert db2.get(b"flushed") == b"1"
         assert db2.get(b"acked-not-flushed") is None  # acknowledged, and lost
 

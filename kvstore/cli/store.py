@@ -9,6 +9,7 @@ next to a running writer without fencing it.
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,6 +29,9 @@ class CliError(Exception):
     def __init__(self, message: str, code: int = 1) -> None:
         super().__init__(message)
         self.code = code
+
+
+log = logging.getLogger("kvstore")
 
 
 @dataclass(frozen=True)
@@ -59,20 +63,31 @@ class Target:
             raise CliError(f"no kvstore at {self.url} (no manifest found)")
         return store
 
+    def find_wal_dir(self, store: ObjectStore) -> str | None:
+        """``--wal-dir``, else the local WAL directory the latest manifest records
+        (when it exists here), else None: the WAL lives in the store."""
+        if self.wal_dir is not None:
+            if not os.path.isdir(self.wal_dir):
+                raise CliError(f"WAL directory {self.wal_dir} does not exist")
+            return self.wal_dir
+        m = ManifestStore(store).load_latest()
+        recorded = None if m is None else m.wal_dir
+        if recorded is not None and os.path.isdir(recorded):
+            log.info("using the WAL directory the manifest records: %s", recorded)
+            return recorded
+        return None
+
     def wal_store(self, store: ObjectStore) -> ObjectStore:
-        if self.wal_dir is None:
-            return store
-        if not os.path.isdir(self.wal_dir):
-            raise CliError(f"WAL directory {self.wal_dir} does not exist")
-        return LocalStore(self.wal_dir)
+        wal_dir = self.find_wal_dir(store)
+        return store if wal_dir is None else LocalStore(wal_dir)
 
     def open_reader(self, checkpoint: str | None = None) -> kvstore.Reader:
-        self.open_existing()
+        store = self.open_existing()
         try:
             return kvstore.open_reader(
                 self.url,
                 storage_options=self.storage_options or None,
-                wal_dir=self.wal_dir,
+                wal_dir=self.find_wal_dir(store),
                 checkpoint=checkpoint,
             )
         except KeyError:
@@ -80,13 +95,16 @@ class Target:
 
     def open_writer(self, *, create: bool = False) -> kvstore.DB:
         """The single writer (fences any other). Compaction only when asked for."""
+        wal_dir = self.wal_dir
         if not create:
-            self.open_existing()
+            wal_dir = self.find_wal_dir(self.open_existing())
+        elif wal_dir is not None and not os.path.isdir(wal_dir):
+            raise CliError(f"WAL directory {wal_dir} does not exist")
         options: dict[str, Any] = {"background_compaction": False}
         if self.storage_options:
             options["storage_options"] = self.storage_options
-        if self.wal_dir is not None:
-            options["wal_dir"] = self.wal_dir
+        if wal_dir is not None:
+            options["wal_dir"] = wal_dir
         return kvstore.open(self.url, **options)
 
 

@@ -87,6 +87,9 @@ class Manifest:
     #: last, at most MAX_CLAIMS): GC keeps them, so an old writer's probe of "its
     #: latest id + 1" still finds the claim that fenced it (see ManifestStore)
     claims: tuple[int, ...] = ()
+    #: absolute path of the local WAL directory (option wal_dir) of the writer
+    #: that wrote this manifest; None: its WAL lives in the store
+    wal_dir: str | None = None
 
     def evolve(self, **changes: Any) -> Manifest:
         return replace(self, **changes)
@@ -139,6 +142,7 @@ class Manifest:
                 "writer_nonce": self.writer_nonce,
                 # only when set: a manifest without claims encodes as before
                 **({"claims": list(self.claims)} if self.claims else {}),
+                **({"wal_dir": self.wal_dir} if self.wal_dir is not None else {}),
             },
             separators=(",", ":"),
             sort_keys=True,
@@ -177,6 +181,7 @@ class Manifest:
                 created_ms=int(d.get("created_ms", 0)),
                 writer_nonce=str(d.get("writer_nonce", "")),
                 claims=tuple(int(i) for i in d.get("claims", ())),
+                wal_dir=None if d.get("wal_dir") is None else str(d["wal_dir"]),
             )
         except (
             ValueError,

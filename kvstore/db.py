@@ -67,7 +67,7 @@ from kvstore.options import Options
 from kvstore.oracle import Oracle
 from kvstore.snapshot import SeqRegistry, Snapshot
 from kvstore.txn import Isolation, Transaction
-from kvstore.wal import JournalWal, ObjectWal, list_wal_ids, replay
+from kvstore.wal import JournalWal, ObjectWal, list_wal_ids, missing_seq, replay
 
 log = logging.getLogger("kvstore")
 
@@ -270,6 +270,17 @@ class DB(MaintenanceMixin):
         result = replay(
             self._wal_store, claimed.wal_replay_from, claimed.last_flushed_seq, upto_id=upto
         )
+        gap = missing_seq(result.records, claimed.last_flushed_seq)
+        if gap is not None:
+            if not self._opts.accept_wal_loss:
+                raise CorruptionError(
+                    f"WAL records from seq {gap} on are missing: manifest {m.id} has "
+                    f"everything up to seq {claimed.last_flushed_seq}, and the WAL resumes "
+                    f"at seq {next(r.seq for r in result.records if r.seq >= gap)}; a WAL "
+                    "segment or a newer manifest was lost (accept_wal_loss=True opens "
+                    "with what is left)"
+                )
+            log.error("opening without the WAL records from seq %d on (accept_wal_loss)", gap)
         self._wal_objects = result.data_ids if not journal else []
         last_seq = max([claimed.last_flushed_seq] + [r.seq for r in result.records])
         for meta in claimed.all_ssts():

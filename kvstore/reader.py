@@ -21,12 +21,12 @@ from kvstore import _validate
 from kvstore import readpath as rp
 from kvstore.cache import BlockCache
 from kvstore.db import open_sst
-from kvstore.errors import CheckpointNotFound, ClosedError, KvError
+from kvstore.errors import CheckpointNotFound, ClosedError, CorruptionError, KvError
 from kvstore.format.manifest import Manifest
 from kvstore.manifest_store import ManifestStore
 from kvstore.memtable import Memtable
 from kvstore.objstore import ObjectStore
-from kvstore.wal import WalRecord, replay
+from kvstore.wal import missing_seq, replay
 
 
 class ReadOnlyError(KvError):
@@ -63,6 +63,7 @@ class Reader:
         if self._closed:
             raise ClosedError("the reader is closed")
         with self._lock:
+            gap_in: int | None = None  # the manifest whose replay had a gap last time
             for _attempt in range(100):
                 try:
                     m = self._mstore.load_latest()
@@ -84,9 +85,8 @@ class Reader:
                     }
                 except FileNotFoundError:
                     continue  # the writer flushed and deleted meanwhile: retry
-                if self._mstore.latest_id() != m.id or not _contiguous(
-                    result.records, m.last_flushed_seq
-                ):
+                gap = missing_seq(result.records, m.last_flushed_seq)
+                if self._mstore.latest_id() != m.id or gap is not None:
                     # The writer advanced while we read: WAL segments our manifest
                     # points to may have been deleted before we listed them, which
                     # would leave a gap between its SSTs and what we replayed.
@@ -95,6 +95,15 @@ class Reader:
                     # manifest is written, so m still being the latest proves
                     # the replay complete; every commit takes the next seq, so
                     # a gap in the records would prove it incomplete too.)
+                    if gap is not None and m.id == gap_in and _attempt >= 3:
+                        # the same manifest, the same hole: not a race, damage
+                        raise CorruptionError(
+                            f"WAL records from seq {gap} on are missing (manifest {m.id} "
+                            f"has everything up to seq {m.last_flushed_seq}); the WAL or "
+                            "a newer manifest was lost"
+                        )
+                    gap_in = m.id if gap is not None else None
+                    time.sleep(0.001 * _attempt)
                     continue
                 mt = Memtable(0)
                 for rec in result.records:
@@ -175,8 +184,3 @@ class Reader:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _contiguous(records: list[WalRecord], last_flushed_seq: int) -> bool:
-    """Whether replayed records (in seq order) continue the SSTs without a gap."""
-    return all(r.seq == last_flushed_seq + i for i, r in enumerate(records, 1))

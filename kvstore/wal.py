@@ -400,6 +400,19 @@ def replay(
     return ReplayResult(records, ids, max_id, data_ids)
 
 
+def missing_seq(records: list[WalRecord], after_seq: int) -> int | None:
+    """The first seq missing from replayed ``records`` (seq order) after ``after_seq``.
+
+    Every commit takes the next seq and is one WAL record, so what a replay
+    returns must continue the SSTs' ``last_flushed_seq`` without a gap; a gap
+    means WAL data (or the manifest that retired it) is missing.
+    """
+    for expected, rec in enumerate(records, after_seq + 1):
+        if rec.seq != expected:
+            return expected
+    return None
+
+
 #: how often a journal segment that fails to decode is read again before the
 #: failure is believed (only segments ending in zero padding: see below)
 LIVE_REREADS = 3

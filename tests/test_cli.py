@@ -520,3 +520,27 @@ def test_s3_with_storage_options(
     assert run(capsys, "get", url, "k", *opts)[1] == "v\n"
     code, doc = run_json(capsys, "verify", url, *opts)
     assert code == 0 and doc["ok"] and doc["checked"]["ssts"] == 1
+
+
+def test_a_hole_in_the_wal_is_reported_by_verify_and_info(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The newest manifest is lost after it retired the WAL segment holding some
+    writes: verify and info exit 3 naming the hole (they said OK before)."""
+    path = tmp_path / "db"
+    db = kvstore.open(path, background_flush=False, background_compaction=False)
+    for i in range(10):
+        db.put(b"k%d" % i, b"v")
+        if i in (3, 6):
+            db.flush()
+    newest = db._manifest.id
+    db._wal._journal.close()  # a crash
+    db._closed = True
+    os.remove(path / paths.manifest_name(newest))
+    code, doc = run_json(capsys, "verify", str(path))
+    assert code == 3 and doc["damaged_objects"] == ["wal/"], doc
+    assert "seq 5 on are missing" in json.dumps(doc)
+    code, doc = run_json(capsys, "info", str(path))
+    assert code == 3 and any("seq 5 on are missing" in p for p in doc["problems"])
+    code, _, err = run(capsys, "get", str(path), "k0")
+    assert code == 3 and "missing" in err

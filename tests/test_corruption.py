@@ -815,3 +815,41 @@ def test_local_flip_in_sst(
 
     target = damaged_copy(root, tmp_path / "s", flip, Path(name))
     assert_detected(outcome(target, g.expected, g.universe), f"local {region} byte {pos}")
+
+
+# ---------------------------------------------------------------------------
+# a hole in the WAL: the newest manifest lost after it retired old segments
+# ---------------------------------------------------------------------------
+def _store_with_a_lost_manifest(path: Path) -> None:
+    """Writes 1..10 and 11..20 each flushed, 21..25 only in the WAL; then the newest
+    manifest (which retired the segment holding 11..20) is lost."""
+    quiet = {"background_flush": False, "background_compaction": False}
+    db = kvstore.open(path, **quiet)
+    for batch in range(3):
+        for i in range(batch * 10, batch * 10 + (10 if batch < 2 else 5)):
+            db.put(b"k%02d" % i, b"v%d" % i)
+        if batch < 2:
+            db.flush()
+    newest = db._manifest.id
+    db._wal._journal.close()  # a crash: 21..25 stay in the WAL only
+    db._closed = True
+    os.remove(path / paths.manifest_name(newest))
+
+
+def test_a_hole_in_the_wal_is_corruption_not_silent_loss(tmp_path: Path) -> None:
+    path = tmp_path / "db"
+    _store_with_a_lost_manifest(path)
+    before = sorted(os.listdir(path / "manifest"))
+    with pytest.raises(CorruptionError, match="seq 11 on are missing") as err:
+        kvstore.open(path)
+    assert "accept_wal_loss" in str(err.value)
+    with pytest.raises(CorruptionError, match="seq 11 on are missing"):
+        kvstore.open_reader(path)  # not "the store changed too quickly"
+    # the refused open claimed the store but changed nothing a reader depends on
+    assert set(before) <= set(os.listdir(path / "manifest"))
+    with kvstore.open(path, accept_wal_loss=True) as db:  # what is left: 1..10, 21..25
+        got = dict(db.scan())
+        assert sorted(got) == [b"k%02d" % i for i in [*range(10), *range(20, 25)]]
+        db.put(b"after", b"1")
+    with kvstore.open(path) as db:  # and the store is whole again
+        assert db.get(b"after") == b"1" and db.get(b"k22") == b"v22"

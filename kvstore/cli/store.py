@@ -20,7 +20,7 @@ from kvstore.errors import CorruptionError
 from kvstore.format.manifest import Manifest, SstMeta
 from kvstore.manifest_store import ManifestStore
 from kvstore.objstore import LocalStore, ObjectStore, open_store
-from kvstore.wal import list_wal_ids, replay
+from kvstore.wal import list_wal_ids, missing_seq, replay
 
 
 class CliError(Exception):
@@ -160,6 +160,9 @@ def summarize(store: ObjectStore, wal_store: ObjectStore, url: str) -> dict[str,
         replayed = replay(wal_store, m.wal_replay_from, m.last_flushed_seq, tolerate_missing=True)
         last_seq = max([m.last_flushed_seq] + [r.seq for r in replayed.records])
         unflushed = len(replayed.records)
+        gap = missing_seq(replayed.records, m.last_flushed_seq)
+        if gap is not None and ManifestStore(store).latest_id() == m.id:  # not a race
+            problems.append(f"WAL records from seq {gap} on are missing")
     except CorruptionError as exc:
         last_seq = unflushed = None
         problems.append(str(exc))

@@ -216,7 +216,31 @@ class Verifier:
         for name, kind, size in plan.wal:
             self.check_wal(name, kind, seen)
             progress(size, name)
+        if plan.manifest is not None:
+            self.check_wal_continuity(plan.manifest, seen)
         return self.report
+
+    def check_wal_continuity(self, m: Manifest, seen: dict[int, str]) -> None:
+        """Every commit is one WAL record with the next seq: after the manifest's
+        ``last_flushed_seq`` the records must follow without a hole."""
+        expected = m.last_flushed_seq + 1
+        for seq in sorted(s for s in seen if s > m.last_flushed_seq):
+            if seq != expected:
+                break
+            expected += 1
+        else:
+            return
+        if self.mstore.latest_id() != m.id:
+            self.report.notes.append(
+                "the writer flushed while verify ran: WAL continuity not checked"
+            )
+            return
+        self.problem(
+            paths.WAL_DIR,
+            "missing",
+            f"WAL records from seq {expected} on are missing (manifest {m.id} has "
+            f"everything up to seq {m.last_flushed_seq}; the WAL resumes at seq {seq})",
+        )
 
     def check_manifest(self, name: str) -> None:
         try:

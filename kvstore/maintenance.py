@@ -406,8 +406,8 @@ class MaintenanceMixin:
             isinstance(expires_in, bool) or not isinstance(expires_in, (int, float))
         ):
             raise TypeError("expires_in must be a number of seconds or None")
-        if expires_in is not None and expires_in <= 0:
-            raise ValueError("expires_in must be positive")
+        if expires_in is not None and not 0 < expires_in < float("inf"):
+            raise ValueError(f"expires_in must be a positive, finite number, not {expires_in}")
         self.flush()
         now_ms = int(self._clock() * 1000)
 

@@ -7,6 +7,7 @@ prove the module entry point, exit statuses and the absence of tracebacks.
 
 from __future__ import annotations
 
+import codecs
 import io
 import json
 import os
@@ -439,7 +440,12 @@ def test_escape() -> None:
     assert codec.escape(b"plain text") == "plain text"
     assert codec.escape("héllo".encode()) == "héllo"
     assert codec.escape(b"a\\b\n\t\r\x00\x7f\xff") == "a\\\\b\\n\\t\\r\\x00\\x7f\\xff"
-    assert codec.escape("\u200b".encode()) == "\\u200b"
+    assert codec.escape("\u200b".encode()) == "\\xe2\\x80\\x8b"  # its UTF-8 bytes
+    # not UTF-8 as a whole: bytes, never characters that happen to decode
+    assert codec.escape(bytes.fromhex("deadbeef")) == "\\xde\\xad\\xbe\\xef"
+    for data in (b"a\xe2\x80\xaeb", bytes(range(256)), "x\u0301\u202e\n".encode()):
+        text = codec.escape(data)  # reads back as a bytes literal
+        assert text.isprintable() and codecs.escape_decode(text.encode())[0] == data
     assert codec.parse_bytes("0x0A ff:10", hex_mode=True, what="K") == b"\n\xff\x10"
     assert prefix_end(b"a\xff") == b"b" and prefix_end(b"\xff") is None
     assert codec.human_bytes(512) == "512 B" and codec.human_bytes(3 << 20) == "3.0 MiB"
@@ -544,3 +550,39 @@ def test_a_hole_in_the_wal_is_reported_by_verify_and_info(
     assert code == 3 and any("seq 5 on are missing" in p for p in doc["problems"])
     code, _, err = run(capsys, "get", str(path), "k0")
     assert code == 3 and "missing" in err
+
+
+def test_scan_json_stays_one_document_when_it_meets_damage(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "db"
+    with kvstore.open(path, fsync=False, block_bytes=256, compression="none") as db:
+        for i in range(200):
+            db.put(b"k%03d" % i, b"v" * 40, durable=False)
+        db.compact()
+    victim = live_ssts(str(path))[0]
+    data = (path / victim).read_bytes()
+    flip_byte(path / victim, data.index(b"k150"))  # a block in the middle
+    code, out, err = run(capsys, "scan", str(path), "--json")
+    doc = json.loads(out)  # one valid document, not a fragment and a second one
+    assert code == 3 and doc["error"]["type"] == "corruption" and doc["truncated"] is True
+    assert 0 < doc["count"] == len(doc["items"]) < 200 and "stopped after" in err
+
+
+def test_global_options_before_bench_and_huge_or_infinite_expiry(
+    store: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["-o", "a=b", "bench", "--help"]) == 0
+    assert main(["--wal-dir", "/tmp", "--json", "bench", "--help"]) == 0
+    capsys.readouterr()
+    for text in ("1e300", "inf", "nan"):
+        code, _, err = run(capsys, "checkpoint", "create", store, "c", "--expires-in", text)
+        assert code == 2 and "--expires-in" in err
+    with kvstore.open(store) as db:
+        for bad in (float("inf"), float("nan")):
+            with pytest.raises(ValueError, match="finite"):
+                db.create_checkpoint("c", expires_in=bad)
+        db.create_checkpoint("far", expires_in=1e300)  # absurd but representable
+    code, out, _ = run(capsys, "checkpoint", "list", store)
+    assert code == 0 and "far" in out
+    assert codec.human_ms(10**30).endswith("ms after the epoch")

@@ -5,10 +5,12 @@ Keys and values are arbitrary bytes; a terminal is not. The rules:
 * **input**, text mode: the argument's bytes exactly as the OS passed them
   (``os.fsencode``, so even non-UTF-8 argv bytes survive); ``--hex``: hex
   digits (spaces, ``:`` and a leading ``0x`` are ignored).
-* **output**, text mode: printable UTF-8 as is, everything else escaped like
-  a Python bytes literal without the quotes (``\\n``, ``\\t``, ``\\x00``,
-  ``\\\\`` for a backslash), so a key can never break a line or move the
-  cursor; ``--hex``: lowercase hex.
+* **output**, text mode: valid UTF-8 shows its printable characters as they
+  are; everything else is escaped like a Python bytes literal without the
+  quotes (``\\n``, ``\\t``, ``\\x00``, ``\\\\`` for a backslash, and a
+  non-printable character as its UTF-8 bytes ``\\xNN``), so a key can never
+  break a line or move the cursor. Bytes that are not valid UTF-8 show every
+  byte outside printable ASCII as ``\\xNN``; ``--hex``: lowercase hex.
 * **JSON**, text mode: ``"key": "<exact string>"`` when the bytes are valid
   UTF-8, otherwise ``"key_hex": "..."`` instead; ``--hex``: ``"key_hex"``
   always. A consumer never has to undo an escape.
@@ -23,6 +25,11 @@ from typing import Any
 
 _HEX_JUNK = re.compile(r"[\s:]")
 _SIMPLE_ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+#: printable ASCII bytes shown as themselves, and the simple escapes
+_ASCII = {
+    **{b: chr(b) for b in range(0x20, 0x7F) if b != 0x5C},
+    **{ord(k): v for k, v in _SIMPLE_ESCAPES.items()},
+}
 
 
 class InputError(ValueError):
@@ -50,24 +57,20 @@ def parse_key(text: str, *, hex_mode: bool, what: str = "KEY") -> bytes:
 
 def escape(data: bytes) -> str:
     """Printable text for any bytes; reversible (see the module docstring)."""
-    text = data.decode("utf-8", "surrogateescape")
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:  # not text: show bytes, as a bytes literal would
+        return "".join(_ASCII.get(b) or f"\\x{b:02x}" for b in data)
     if text.isprintable() and "\\" not in text:
         return text
     out: list[str] = []
     for ch in text:
-        code = ord(ch)
-        if 0xDC80 <= code <= 0xDCFF:  # a byte that is not UTF-8
-            out.append(f"\\x{code - 0xDC00:02x}")
-        elif ch in _SIMPLE_ESCAPES:
+        if ch in _SIMPLE_ESCAPES:
             out.append(_SIMPLE_ESCAPES[ch])
         elif ch.isprintable():
             out.append(ch)
-        elif code < 0x100:
-            out.append(f"\\x{code:02x}")
-        elif code < 0x10000:
-            out.append(f"\\u{code:04x}")
-        else:
-            out.append(f"\\U{code:08x}")
+        else:  # its UTF-8 bytes, so the escape reads back as a bytes literal
+            out.extend(f"\\x{b:02x}" for b in ch.encode())
     return "".join(out)
 
 
@@ -105,7 +108,10 @@ def human_ms(ms: int | None) -> str:
         return "never"
     if ms <= 0:
         return "unknown"
-    return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ms / 1000))
+    try:
+        return time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(ms / 1000))
+    except (OverflowError, OSError, ValueError):  # beyond what the platform can show
+        return f"{ms} ms after the epoch"
 
 
 def plural(n: int, word: str, many: str | None = None) -> str:

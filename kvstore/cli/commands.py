@@ -30,6 +30,7 @@ from kvstore.cli.store import (
     summarize,
 )
 from kvstore.cli.verify import Plan, Progress, verify
+from kvstore.errors import CorruptionError, KvError
 from kvstore.format.manifest import Manifest, SstMeta
 from kvstore.maintenance import check_checkpoint_name
 from kvstore.manifest_store import ManifestStore
@@ -178,7 +179,7 @@ def cmd_manifest(ctx: Ctx) -> int:
 
 
 def _sst_line(ctx: Ctx, s: SstMeta) -> str:
-    tomb = f" ({s.tombstones} tombstones)" if s.tombstones else ""
+    tomb = f" ({plural(s.tombstones, 'tombstone')})" if s.tombstones else ""
     return (
         f"    {s.id}  {human_bytes(s.size):>10}  {plural(s.count, 'entry', 'entries')}{tomb}"
         f"  seq {s.min_seq}..{s.max_seq}  keys '{ctx.show(s.first_key)}'..'{ctx.show(s.last_key)}'"
@@ -278,8 +279,8 @@ def _scan_range(ctx: Ctx) -> tuple[bytes | None, bytes | None]:
 
 def cmd_scan(ctx: Ctx) -> int:
     a = ctx.args
-    if a.limit is not None and a.limit < 0:
-        raise InputError("--limit must be >= 0")
+    if a.limit is not None and not 0 <= a.limit < sys.maxsize:
+        raise InputError(f"--limit must be between 0 and {sys.maxsize - 1}")
     start, end = _scan_range(ctx)
     with ctx.target.open_reader(a.checkpoint) as reader:
         items: Iterator[tuple[bytes, bytes]] = iter(())
@@ -292,20 +293,32 @@ def cmd_scan(ctx: Ctx) -> int:
         out = sys.stdout
         if ctx.json:
             out.write('{\n  "items": [')
-        for key, value in items:
-            if a.limit is not None and count == a.limit:
-                truncated = True
-                break
-            if ctx.json:
-                doc = ctx.put_bytes({}, "key", key)
-                if not a.keys_only:
-                    ctx.put_bytes(doc, "value", value)
-                out.write(("," if count else "") + "\n    " + json.dumps(doc))
-            elif a.keys_only:
-                out.write(ctx.show(key) + "\n")
-            else:
-                out.write(f"{ctx.show(key)}\t{ctx.show(value)}\n")
-            count += 1
+        try:
+            for key, value in items:
+                if a.limit is not None and count == a.limit:
+                    truncated = True
+                    break
+                if ctx.json:
+                    doc = ctx.put_bytes({}, "key", key)
+                    if not a.keys_only:
+                        ctx.put_bytes(doc, "value", value)
+                    out.write(("," if count else "") + "\n    " + json.dumps(doc))
+                elif a.keys_only:
+                    out.write(ctx.show(key) + "\n")
+                else:
+                    out.write(f"{ctx.show(key)}\t{ctx.show(value)}\n")
+                count += 1
+        except (KvError, OSError) as exc:
+            if not ctx.json:
+                raise
+            # the items streamed so far stay one valid document, which names the error
+            code = EXIT_CORRUPTION if isinstance(exc, CorruptionError) else EXIT_FAILURE
+            kind = "corruption" if code == EXIT_CORRUPTION else type(exc).__name__
+            error = {"type": kind, "message": str(exc), "exit_code": code}
+            tail = {"count": count, "truncated": True, "error": error}
+            out.write("\n  ],\n" + json.dumps(tail, indent=2)[2:] + "\n")
+            sys.stderr.write(f"kvstore: stopped after {count} items: {exc}\n")
+            return code
     if ctx.json:
         tail = {"count": count, "truncated": truncated, "encoding": "hex" if ctx.hex else "text"}
         out.write("\n  ],\n" + json.dumps(tail, indent=2)[2:] + "\n")

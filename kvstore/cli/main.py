@@ -58,6 +58,9 @@ def _storage_option(text: str) -> tuple[str, str | bool]:
     return key, flags.get(value.lower(), value)
 
 
+_MAX_SECONDS = 100 * 365 * 86400.0  # a century
+
+
 def _seconds(text: str) -> float:
     try:
         value = float(text)
@@ -65,6 +68,8 @@ def _seconds(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
     if value < 0 or value != value:
         raise argparse.ArgumentTypeError(f"seconds must be >= 0: {text!r}")
+    if value > _MAX_SECONDS:  # also inf: a time no clock can reach
+        raise argparse.ArgumentTypeError(f"seconds must be at most {_MAX_SECONDS:.0f}: {text!r}")
     return value
 
 
@@ -258,13 +263,20 @@ def _bench(argv: list[str]) -> int:
 
 
 _GLOBAL_FLAGS = ("--json", "-v", "--verbose")
+_GLOBAL_OPTIONS = ("-o", "--storage-option", "--wal-dir")  # each takes a value
 
 
 def _split_bench(argv: list[str]) -> list[str] | None:
     """The arguments for the benchmark if the command is ``bench``, else None."""
     i = 0
-    while i < len(argv) and argv[i] in _GLOBAL_FLAGS:
-        i += 1
+    while i < len(argv):
+        a = argv[i]
+        if a in _GLOBAL_OPTIONS:
+            i += 2  # the option and its value
+        elif a in _GLOBAL_FLAGS or a.startswith(("-o", "--storage-option=", "--wal-dir=")):
+            i += 1  # a flag, or an option with its value attached
+        else:
+            break
     if i < len(argv) and argv[i] == "bench":
         passed = argv[i + 1 :]
         if "--json" in argv[:i] and "--json" not in passed:
@@ -341,3 +353,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(as_json, type(exc).__name__, str(exc) or repr(exc), c.EXIT_FAILURE)
     except KeyboardInterrupt:
         return _fail(as_json, "interrupted", "interrupted", 130)
+    except Exception as exc:  # e.g. botocore's NoCredentialsError: a message, no traceback
+        logging.getLogger("kvstore").debug("unexpected error", exc_info=True)
+        return _fail(as_json, type(exc).__name__, str(exc) or repr(exc), c.EXIT_FAILURE)

@@ -901,6 +901,11 @@ class DB(MaintenanceMixin):
             self._end_transaction(txn_id, read_seq)
 
     @property
+    def options(self) -> Options:
+        """The options this store was opened with (frozen)."""
+        return self._opts
+
+    @property
     def last_seq(self) -> int:
         """The highest committed sequence number."""
         return self._last_seq

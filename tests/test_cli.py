@@ -226,6 +226,7 @@ def test_compact_and_gc(store: str, capsys: pytest.CaptureFixture[str]) -> None:
     assert doc["after"]["sorted_runs"] == 1
     code, out, _ = run(capsys, "gc", store)  # default grace: nothing old enough yet
     assert code == 0 and "deleted 0 SSTs" in out and "--grace 0" in out
+    assert run_json(capsys, "gc", store)[1]["grace_seconds"] == 60  # the grace it used
     code, doc = run_json(capsys, "gc", store, "--grace", "0")
     assert code == 0 and doc["deleted"]["ssts"] == 2 and doc["pending_ssts"] == 0
     assert len(os.listdir(Path(store) / "sst")) == 1

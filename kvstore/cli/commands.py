@@ -378,8 +378,8 @@ def cmd_compact(ctx: Ctx) -> int:
 
 
 def cmd_gc(ctx: Ctx) -> int:
-    grace = ctx.args.grace
     with ctx.target.open_writer() as db:
+        grace = db.options.gc_grace_seconds if ctx.args.grace is None else ctx.args.grace
         deleted = db.collect_garbage(grace_seconds=grace)
         pending = int(db.stats()["obsolete_ssts"])
     ctx.doc({"deleted": deleted, "pending_ssts": pending, "grace_seconds": grace})

@@ -104,7 +104,8 @@ def _common() -> Parser:
         "--wal-dir",
         metavar="DIR",
         default=argparse.SUPPRESS,
-        help="the local WAL directory, if the writer was opened with wal_dir=",
+        help="the local WAL directory, if the writer was opened with wal_dir= "
+        "(default: the one the latest manifest records, when it exists here)",
     )
     g.add_argument(
         "-v",
@@ -311,7 +312,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     handler: Handler | None = getattr(args, "handler", None)
     if handler is None:
         parser.print_help(sys.stderr)
-        return c.EXIT_USAGE
+        return _fail(want_json, "usage", "a command is required", c.EXIT_USAGE)
     logging.basicConfig(
         level=logging.INFO if getattr(args, "verbose", False) else logging.WARNING,
         format="%(levelname)s %(name)s: %(message)s",

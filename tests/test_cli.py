@@ -587,3 +587,35 @@ def test_global_options_before_bench_and_huge_or_infinite_expiry(
     code, out, _ = run(capsys, "checkpoint", "list", store)
     assert code == 0 and "far" in out
     assert codec.human_ms(10**30).endswith("ms after the epoch")
+
+
+def test_put_reads_the_value_from_standard_input(
+    store: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    big = bytes(range(256)) * 2048  # 512 KiB of binary: too big for a command line
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(big)))
+    assert run(capsys, "put", store, "blob")[0] == 0
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"00ff 10\n")))
+    assert (
+        run(
+            capsys,
+            "put",
+            store,
+            "--hex",
+            "6b",
+        )[0]
+        == 0
+    )
+    with kvstore.open_reader(store) as r:
+        assert r.get(b"blob") == big and r.get(b"k") == b"\x00\xff\x10"
+
+
+def test_checkpoint_list_marks_expired_checkpoints(
+    store: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with kvstore.open(store, background_compaction=False) as db:
+        db.create_checkpoint("soon", expires_in=0.001)
+        db.create_checkpoint("later", expires_in=3600)
+    code, out, _ = run(capsys, "checkpoint", "list", store)
+    lines = {line.split()[0]: line for line in out.splitlines()[1:]}
+    assert code == 0 and "(expired)" in lines["soon"] and "(expired)" not in lines["later"]

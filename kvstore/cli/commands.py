@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import islice
@@ -244,7 +245,13 @@ def cmd_get(ctx: Ctx) -> int:
 
 def cmd_put(ctx: Ctx) -> int:
     key = ctx.key(ctx.args.key)
-    value = codec.parse_bytes(ctx.args.value, hex_mode=ctx.hex, what="VALUE")
+    if ctx.args.value is not None:
+        value = codec.parse_bytes(ctx.args.value, hex_mode=ctx.hex, what="VALUE")
+    elif sys.stdin.isatty():
+        raise InputError("give VALUE, or pipe the value into standard input")
+    else:  # values too big for a command line, or binary ones
+        data = sys.stdin.buffer.read()
+        value = codec.parse_bytes(data.decode(), hex_mode=True, what="VALUE") if ctx.hex else data
     with ctx.target.open_writer(create=ctx.args.create) as db:
         seq = db.put(key, value)
     ctx.doc(ctx.put_bytes({"seq": seq}, "key", key))
@@ -412,6 +419,12 @@ def cmd_checkpoint_create(ctx: Ctx) -> int:
     return EXIT_OK
 
 
+def _expired(cp: dict[str, Any]) -> bool:
+    """Past its expiry: the writer's next GC removes it."""
+    expires = cp.get("expires_ms")
+    return expires is not None and expires <= time.time() * 1000
+
+
 def cmd_checkpoint_list(ctx: Ctx) -> int:
     store = ctx.target.open_existing()
     rows = checkpoint_rows(latest_manifest(store))
@@ -426,7 +439,7 @@ def cmd_checkpoint_list(ctx: Ctx) -> int:
                 str(cp["seq"]),
                 f"#{cp['manifest_id']}",
                 human_ms(cp.get("created_ms")),
-                human_ms(cp.get("expires_ms")),
+                human_ms(cp.get("expires_ms")) + (" (expired)" if _expired(cp) else ""),
             )
             for cp in rows
         ]

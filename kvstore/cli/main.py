@@ -175,7 +175,12 @@ def build_parser() -> Parser:
     p = add("put", c.cmd_put, f"Set KEY to VALUE. {WRITER_NOTE}", hex=True)
     url(p)
     p.add_argument("key", metavar="KEY")
-    p.add_argument("value", metavar="VALUE")
+    p.add_argument(
+        "value",
+        metavar="VALUE",
+        nargs="?",
+        help="the value; without it, standard input (all of it, byte for byte)",
+    )
     p.add_argument("--create", action="store_true", help="create the store if it is missing")
 
     p = add("delete", c.cmd_delete, f"Delete KEY. {WRITER_NOTE}", hex=True)

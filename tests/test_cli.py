@@ -148,8 +148,11 @@ def test_get_put_delete(store: str, capsys: pytest.CaptureFixture[str]) -> None:
     code, doc = run_json(capsys, "delete", store, "greeting")
     assert code == 0 and doc["deleted"] is True and doc["seq"] > N
     assert run(capsys, "get", store, "greeting")[0] == 4
+    epoch = ManifestStore(LocalStore(store)).load_latest().writer_epoch  # type: ignore[union-attr]
     code, doc = run_json(capsys, "delete", store, "greeting")
     assert code == 0 and doc == {"deleted": False, "seq": None, "key": "greeting"}
+    # deleting nothing did not open the store as a writer (which fences a running one)
+    assert ManifestStore(LocalStore(store)).load_latest().writer_epoch == epoch  # type: ignore[union-attr]
 
 
 def test_binary_is_escaped_and_hex_round_trips(

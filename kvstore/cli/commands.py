@@ -261,9 +261,13 @@ def cmd_put(ctx: Ctx) -> int:
 
 def cmd_delete(ctx: Ctx) -> int:
     key = ctx.key(ctx.args.key)
-    with ctx.target.open_writer() as db:
-        existed = db.get(key) is not None
-        seq = db.delete(key) if existed else None
+    with ctx.target.open_reader() as reader:  # absent: say so without fencing anyone
+        existed = reader.get(key) is not None
+    seq = None
+    if existed:
+        with ctx.target.open_writer() as db:
+            existed = db.get(key) is not None  # the writer may have changed it meanwhile
+            seq = db.delete(key) if existed else None
     ctx.doc(ctx.put_bytes({"deleted": existed, "seq": seq}, "key", key))
     if existed:
         ctx.line(f"deleted {ctx.show(key)} (seq {seq})")

@@ -196,8 +196,10 @@ def _manifest_lines(ctx: Ctx, m: Manifest) -> Iterator[str]:
         ("writer epoch", str(m.writer_epoch)),
         ("last flushed seq", str(m.last_flushed_seq)),
         ("WAL replay from", str(m.wal_replay_from)),
+        ("WAL location", "the store" if m.wal_dir is None else f"wal_dir {m.wal_dir}"),
         ("retention watermark", "none" if m.retention_seq is None else str(m.retention_seq)),
         ("seq/time samples", str(len(m.seq_times))),
+        ("writer claims", ", ".join(f"#{c}" for c in m.claims) or "none recorded"),
     ]
     for text in _rows(rows):
         yield "  " + text

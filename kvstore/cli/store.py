@@ -225,4 +225,6 @@ def manifest_doc(m: Manifest) -> dict[str, Any]:
         "runs": [[s.to_json() for s in run] for run in m.runs],
         "checkpoints": m.checkpoints,
         "seq_times": [list(x) for x in m.seq_times],
+        "claims": list(m.claims),
+        "wal_dir": m.wal_dir,
     }

@@ -132,6 +132,7 @@ class DB(MaintenanceMixin):
         self._inflight: set[str] = set()  # SSTs written, not yet in a manifest
         self._wal_objects: list[int] = []  # object WAL ids holding data (never fences)
         self._last_fence_check = 0.0
+        self._cell_checked = -1  # an epoch cell value found high without any fencing
         self._counters: Counter[str] = Counter()
         self._write_count = 0  # commits; with _user_bytes, counted under the commit lock
         self._user_bytes = 0  # key and value bytes committed
@@ -308,18 +309,21 @@ class DB(MaintenanceMixin):
             )
         new_l0 = claimed.l0
         self._seq_times.extend(claimed.seq_times)
+        used: int | None = None  # the watermark the replayed SST honours
         if result.records:
             mt = Memtable(0)
             for rec in result.records:
                 mt.apply(rec.seq, rec.keys, rec.values)
-            w = self._watermark()  # the persisted one, or by age from the samples
-            if self._opts.retention == "all" and w is None:
-                w = claimed.last_flushed_seq
-            handle = self._write_sst(mt, [], w)
+            used = self._watermark()  # the persisted one, or by age from the samples
+            if self._opts.retention == "all" and used is None:
+                used = claimed.last_flushed_seq
+            handle = self._write_sst(mt, [], used)
             new_l0 = (handle.meta, *claimed.l0)
         retention_seq = claimed.retention_seq
         if self._opts.retention == "all" and retention_seq is None:
             retention_seq = last_seq  # keep every version from now on
+        if retention_seq is not None and used is not None:
+            retention_seq = max(retention_seq, used)  # versions below it may be gone now
         final = claimed.evolve(
             retention_seq=retention_seq,
             id=claimed.id + 1,
@@ -388,17 +392,24 @@ class DB(MaintenanceMixin):
         if sure:
             newer = True
         elif cell is not None:
-            if cell.read() <= self._epoch:
+            value = cell.read()
+            if value <= self._epoch:
                 # A new writer raises the cell right after claiming the manifest and
                 # before reading the WAL, so a cell at or below our epoch means no
                 # newer writer has read (or can miss) what we synced.
                 return
-            newer = True  # confirmed below by listing, whatever GC deleted since
+            if value == self._cell_checked:
+                # Left high by something else (a restored store, an old WAL dir):
+                # the cell cannot tell us anything, so probe as stores without one do.
+                newer = self._mstore.newer_exists(self._manifest.id)
+            else:
+                newer = True  # confirmed below by listing, whatever GC deleted since
         else:
             # Manifest id+1 is the claim of the writer that fenced us, if any: GC
             # keeps claims (Manifest.claims), so this one probe is enough.
             newer = self._mstore.newer_exists(self._manifest.id)
         if newer:
+            checked = cell.read() if cell is not None else 0
             latest = self._mstore.load_latest()
             if latest is not None and latest.writer_epoch > self._epoch:
                 self._fenced = FencedError(
@@ -406,6 +417,8 @@ class DB(MaintenanceMixin):
                     f"epoch {latest.writer_epoch}; open the store again to write"
                 )
                 raise FencedError(str(self._fenced))
+            if cell is not None:
+                self._cell_checked = checked  # not fenced at that value: stale
 
     def _advance_manifest(self, change: Callable[[Manifest], Manifest]) -> Manifest:
         """Write ``change(current)`` as the next manifest; flush and compaction both
@@ -477,6 +490,8 @@ class DB(MaintenanceMixin):
             self._fenced = self._wal._error
         if self._fenced is not None:
             raise FencedError(str(self._fenced))
+        if self._wal._error is not None:  # an I/O error: nothing after it may be published
+            self._wal._raise_if_failed()
         if self._broken is not None:
             raise KvError(str(self._broken)) from self._broken
         err = self._bg_error
@@ -699,15 +714,18 @@ class DB(MaintenanceMixin):
                 cur = self._state
                 nxt = cur.immutable[-2] if len(cur.immutable) > 1 else cur.active
                 replay_from = nxt.wal_start
-            self._advance_manifest(
-                lambda m: m.evolve(
-                    l0=(handle.meta, *m.l0),
-                    last_flushed_seq=max(m.last_flushed_seq, mt.max_seq),
-                    wal_replay_from=replay_from,
-                    **self._retention_fields(m, watermark),
+            try:
+                self._advance_manifest(
+                    lambda m: m.evolve(
+                        l0=(handle.meta, *m.l0),
+                        last_flushed_seq=max(m.last_flushed_seq, mt.max_seq),
+                        wal_replay_from=replay_from,
+                        **self._retention_fields(m, watermark),
+                    )
                 )
-            )
-            self._inflight.discard(handle.meta.id)
+            finally:  # named by the manifest now, or an orphan for GC (a retry writes anew)
+                if self._broken is None:
+                    self._inflight.discard(handle.meta.id)
             with self._cond:
                 cur = self._state
                 assert cur.immutable[-1] is mt

@@ -446,8 +446,9 @@ class MaintenanceMixin:
             pinned = self._pinned_by(name, self._manifest.checkpoints[name])
         except (OSError, KvError):  # a missing or damaged checkpoint can still be deleted
             pinned = frozenset()
-        self._advance_manifest(change)
-        self._release_pins({name: pinned})
+        with self._gc_lock:  # no GC pass between unpinning and the fresh grace
+            self._advance_manifest(change)
+            self._release_pins({name: pinned})
 
     def _pinned_by(self, name: str, cp: dict[str, Any]) -> frozenset[str]:
         """The SST ids checkpoint ``name`` pins (its manifest's SSTs)."""
@@ -527,11 +528,11 @@ class MaintenanceMixin:
                 continue
             if sst_id not in pinned:
                 self._obsolete.append((now, sst_id))
-        if self._obsolete or self._manifest.id > 1:
-            # A writer fenced without knowing it would see the new writer's SSTs as
-            # garbage: make sure no newer writer exists. Its SSTs are all written
-            # after its claim, so after this check and hence after the listing above.
-            self._fence_check(sure=True)
+        # A writer fenced without knowing it would see the new writer's SSTs as
+        # garbage: make sure no newer writer exists. Its SSTs are all written after
+        # its claim, so after this check and hence after the listing above. (One
+        # listing of manifest/ per pass; _collect_manifests lists it anyway.)
+        self._fence_check(sure=True)
         keep: list[tuple[float, str]] = []
         deleted_ssts = 0
         for when, sst_id in self._obsolete:

@@ -140,8 +140,12 @@ class _GroupCommit:
             target = self._write_and_sync()
             self._last_sync_s = time.perf_counter() - started
             self.syncs += 1
+            # A concurrent write_out that failed took frames at or below target with
+            # it: this sync covers a hole, so nobody it would wake may return.
+            self._raise_if_failed()
         except BaseException as exc:
-            self._error = exc
+            if self._error is None:
+                self._error = exc
             raise
         finally:
             with cv:
@@ -192,8 +196,8 @@ class JournalWal(_GroupCommit):
 
     def write_out(self) -> None:
         """Hand buffered frames to the OS (no fsync): survives a process kill."""
-        self._raise_if_failed()
-        with self._buf_lock:
+        with self._buf_lock:  # checked under the lock: nothing may land after a hole
+            self._raise_if_failed()
             data, _ = self._take_pending()
             if data:
                 self._append_or_fail(self._journal, data)
@@ -211,6 +215,7 @@ class JournalWal(_GroupCommit):
 
     def _write_and_sync(self) -> int:
         with self._buf_lock:
+            self._raise_if_failed()  # a failed write_out dropped frames: no sync covers them
             data, target = self._take_pending()
             journal = self._journal
             if data:
@@ -224,8 +229,8 @@ class JournalWal(_GroupCommit):
         with self._cv:
             while self._syncing:
                 self._cv.wait()
-            self._raise_if_failed()
             with self._buf_lock:
+                self._raise_if_failed()  # under the lock: nothing may land after a hole
                 data, target = self._take_pending()
                 if data:
                     self._append_or_fail(self._journal, data)
@@ -242,6 +247,9 @@ class JournalWal(_GroupCommit):
                         f"WAL segment {self.segment_id + 1} was created by a newer writer"
                     )
                     raise FencedError(str(self._error)) from None
+                except BaseException as exc:  # e.g. EIO: the WAL cannot go on
+                    self._error = exc
+                    raise
                 self._journal.close()
                 self._journal = journal
                 self.segment_id += 1

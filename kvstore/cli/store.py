@@ -96,10 +96,13 @@ class Target:
     def open_writer(self, *, create: bool = False) -> kvstore.DB:
         """The single writer (fences any other). Compaction only when asked for."""
         wal_dir = self.wal_dir
-        if not create:
+        try:
             wal_dir = self.find_wal_dir(self.open_existing())
-        elif wal_dir is not None and not os.path.isdir(wal_dir):
-            raise CliError(f"WAL directory {wal_dir} does not exist")
+        except CliError:
+            if not create:
+                raise
+            if wal_dir is not None and not os.path.isdir(wal_dir):
+                raise CliError(f"WAL directory {wal_dir} does not exist") from None
         options: dict[str, Any] = {"background_compaction": False}
         if self.storage_options:
             options["storage_options"] = self.storage_options

@@ -32,6 +32,7 @@ is taken) or manifest write, and raises :class:`FencedError`.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import secrets
@@ -67,7 +68,14 @@ from kvstore.options import Options
 from kvstore.oracle import Oracle
 from kvstore.snapshot import SeqRegistry, Snapshot
 from kvstore.txn import Isolation, Transaction
-from kvstore.wal import JournalWal, ObjectWal, list_wal_ids, missing_seq, replay
+from kvstore.wal import (
+    JournalWal,
+    ObjectWal,
+    ReplayResult,
+    list_wal_ids,
+    missing_seq,
+    replay,
+)
 
 log = logging.getLogger("kvstore")
 
@@ -133,6 +141,8 @@ class DB(MaintenanceMixin):
         self._wal_objects: list[int] = []  # object WAL ids holding data (never fences)
         self._last_fence_check = 0.0
         self._cell_checked = -1  # an epoch cell value found high without any fencing
+        self._old_wal_store: ObjectStore | None = None  # the last writer's, if elsewhere
+        self._switched_wal = False  # this writer's WAL is not where the last one's was
         self._counters: Counter[str] = Counter()
         self._write_count = 0  # commits; with _user_bytes, counted under the commit lock
         self._user_bytes = 0  # key and value bytes committed
@@ -186,40 +196,60 @@ class DB(MaintenanceMixin):
             )
         return can
 
-    def _check_wal_location(self, m: Manifest) -> None:
-        """Refuse to open where the last writer's acknowledged, unflushed writes
-        would be left behind: its WAL lived elsewhere (another ``wal_dir``, or
-        the store while this writer uses one, or the reverse)."""
-        if m.writer_epoch == 0 or self._opts.accept_wal_loss or m.wal_dir == self._wal_dir:
-            return
-        if any(i >= m.wal_replay_from for i, _ in list_wal_ids(self._wal_store)):
-            return  # the WAL the manifest points to is here (e.g. a directory moved)
-        old: ObjectStore | None = None
-        if m.wal_dir is None:
-            old = self._store
-        elif os.path.isdir(m.wal_dir):
+    def _check_wal_location(self, m: Manifest, store_id: str) -> str:
+        """Make sure opening here leaves no acknowledged write behind; returns the
+        identity of this writer's WAL location (its ``wal.id``, made if missing).
+
+        Each WAL location (the store, or a ``wal_dir``) holds a ``wal.id`` naming
+        itself and its store, and each manifest names the location its writer
+        used. A location holding another store's WAL is refused. Opening at a
+        location other than the last writer's is refused while that one still
+        holds writes no SST has (or cannot be found), unless the last writer
+        closed cleanly or ``accept_wal_loss`` is set. Segments already at the new
+        location are from an earlier time of this store: they are never replayed,
+        and the new WAL starts above them.
+        """
+        ident = _read_wal_identity(self._wal_store)
+        here = self._wal_store.list(paths.WAL_DIR)
+        if ident is not None and ident["store"] != store_id and here and m.store_id:
+            raise ValueError(
+                f"option wal_dir: {self._wal_store.describe()} holds the WAL of another "
+                f"store ({ident['store']}, this one is {store_id}); give each store its own"
+            )
+        if ident is None or ident["store"] != store_id:
+            ident = {"store": store_id, "wal": secrets.token_hex(8)}
+            self._wal_store.put(paths.WAL_IDENTITY, json.dumps(ident).encode())
+        ours = str(ident["wal"])
+        if m.writer_epoch == 0 or m.wal_id is None or m.wal_id == ours:
+            return ours  # a new store, one from before wal.id, or the same WAL (maybe moved)
+        old = self._store if m.wal_dir is None else None
+        if m.wal_dir is not None and os.path.isdir(m.wal_dir):
             old = LocalStore(m.wal_dir, create=False)
-        left = 0
-        if old is not None:
-            found = [i for i, _ in list_wal_ids(old) if i >= m.wal_replay_from]
-            if found or m.wal_dir is None:
+        if old is not None and (_read_wal_identity(old) or {}).get("wal") != m.wal_id:
+            old = None  # something else lives there now
+        self._old_wal_store = old
+        if not m.wal_clean and not self._opts.accept_wal_loss:
+            left = 0
+            if old is not None:
                 unflushed = replay(
                     old, m.wal_replay_from, m.last_flushed_seq, tolerate_missing=True
                 )
                 left = len(unflushed.records)
-                if not left:
-                    return  # nothing is left behind: switching is safe
-        where = "in the store" if m.wal_dir is None else f"in wal_dir={m.wal_dir!r}"
-        what = (
-            f"which holds {left} acknowledged write{'s' if left > 1 else ''} not yet in an SST"
-            if left
-            else "which is not there (acknowledged writes it held that no SST has are lost)"
-        )
-        keep = "without wal_dir" if m.wal_dir is None else f"with wal_dir={m.wal_dir!r}"
-        raise ValueError(
-            f"option wal_dir: the last writer of {self._store.describe()} kept its WAL "
-            f"{where}, {what}; open {keep}, or pass accept_wal_loss=True to open anyway"
-        )
+            if old is None or left:
+                where = "in the store" if m.wal_dir is None else f"in wal_dir={m.wal_dir!r}"
+                what = (
+                    f"which holds {left} acknowledged write{'s' if left > 1 else ''} "
+                    "not yet in an SST"
+                    if left
+                    else "which is not there (acknowledged writes it held that no SST has are lost)"
+                )
+                keep = "without wal_dir" if m.wal_dir is None else f"with wal_dir={m.wal_dir!r}"
+                raise ValueError(
+                    f"option wal_dir: the last writer of {self._store.describe()} kept its WAL "
+                    f"{where}, {what}; open {keep}, or pass accept_wal_loss=True to open anyway"
+                )
+        self._switched_wal = True  # nothing here is replayed (see _recover)
+        return ours
 
     def _recover(self) -> None:
         for st in {id(self._store): self._store, id(self._wal_store): self._wal_store}.values():
@@ -228,12 +258,20 @@ class DB(MaintenanceMixin):
         m = self._mstore.load_latest()
         if m is None:
             try:
-                self._mstore.write(Manifest(id=1, writer_epoch=0, created_ms=self._now_ms()))
+                self._mstore.write(
+                    Manifest(
+                        id=1,
+                        writer_epoch=0,
+                        created_ms=self._now_ms(),
+                        store_id=secrets.token_hex(8),
+                    )
+                )
             except FileExistsError:
                 pass
             m = self._mstore.load_latest()
             assert m is not None
-        self._check_wal_location(m)
+        store_id = m.store_id or secrets.token_hex(8)  # stores from before store_id get one
+        wal_id = self._check_wal_location(m, store_id)
         while True:  # step 2: claim the store
             claimed = m.evolve(
                 id=m.id + 1,
@@ -242,6 +280,9 @@ class DB(MaintenanceMixin):
                 writer_nonce=secrets.token_hex(8),
                 claims=(*m.claims, m.id + 1)[-MAX_CLAIMS:],
                 wal_dir=self._wal_dir,
+                wal_id=wal_id,
+                wal_clean=False,
+                store_id=store_id,
             )
             try:
                 self._mstore.write(claimed)
@@ -256,6 +297,13 @@ class DB(MaintenanceMixin):
             self._ids = IdGenerator(self._opts.seed * 1_000_003 + self._epoch, self._clock)
         if self._epoch_cell is not None:
             self._epoch_cell.raise_to(self._epoch)  # tell an old writer, cheaply
+        old_cell = getattr(self._old_wal_store, "open_epoch_cell", None)
+        if old_cell is not None:  # the last writer's WAL was elsewhere: tell it there too
+            cell = old_cell(paths.EPOCH_CELL)
+            try:
+                cell.raise_to(self._epoch)
+            finally:
+                cell.close()
         journal = self._use_journal()
         found = list_wal_ids(self._wal_store)
         next_id = max([i for i, _ in found] + [claimed.wal_replay_from - 1]) + 1
@@ -268,9 +316,12 @@ class DB(MaintenanceMixin):
                 except FileExistsError:
                     next_id += 1
             upto = next_id - 1
-        result = replay(
-            self._wal_store, claimed.wal_replay_from, claimed.last_flushed_seq, upto_id=upto
-        )
+        if self._switched_wal:  # the last writer's WAL was elsewhere; what is here is old
+            result = ReplayResult([], [], 0, [])
+        else:
+            result = replay(
+                self._wal_store, claimed.wal_replay_from, claimed.last_flushed_seq, upto_id=upto
+            )
         gap = missing_seq(result.records, claimed.last_flushed_seq)
         if gap is not None:
             if not self._opts.accept_wal_loss:
@@ -1067,12 +1118,28 @@ class DB(MaintenanceMixin):
                 self._wal.close() if error is None else None
             except BaseException as exc:
                 error = error or exc
+            if error is None:
+                try:
+                    self._record_clean_close()
+                except BaseException as exc:  # a simulated crash, an interrupt
+                    error = exc
             if isinstance(self._wal, JournalWal):
                 self._wal._journal.close()
             if self._epoch_cell is not None:
                 self._epoch_cell.close()
         if error is not None and not isinstance(error, FencedError):
             raise error
+
+    def _record_clean_close(self) -> None:
+        """Everything is in SSTs: say so in the manifest, so the next writer may use
+        another WAL location (or none of this one's files) without losing anything."""
+        m = self._manifest
+        if self._fenced is not None or self._broken is not None or m.wal_clean:
+            return
+        if self._last_seq != m.last_flushed_seq:
+            return
+        # If this fails, close() says so; the next open then checks the WAL instead.
+        self._write_manifest(m.evolve(id=m.id + 1, created_ms=self._now_ms(), wal_clean=True))
 
     def __enter__(self) -> DB:
         return self
@@ -1083,3 +1150,16 @@ class DB(MaintenanceMixin):
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"seq={self._last_seq}"
         return f"<kvstore.DB {self._store.describe()} {state}>"
+
+
+def _read_wal_identity(store: ObjectStore) -> dict[str, str] | None:
+    """The ``wal.id`` of a WAL location: ``{"store": ..., "wal": ...}``, or None."""
+    try:
+        data = store.get(paths.WAL_IDENTITY)
+    except FileNotFoundError:
+        return None
+    try:
+        ident = json.loads(data)
+        return {"store": str(ident["store"]), "wal": str(ident["wal"])}
+    except (ValueError, KeyError, TypeError) as exc:
+        raise CorruptionError(f"unreadable: {exc}", object_name=paths.WAL_IDENTITY) from None

@@ -17,6 +17,8 @@ MANIFEST_DIR = "manifest/"
 WAL_DIR = "wal/"
 SST_DIR = "sst/"
 EPOCH_CELL = "writer.epoch"
+#: names the WAL location (the store, or a wal_dir) and the store it belongs to
+WAL_IDENTITY = "wal.id"
 
 _ID_WIDTH = 20
 

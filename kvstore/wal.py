@@ -140,9 +140,6 @@ class _GroupCommit:
             target = self._write_and_sync()
             self._last_sync_s = time.perf_counter() - started
             self.syncs += 1
-            # A concurrent write_out that failed took frames at or below target with
-            # it: this sync covers a hole, so nobody it would wake may return.
-            self._raise_if_failed()
         except BaseException as exc:
             if self._error is None:
                 self._error = exc

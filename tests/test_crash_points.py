@@ -620,10 +620,11 @@ def test_open_sweep(tmp_path: Path, config: str) -> None:
     inner = backend.clone(template)
     faulty = FaultyStore(inner)
     db = kvstore.open(faulty, **opts)
-    n = faulty.mutations
+    n_open = faulty.mutations
     db.close()
-    ops_in_open = [op for _, op, _ in faulty.log[:n]]
-    assert n > 10, f"recovery made only {n} mutations: {faulty.log[:n]}"
+    n = faulty.mutations  # recovery's, then the clean close's manifest
+    ops_in_open = [op for _, op, _ in faulty.log[:n_open]]
+    assert n_open > 10, f"recovery made only {n_open} mutations: {faulty.log[:n_open]}"
     assert ops_in_open.count("put_if_absent") >= 3 and "delete" in ops_in_open
 
     def check(inner: Any) -> None:

@@ -130,3 +130,94 @@ def test_a_lost_wal_dir_needs_accept_wal_loss(remote, tmp_path):
         kvstore.open(remote, wal_dir=tmp_path / "new", accept_wal_loss="yes")
     with kvstore.open(remote, wal_dir=tmp_path / "new", accept_wal_loss=True) as db:
         assert db.get(b"flushed") == b"1" and db.get(b"k000") is None
+
+
+def test_switching_back_to_an_old_wal_dir_does_not_skip_the_newer_one(remote, tmp_path):
+    """W1, closed cleanly; W2, acknowledged writes, crash; reopening with W1 must not
+    replay W1's old (empty) segment as if it were the WAL: the writes are in W2."""
+    w1, w2 = tmp_path / "w1", tmp_path / "w2"
+    with kvstore.open(remote, wal_dir=w1) as db:
+        db.put(b"a", b"1")
+    write_and_crash(remote, 3, wal_dir=w2)
+    with pytest.raises(ValueError, match="holds 3 acknowledged writes"):
+        kvstore.open(remote, wal_dir=w1)
+    with kvstore.open(remote, wal_dir=w2) as db:
+        assert db.get(b"a") == b"1" and len(dict(db.scan())) == 4
+    with kvstore.open(remote, wal_dir=w1) as db:  # clean now: W1 again, nothing stale replayed
+        assert len(dict(db.scan())) == 4
+
+
+def test_a_clean_close_lets_the_next_writer_use_any_wal_location(remote, tmp_path):
+    with kvstore.open(remote, wal_dir=tmp_path / "temp") as db:
+        db.put(b"a", b"1")
+        assert not db._manifest.wal_clean
+    m = kvstore.open_reader(remote)._manifest
+    assert m is not None and m.wal_clean and m.wal_id and m.store_id
+    for p in sorted((tmp_path / "temp").rglob("*"), reverse=True):
+        p.unlink() if p.is_file() else p.rmdir()
+    (tmp_path / "temp").rmdir()
+    with kvstore.open(remote) as db:  # the temporary wal_dir is gone, nothing was in it
+        assert db.get(b"a") == b"1" and not db._manifest.wal_clean
+
+
+def test_a_new_empty_wal_dir_at_the_same_path_is_not_the_old_wal(remote, tmp_path):
+    """Failover to a host whose wal_dir has the same path: the identity differs."""
+    wal = tmp_path / "wal"
+    write_and_crash(remote, 2, wal_dir=wal)
+    os.rename(wal, tmp_path / "the-old-host")
+    wal.mkdir()
+    with pytest.raises(ValueError, match="which is not there"):
+        kvstore.open(remote, wal_dir=wal)
+    with kvstore.open(remote, wal_dir=wal, accept_wal_loss=True) as db:
+        assert db.get(b"k000") is None
+
+
+def test_two_stores_cannot_share_a_wal_dir(tmp_path):
+    wal = tmp_path / "wal"
+    write_and_crash(f"memory://{uuid.uuid4().hex}", 1, wal_dir=wal)  # s1 died: its WAL stays
+    other = f"memory://{uuid.uuid4().hex}"
+    with pytest.raises(ValueError, match="holds the WAL of another store"):
+        kvstore.open(other, wal_dir=wal)
+
+
+def test_a_writer_at_another_wal_location_fences_the_old_one_through_its_cell(tmp_path):
+    """A keeps its WAL in W1 and has flushed everything; B opens with W2. B raises
+    the epoch cell in W1 too, so A's next durable write is refused, not acknowledged
+    into a WAL nobody replays."""
+    path = tmp_path / "db"
+    a = kvstore.open(path, wal_dir=tmp_path / "w1", **QUIET)
+    try:
+        a.put(b"a", b"1")
+        a.flush()
+        with kvstore.open(path, wal_dir=tmp_path / "w2", **QUIET) as b:
+            with pytest.raises(kvstore.FencedError):
+                a.put(b"lost?", b"no")
+            b.put(b"b", b"2")
+    finally:
+        try:
+            a.close()
+        except (OSError, kvstore.KvError):
+            pass
+    with kvstore.open(path, wal_dir=tmp_path / "w2") as db:
+        assert dict(db.scan()) == {b"a": b"1", b"b": b"2"}
+
+
+def test_old_segments_at_a_wal_location_used_again_are_never_replayed(tmp_path):
+    """Seqs 4-5 were given up in W1 (accept_wal_loss), seqs 4-5 then went to other
+    data in W2; back in W1, its old segments must not resurrect the lost writes."""
+    path = tmp_path / "db"
+    with kvstore.open(path, wal_dir=tmp_path / "w1") as db:
+        for i in range(3):
+            db.put(b"k%d" % i, b"flushed")
+    write_and_crash(path, 2, wal_dir=tmp_path / "w1")  # k000, k001 only in W1
+    with kvstore.open(path, wal_dir=tmp_path / "w2", accept_wal_loss=True) as db:
+        db.put(b"new4", b"x")
+        db.put(b"new5", b"y")
+    with kvstore.open(path, wal_dir=tmp_path / "w1") as db:
+        assert dict(db.scan()) == {
+            b"k0": b"flushed",
+            b"k1": b"flushed",
+            b"k2": b"flushed",
+            b"new4": b"x",
+            b"new5": b"y",
+        }

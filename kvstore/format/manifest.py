@@ -90,6 +90,13 @@ class Manifest:
     #: absolute path of the local WAL directory (option wal_dir) of the writer
     #: that wrote this manifest; None: its WAL lives in the store
     wal_dir: str | None = None
+    #: identity of that WAL location (its ``wal.id``); None: not recorded
+    wal_id: str | None = None
+    #: its writer closed with everything flushed: the WAL holds nothing to replay
+    wal_clean: bool = False
+    #: random identity of the store, fixed when it is created ("" for old stores
+    #: until their next open)
+    store_id: str = ""
 
     def evolve(self, **changes: Any) -> Manifest:
         return replace(self, **changes)
@@ -143,6 +150,9 @@ class Manifest:
                 # only when set: a manifest without claims encodes as before
                 **({"claims": list(self.claims)} if self.claims else {}),
                 **({"wal_dir": self.wal_dir} if self.wal_dir is not None else {}),
+                **({"wal_id": self.wal_id} if self.wal_id is not None else {}),
+                **({"wal_clean": True} if self.wal_clean else {}),
+                **({"store_id": self.store_id} if self.store_id else {}),
             },
             separators=(",", ":"),
             sort_keys=True,
@@ -182,6 +192,9 @@ class Manifest:
                 writer_nonce=str(d.get("writer_nonce", "")),
                 claims=tuple(int(i) for i in d.get("claims", ())),
                 wal_dir=None if d.get("wal_dir") is None else str(d["wal_dir"]),
+                wal_id=None if d.get("wal_id") is None else str(d["wal_id"]),
+                wal_clean=bool(d.get("wal_clean", False)),
+                store_id=str(d.get("store_id", "")),
             )
         except (
             ValueError,

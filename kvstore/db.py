@@ -63,7 +63,7 @@ from kvstore.ids import IdGenerator
 from kvstore.maintenance import MaintenanceMixin
 from kvstore.manifest_store import ManifestStore
 from kvstore.memtable import Memtable
-from kvstore.objstore import LocalStore, MemoryStore, ObjectStore
+from kvstore.objstore import DurabilityUnknown, LocalStore, MemoryStore, ObjectStore
 from kvstore.options import Options
 from kvstore.oracle import Oracle
 from kvstore.snapshot import SeqRegistry, Snapshot
@@ -495,11 +495,20 @@ class DB(MaintenanceMixin):
                 self._mstore.write(m, data)
             except FileExistsError:
                 if not self._mstore.holds(m.id, data):
-                    self._fence_check()
+                    self._fence_check(sure=True)  # whoever wrote it: a newer writer?
                     raise CorruptionError(
                         f"manifest {m.id} exists but no newer writer holds the store",
                         object_name=paths.manifest_name(m.id),
                     ) from None
+            except DurabilityUnknown as exc:
+                # There, but maybe not after a power loss: nothing may rely on it
+                # (a flush would delete the WAL it replaces). Reopening decides.
+                self._broken = KvError(
+                    f"{self._store.describe()}: manifest {m.id} was written but not made "
+                    f"durable ({exc}); this handle stopped writing: open the store again"
+                )
+                log.error("%s", self._broken)
+                raise
             except OSError as exc:
                 if not self._landed(m.id, data, exc):
                     raise

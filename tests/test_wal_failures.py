@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import os
 import threading
 from collections.abc import Iterator
 from contextlib import suppress
@@ -39,7 +40,7 @@ import pytest
 import kvstore
 from kvstore import paths
 from kvstore.compaction import plan_full
-from kvstore.objstore import FaultyStore, LocalStore
+from kvstore.objstore import DurabilityUnknown, FaultyStore, LocalStore
 from kvstore.objstore import local as local_store
 from kvstore.options import Options
 from kvstore.wal import WalFailed
@@ -450,3 +451,35 @@ def test_stale_high_epoch_cell_costs_one_listing_and_still_fences(tmp_path: Path
         close_zombie(a)
         if b is not None:
             b.close()
+
+
+def test_a_manifest_whose_directory_fsync_failed_stops_the_writer(tmp_path, monkeypatch):
+    """The manifest is linked, then fsync of manifest/ fails: it can be read back now
+    but may vanish after a power loss, so the writer must not go on as if it were
+    durable (a flush would delete the WAL segments it replaces). It stops; the WAL
+    keeps everything; a reopen recovers it."""
+    from kvstore.objstore import local
+
+    path = tmp_path / "db"
+    db = kvstore.open(path, background_compaction=False, background_flush=False)
+    db.put(b"k", b"v")
+    wal_before = sorted(os.listdir(path / "wal"))
+    real = local.LocalStore._fsync_dir
+    armed = [True]
+
+    def failing(self, p):
+        if armed[0] and p.endswith("manifest"):
+            armed[0] = False
+            raise OSError(errno.EIO, "Input/output error (injected)")
+        return real(self, p)
+
+    monkeypatch.setattr(local.LocalStore, "_fsync_dir", failing)
+    with pytest.raises(DurabilityUnknown):
+        db.flush()
+    assert db.stats()["stopped"] is not None
+    assert set(wal_before) <= set(os.listdir(path / "wal"))  # nothing deleted
+    with pytest.raises(kvstore.KvError, match="open the store again"):
+        db.put(b"x", b"y")
+    db.close()
+    with kvstore.open(path) as db2:
+        assert db2.get(b"k") == b"v"

@@ -16,13 +16,20 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from kvstore.objstore.base import Journal, ObjectStore, RangeReader, SimpleRangeReader
+from kvstore.objstore.base import (
+    DurabilityUnknown,
+    Journal,
+    ObjectStore,
+    RangeReader,
+    SimpleRangeReader,
+)
 from kvstore.objstore.faults import FaultyStore, SimulatedCrash
 from kvstore.objstore.fsspec_store import FsspecStore
 from kvstore.objstore.local import LocalStore
 from kvstore.objstore.memory import MemoryStore
 
 __all__ = [
+    "DurabilityUnknown",
     "FaultyStore",
     "FsspecStore",
     "Journal",

@@ -20,6 +20,12 @@ from __future__ import annotations
 from typing import Protocol, runtime_checkable
 
 
+class DurabilityUnknown(OSError):
+    """The object was written, but making it durable failed (a directory fsync):
+    it is readable now and may be gone after a power loss. Reading it back
+    cannot settle that; the caller must not rely on it."""
+
+
 class Journal(Protocol):
     """An append-only file: ``append`` writes, ``sync`` makes it durable.
 

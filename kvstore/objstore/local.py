@@ -47,7 +47,7 @@ import secrets
 import struct
 import threading
 
-from kvstore.objstore.base import Journal, RangeReader, check_name
+from kvstore.objstore.base import DurabilityUnknown, Journal, RangeReader, check_name
 
 log = logging.getLogger("kvstore.objstore")
 
@@ -73,8 +73,9 @@ class LocalStore:
     ) -> None:
         self.root = os.path.abspath(os.fspath(root))
         self._fsync = fsync
-        if create:
+        if create and not os.path.isdir(self.root):
             os.makedirs(self.root, exist_ok=True)
+            self._fsync_dir(os.path.dirname(self.root))  # the new directory's entry
         elif not os.path.isdir(self.root):
             raise FileNotFoundError(f"no kvstore at {self.root} (directory does not exist)")
         self._known_dirs: set[str] = set()
@@ -127,7 +128,7 @@ class LocalStore:
         except BaseException:
             _unlink_quietly(tmp)
             raise
-        self._fsync_dir(parent)
+        self._fsync_entry(parent, name)
 
     def put_if_absent(self, name: str, data: bytes) -> None:
         path = self._path(name)
@@ -141,7 +142,16 @@ class LocalStore:
             raise FileExistsError(name) from None
         finally:
             _unlink_quietly(tmp)
-        self._fsync_dir(parent)
+        self._fsync_entry(parent, name)
+
+    def _fsync_entry(self, parent: str, name: str) -> None:
+        """Make a new directory entry durable; DurabilityUnknown if that fails."""
+        try:
+            self._fsync_dir(parent)
+        except OSError as exc:
+            raise DurabilityUnknown(
+                exc.errno, f"{name} was written but fsync of its directory failed: {exc}"
+            ) from exc
 
     def get(self, name: str) -> bytes:
         try:

@@ -320,7 +320,11 @@ class DB(MaintenanceMixin):
             result = ReplayResult([], [], 0, [])
         else:
             result = replay(
-                self._wal_store, claimed.wal_replay_from, claimed.last_flushed_seq, upto_id=upto
+                self._wal_store,
+                claimed.wal_replay_from,
+                claimed.last_flushed_seq,
+                upto_id=upto,
+                cut_damage=self._opts.accept_wal_loss,
             )
         gap = missing_seq(result.records, claimed.last_flushed_seq)
         if gap is not None:

@@ -34,8 +34,9 @@ class Options:
     #: put the WAL journal in this local directory while SSTs live at the URL
     wal_dir: str | os.PathLike[str] | None = None
     #: open even though the WAL the last writer used is gone or elsewhere, or
-    #: records are missing from it: the acknowledged writes no SST has are lost
-    #: (see docs/s3.md); without it such an open raises instead
+    #: records are missing from it, or its newest journal segment is damaged (it
+    #: is cut there): the acknowledged writes no SST has are lost (see
+    #: docs/s3.md); without it such an open raises instead
     accept_wal_loss: bool = False
     #: non-durable writes buffered before the WAL writes them out
     wal_buffer_bytes: int = 1 * MiB

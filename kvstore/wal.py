@@ -357,6 +357,7 @@ def replay(
     *,
     upto_id: int | None = None,
     tolerate_missing: bool = False,
+    cut_damage: bool = False,
 ) -> ReplayResult:
     """Read every WAL segment/object with ``start_id <= id (<= upto_id)``.
 
@@ -366,6 +367,7 @@ def replay(
     """
     found = list_wal_ids(store)
     max_id = max((i for i, _ in found), default=0)
+    newest_log = max((i for i, k in found if k == "log"), default=None)
     records: list[WalRecord] = []
     ids: list[int] = []
     data_ids: list[int] = []
@@ -377,7 +379,21 @@ def replay(
         try:
             data = store.get(name)
             if kind == "log":  # (may read the segment again)
-                data, decoded = decode_journal(store, name, data)
+                try:
+                    data, decoded = decode_journal(store, name, data)
+                except CorruptionError as exc:
+                    # Unsynced pages of the live segment may reach the disk out of
+                    # order in a power loss; a writer that accepts WAL loss cuts
+                    # there. Older segments were synced whole: never cut.
+                    if not cut_damage or wal_id != newest_log:
+                        raise
+                    decoded = decode_segment(data, where=name, lenient=True)
+                    log.error(
+                        "cut %s at byte %d, losing what follows (accept_wal_loss): %s",
+                        name,
+                        decoded.valid_length,
+                        exc,
+                    )
         except FileNotFoundError:
             if tolerate_missing:
                 continue

@@ -853,3 +853,46 @@ def test_a_hole_in_the_wal_is_corruption_not_silent_loss(tmp_path: Path) -> None
         db.put(b"after", b"1")
     with kvstore.open(path) as db:  # and the store is whole again
         assert db.get(b"after") == b"1" and db.get(b"k22") == b"v22"
+
+
+def test_accept_wal_loss_cuts_a_damaged_newest_segment_and_only_that(tmp_path: Path) -> None:
+    """A power loss can persist unsynced pages of the live journal out of order
+    (a later page, not an earlier one): the damage is not a torn tail, so an open
+    refuses it; with accept_wal_loss the newest segment is cut at the damage and
+    every write synced before it is kept. Damage in an older (synced, closed)
+    segment is never cut."""
+    path = tmp_path / "db"
+    quiet = {"background_flush": False, "background_compaction": False}
+    db = kvstore.open(path, **quiet, wal_buffer_bytes=4096)
+    for i in range(5):
+        db.put(b"durable%d" % i, b"v" * 100)  # synced
+    seg = path / "wal" / sorted(os.listdir(path / "wal"))[-1]
+    for i in range(10):
+        db.put(b"nd%d" % i, b"w" * 3000, durable=False)  # written out, never synced
+    db._wal._journal.close()  # the power goes
+    db._closed = True
+    data = bytearray(seg.read_bytes())
+    synced_end = data.rindex(b"v" * 100) + 100  # past the last durable frame
+    page = (synced_end // 4096 + 1) * 4096  # a later page reached the disk, this one did not
+    data[page : page + 4096] = bytes(4096)
+    seg.write_bytes(bytes(data))
+    with pytest.raises(CorruptionError, match="checksum mismatch"):
+        kvstore.open(path, **quiet)
+    with kvstore.open(path, **quiet, accept_wal_loss=True) as db:
+        assert all(db.get(b"durable%d" % i) == b"v" * 100 for i in range(5))
+        kept = [i for i in range(10) if db.get(b"nd%d" % i) is not None]
+        assert kept == list(range(len(kept))) and len(kept) < 10  # a prefix, then the cut
+    # damage in a segment that is not the newest is never cut
+    db = kvstore.open(path, **quiet)
+    db.put(b"x", b"1")
+    db.flush()  # a fresh segment for what follows
+    db.put(b"y", b"2")
+    db._wal.rotate()  # y's segment is now closed (synced) and not the newest
+    db._wal._journal.close()
+    db._closed = True
+    older = path / "wal" / sorted(os.listdir(path / "wal"))[-2]
+    raw = bytearray(older.read_bytes())
+    raw[20] ^= 0xFF  # inside its first frame, followed by more data
+    older.write_bytes(bytes(raw))
+    with pytest.raises(CorruptionError, match="checksum mismatch"):
+        kvstore.open(path, **quiet, accept_wal_loss=True)

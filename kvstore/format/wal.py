@@ -164,8 +164,11 @@ def decode_frames(data: bytes, *, where: str = "WAL") -> DecodedSegment:
     return _decode_frames_from(data, 0, where)
 
 
-def _decode_frames_from(data: bytes, pos: int, where: str) -> DecodedSegment:
-    """:func:`decode_frames` of ``data[pos:]`` without copying it (offsets stay absolute)."""
+def _decode_frames_from(data: bytes, pos: int, where: str, lenient: bool = False) -> DecodedSegment:
+    """:func:`decode_frames` of ``data[pos:]`` without copying it (offsets stay absolute).
+
+    ``lenient``: stop at the first damaged frame, as at a torn tail, instead
+    of raising (only for a writer that accepts losing WAL data)."""
     records: list[WalRecord] = []
     end = len(data)
     while pos < end:
@@ -174,7 +177,7 @@ def _decode_frames_from(data: bytes, pos: int, where: str) -> DecodedSegment:
         length, header_crc, payload_crc = HEADER.unpack_from(data, pos)
         body_start = pos + HEADER_SIZE
         if header_crc != crc32c(_LEN.pack(length)):  # (a zero header fails it too)
-            if all_zero(data, pos) or _zero_padding(data, body_start):  # rules 2 and 3
+            if lenient or all_zero(data, pos) or _zero_padding(data, body_start):  # rules 2, 3
                 return DecodedSegment(records, pos, True)
             raise CorruptionError(
                 f"WAL frame header checksum mismatch at offset {pos}", object_name=where
@@ -184,10 +187,15 @@ def _decode_frames_from(data: bytes, pos: int, where: str) -> DecodedSegment:
             return DecodedSegment(records, pos, True)
         payload = data[body_start:body_end]
         if crc32c(payload) != payload_crc:
-            if _zero_padding(data, body_end):  # rule 5
+            if lenient or _zero_padding(data, body_end):  # rule 5
                 return DecodedSegment(records, pos, True)
             raise CorruptionError(f"WAL frame checksum mismatch at offset {pos}", object_name=where)
-        records.append(decode_payload(payload, where=where))
+        try:
+            records.append(decode_payload(payload, where=where))
+        except CorruptionError:
+            if not lenient:
+                raise
+            return DecodedSegment(records, pos, True)
         pos = body_end
     return DecodedSegment(records, pos, False)
 
@@ -227,7 +235,7 @@ def segment_header() -> bytes:
     return head + struct.pack("<I", crc32c(head))
 
 
-def decode_segment(data: bytes, *, where: str = "WAL") -> DecodedSegment:
+def decode_segment(data: bytes, *, where: str = "WAL", lenient: bool = False) -> DecodedSegment:
     """Decode a journal segment: header, then frames (a torn tail is cut).
 
     A header whose checksum fails is a torn header when zero padding follows
@@ -242,12 +250,12 @@ def decode_segment(data: bytes, *, where: str = "WAL") -> DecodedSegment:
     if crc32c(data[:12]) != crc or magic != SEGMENT_MAGIC:
         # zeros from the first byte, or a torn header in front of preallocated
         # zeros: the segment never held a frame (rules 2 and 3, for the header)
-        if all_zero(data, 0) or _zero_padding(data, SEGMENT_HEADER_SIZE):
+        if lenient or all_zero(data, 0) or _zero_padding(data, SEGMENT_HEADER_SIZE):
             return DecodedSegment([], 0, True)
         raise CorruptionError("bad WAL segment header", object_name=where)
     if version != CONTAINER_VERSION or flags:
         raise CorruptionError(f"unsupported WAL segment version {version}", object_name=where)
-    return _decode_frames_from(data, SEGMENT_HEADER_SIZE, where)
+    return _decode_frames_from(data, SEGMENT_HEADER_SIZE, where, lenient)
 
 
 def encode_object(frames: bytes, count: int, *, fence: bool = False) -> bytes:

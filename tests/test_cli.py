@@ -622,3 +622,18 @@ def test_checkpoint_list_marks_expired_checkpoints(
     code, out, _ = run(capsys, "checkpoint", "list", store)
     lines = {line.split()[0]: line for line in out.splitlines()[1:]}
     assert code == 0 and "(expired)" in lines["soon"] and "(expired)" not in lines["later"]
+
+
+def test_write_commands_refuse_to_leave_a_lost_wal_behind_unless_told(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url, wal = str(tmp_path / "db"), tmp_path / "wal"
+    db = kvstore.open(url, wal_dir=wal, background_flush=False, background_compaction=False)
+    db.put(b"only-in-the-journal", b"1")
+    db._wal._journal.close()  # a crash; then the machine with the journal is gone
+    db._closed = True
+    shutil.rmtree(wal)
+    code, _, err = run(capsys, "put", url, "k", "v")
+    assert code == 1 and "accept_wal_loss" in err
+    assert run(capsys, "put", url, "k", "v", "--accept-wal-loss")[0] == 0
+    assert run(capsys, "get", url, "k")[1] == "v\n"

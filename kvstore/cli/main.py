@@ -108,6 +108,13 @@ def _common() -> Parser:
         "(default: the one the latest manifest records, when it exists here)",
     )
     g.add_argument(
+        "--accept-wal-loss",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="write commands: open even if the last writer's WAL, holding writes no SST "
+        "has, is gone or elsewhere (they are lost; see kvstore.open's accept_wal_loss)",
+    )
+    g.add_argument(
         "-v",
         "--verbose",
         action="store_true",
@@ -268,7 +275,7 @@ def _bench(argv: list[str]) -> int:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
 
 
-_GLOBAL_FLAGS = ("--json", "-v", "--verbose")
+_GLOBAL_FLAGS = ("--json", "-v", "--verbose", "--accept-wal-loss")
 _GLOBAL_OPTIONS = ("-o", "--storage-option", "--wal-dir")  # each takes a value
 
 
@@ -328,6 +335,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         url=args.url,
         storage_options=dict(getattr(args, "storage_options", None) or []),
         wal_dir=getattr(args, "wal_dir", None),
+        accept_wal_loss=bool(getattr(args, "accept_wal_loss", False)),
     )
     ctx = c.Ctx(args=args, target=target, json=as_json, hex=bool(getattr(args, "hex", False)))
     try:

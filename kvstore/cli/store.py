@@ -41,6 +41,7 @@ class Target:
     url: str
     storage_options: dict[str, Any] = field(default_factory=dict)
     wal_dir: str | None = None
+    accept_wal_loss: bool = False
 
     def local_path(self) -> str | None:
         if "://" not in self.url:
@@ -108,6 +109,8 @@ class Target:
             options["storage_options"] = self.storage_options
         if wal_dir is not None:
             options["wal_dir"] = wal_dir
+        if self.accept_wal_loss:
+            options["accept_wal_loss"] = True
         return kvstore.open(self.url, **options)
 
 

@@ -216,7 +216,13 @@ class DB(MaintenanceMixin):
                 f"option wal_dir: {self._wal_store.describe()} holds the WAL of another "
                 f"store ({ident['store']}, this one is {store_id}); give each store its own"
             )
-        if ident is None or ident["store"] != store_id:
+        if ident is None:  # created once: writers opening at the same time agree on it
+            ident = {"store": store_id, "wal": secrets.token_hex(8)}
+            try:
+                self._wal_store.put_if_absent(paths.WAL_IDENTITY, json.dumps(ident).encode())
+            except FileExistsError:
+                ident = _read_wal_identity(self._wal_store) or ident
+        if ident["store"] != store_id:  # left by another store, with no WAL: take it over
             ident = {"store": store_id, "wal": secrets.token_hex(8)}
             self._wal_store.put(paths.WAL_IDENTITY, json.dumps(ident).encode())
         ours = str(ident["wal"])
@@ -273,6 +279,8 @@ class DB(MaintenanceMixin):
         store_id = m.store_id or secrets.token_hex(8)  # stores from before store_id get one
         wal_id = self._check_wal_location(m, store_id)
         while True:  # step 2: claim the store
+            if m.store_id and m.store_id != store_id:  # a racing writer gave it one first
+                raise KvError(f"{self._store.describe()}: the store changed while opening")
             claimed = m.evolve(
                 id=m.id + 1,
                 writer_epoch=m.writer_epoch + 1,

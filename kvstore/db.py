@@ -196,26 +196,31 @@ class DB(MaintenanceMixin):
             )
         return can
 
-    def _check_wal_location(self, m: Manifest, store_id: str) -> str:
-        """Make sure opening here leaves no acknowledged write behind; returns the
-        identity of this writer's WAL location (its ``wal.id``, made if missing).
+    def _check_wal_location(self, m: Manifest, store_id: str) -> tuple[str, str]:
+        """Where this writer's WAL lives, and where the last writer's did.
 
-        Each WAL location (the store, or a ``wal_dir``) holds a ``wal.id`` naming
-        itself and its store, and each manifest names the location its writer
-        used. A location holding another store's WAL is refused. Opening at a
-        location other than the last writer's is refused while that one still
-        holds writes no SST has (or cannot be found), unless the last writer
-        closed cleanly or ``accept_wal_loss`` is set. Segments already at the new
-        location are from an earlier time of this store: they are never replayed,
-        and the new WAL starts above them.
+        Returns ``(store_id, wal_id)``: the store's id (an old store without
+        one adopts the id a racing opener gave its WAL location) and the
+        identity of this writer's WAL location, from its ``wal.id`` (made if
+        missing). Each WAL location (the store, or a ``wal_dir``) names itself
+        and its store there, and each manifest names the location its writer
+        used. A location holding another store's WAL is refused. When the
+        last writer's WAL was elsewhere, ``self._old_wal_store`` is that
+        location if it can be found (recovery fences it and replays it), and
+        the open is refused when it cannot, unless the last writer closed
+        cleanly or ``accept_wal_loss`` is set.
         """
         ident = _read_wal_identity(self._wal_store)
         here = self._wal_store.list(paths.WAL_DIR)
-        if ident is not None and ident["store"] != store_id and here and m.store_id:
-            raise ValueError(
-                f"option wal_dir: {self._wal_store.describe()} holds the WAL of another "
-                f"store ({ident['store']}, this one is {store_id}); give each store its own"
-            )
+        if ident is not None and ident["store"] != store_id:
+            if not m.store_id:
+                store_id = ident["store"]  # an old store: a racing opener named it first
+            elif here:
+                raise ValueError(
+                    f"WAL location {self._wal_store.describe()} holds the WAL of another "
+                    f"store ({ident['store']}, this one is {store_id}); give each store "
+                    "its own wal_dir"
+                )
         if ident is None:  # created once: writers opening at the same time agree on it
             ident = {"store": store_id, "wal": secrets.token_hex(8)}
             try:
@@ -226,36 +231,29 @@ class DB(MaintenanceMixin):
             ident = {"store": store_id, "wal": secrets.token_hex(8)}
             self._wal_store.put(paths.WAL_IDENTITY, json.dumps(ident).encode())
         ours = str(ident["wal"])
-        if m.writer_epoch == 0 or m.wal_id is None or m.wal_id == ours:
-            return ours  # a new store, one from before wal.id, or the same WAL (maybe moved)
-        old = self._store if m.wal_dir is None else None
+        if (
+            m.writer_epoch == 0
+            or m.wal_id == ours
+            or (m.wal_id is None and m.wal_dir == self._wal_dir)
+        ):
+            return store_id, ours  # a new store, or the same WAL (maybe moved)
+        old: ObjectStore | None = self._store if m.wal_dir is None else None
         if m.wal_dir is not None and os.path.isdir(m.wal_dir):
             old = LocalStore(m.wal_dir, create=False)
-        if old is not None and (_read_wal_identity(old) or {}).get("wal") != m.wal_id:
-            old = None  # something else lives there now
+        found = None if old is None else _read_wal_identity(old)
+        if m.wal_id is not None and (found or {}).get("wal") != m.wal_id:
+            old = None  # not there, or something else lives there now
+        self._switched_wal = True
         self._old_wal_store = old
-        if not m.wal_clean and not self._opts.accept_wal_loss:
-            left = 0
-            if old is not None:
-                unflushed = replay(
-                    old, m.wal_replay_from, m.last_flushed_seq, tolerate_missing=True
-                )
-                left = len(unflushed.records)
-            if old is None or left:
-                where = "in the store" if m.wal_dir is None else f"in wal_dir={m.wal_dir!r}"
-                what = (
-                    f"which holds {left} acknowledged write{'s' if left > 1 else ''} "
-                    "not yet in an SST"
-                    if left
-                    else "which is not there (acknowledged writes it held that no SST has are lost)"
-                )
-                keep = "without wal_dir" if m.wal_dir is None else f"with wal_dir={m.wal_dir!r}"
-                raise ValueError(
-                    f"option wal_dir: the last writer of {self._store.describe()} kept its WAL "
-                    f"{where}, {what}; open {keep}, or pass accept_wal_loss=True to open anyway"
-                )
-        self._switched_wal = True  # nothing here is replayed (see _recover)
-        return ours
+        if old is None and not m.wal_clean and not self._opts.accept_wal_loss:
+            where = "in the store" if m.wal_dir is None else f"in wal_dir={m.wal_dir!r}"
+            raise ValueError(
+                f"the last writer of {self._store.describe()} kept its WAL {where}, which "
+                "is not there any more: the acknowledged writes it held that no SST has "
+                "would be lost. Open with the wal_dir that holds it (CLI: --wal-dir), or "
+                "with accept_wal_loss=True (CLI: --accept-wal-loss) to give them up"
+            )
+        return store_id, ours
 
     def _recover(self) -> None:
         for st in {id(self._store): self._store, id(self._wal_store): self._wal_store}.values():
@@ -277,20 +275,22 @@ class DB(MaintenanceMixin):
             m = self._mstore.load_latest()
             assert m is not None
         store_id = m.store_id or secrets.token_hex(8)  # stores from before store_id get one
-        wal_id = self._check_wal_location(m, store_id)
+        store_id, wal_id = self._check_wal_location(m, store_id)
+        switching = self._switched_wal
         while True:  # step 2: claim the store
             if m.store_id and m.store_id != store_id:  # a racing writer gave it one first
                 raise KvError(f"{self._store.describe()}: the store changed while opening")
+            # Switching WAL locations, the claim still names the old one: until the
+            # final manifest below, a crash leaves the old WAL to be found again.
             claimed = m.evolve(
                 id=m.id + 1,
                 writer_epoch=m.writer_epoch + 1,
                 created_ms=self._now_ms(),
                 writer_nonce=secrets.token_hex(8),
                 claims=(*m.claims, m.id + 1)[-MAX_CLAIMS:],
-                wal_dir=self._wal_dir,
-                wal_id=wal_id,
-                wal_clean=False,
                 store_id=store_id,
+                **({} if switching else {"wal_dir": self._wal_dir, "wal_id": wal_id}),
+                wal_clean=m.wal_clean if switching else False,
             )
             try:
                 self._mstore.write(claimed)
@@ -324,11 +324,16 @@ class DB(MaintenanceMixin):
                 except FileExistsError:
                     next_id += 1
             upto = next_id - 1
-        if self._switched_wal:  # the last writer's WAL was elsewhere; what is here is old
+        source: ObjectStore | None = self._wal_store
+        if switching:  # replay the last writer's WAL, where it was; what is here is old
+            source, upto = self._old_wal_store, None
+            if source is not None and _holds_wal_objects(source):
+                upto = _place_fence(source, claimed.wal_replay_from) - 1
+        if source is None:  # gone: the open was allowed (clean close, or accept_wal_loss)
             result = ReplayResult([], [], 0, [])
         else:
             result = replay(
-                self._wal_store,
+                source,
                 claimed.wal_replay_from,
                 claimed.last_flushed_seq,
                 upto_id=upto,
@@ -345,7 +350,7 @@ class DB(MaintenanceMixin):
                     "with what is left)"
                 )
             log.error("opening without the WAL records from seq %d on (accept_wal_loss)", gap)
-        self._wal_objects = result.data_ids if not journal else []
+        self._wal_objects = result.data_ids if not journal and not switching else []
         last_seq = max([claimed.last_flushed_seq] + [r.seq for r in result.records])
         for meta in claimed.all_ssts():
             self._handles[meta.id] = open_sst(self._store, meta, self._cache)
@@ -393,6 +398,9 @@ class DB(MaintenanceMixin):
             l0=new_l0,
             last_flushed_seq=last_seq,
             wal_replay_from=first_id,
+            wal_dir=self._wal_dir,  # from here on the WAL is this writer's
+            wal_id=wal_id,
+            wal_clean=False,
             created_ms=self._now_ms(),
         )
         self._write_manifest(final)
@@ -1171,6 +1179,26 @@ class DB(MaintenanceMixin):
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"seq={self._last_seq}"
         return f"<kvstore.DB {self._store.describe()} {state}>"
+
+
+def _holds_wal_objects(store: ObjectStore) -> bool:
+    """Whether a WAL location is (or may be) written as WAL objects, not a journal."""
+    if not getattr(store, "supports_journal", False):
+        return True
+    return any(kind == "wal" for _, kind in list_wal_ids(store))
+
+
+def _place_fence(store: ObjectStore, replay_from: int) -> int:
+    """Put a fence object at the first free WAL id above everything there; returns it.
+
+    A writer still appending WAL objects there finds its next id taken."""
+    fence = max([i for i, _ in list_wal_ids(store)] + [replay_from - 1]) + 1
+    while True:
+        try:
+            store.put_if_absent(paths.wal_object_name(fence), fence_object())
+            return fence
+        except FileExistsError:
+            fence += 1
 
 
 def _read_wal_identity(store: ObjectStore) -> dict[str, str] | None:

@@ -367,7 +367,6 @@ def replay(
     """
     found = list_wal_ids(store)
     max_id = max((i for i, _ in found), default=0)
-    newest_log = max((i for i, k in found if k == "log"), default=None)
     records: list[WalRecord] = []
     ids: list[int] = []
     data_ids: list[int] = []
@@ -385,7 +384,7 @@ def replay(
                     # Unsynced pages of the live segment may reach the disk out of
                     # order in a power loss; a writer that accepts WAL loss cuts
                     # there. Older segments were synced whole: never cut.
-                    if not cut_damage or wal_id != newest_log:
+                    if not cut_damage or not _nothing_after(store, found, wal_id, upto_id):
                         raise
                     decoded = decode_segment(data, where=name, lenient=True)
                     log.error(
@@ -432,6 +431,24 @@ def missing_seq(records: list[WalRecord], after_seq: int) -> int | None:
         if rec.seq != expected:
             return expected
     return None
+
+
+def _nothing_after(
+    store: ObjectStore, found: list[tuple[int, str]], wal_id: int, upto_id: int | None
+) -> bool:
+    """Whether no journal segment after ``wal_id`` holds a frame: ``wal_id`` is then
+    the live segment of the last writer (later ones were only opened), the one
+    whose unsynced pages a power loss may have left out of order."""
+    for later, kind in found:
+        if kind != "log" or later <= wal_id or (upto_id is not None and later > upto_id):
+            continue
+        name = paths.wal_segment_name(later)
+        try:
+            if decode_segment(store.get(name), where=name, lenient=True).records:
+                return False
+        except FileNotFoundError:
+            continue
+    return True
 
 
 #: how often a journal segment that fails to decode is read again before the

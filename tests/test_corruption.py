@@ -860,7 +860,7 @@ def test_accept_wal_loss_cuts_a_damaged_newest_segment_and_only_that(tmp_path: P
     (a later page, not an earlier one): the damage is not a torn tail, so an open
     refuses it; with accept_wal_loss the newest segment is cut at the damage and
     every write synced before it is kept. Damage in an older (synced, closed)
-    segment is never cut."""
+    segment (one followed by a segment holding frames) is never cut."""
     path = tmp_path / "db"
     quiet = {"background_flush": False, "background_compaction": False}
     db = kvstore.open(path, **quiet, wal_buffer_bytes=4096)
@@ -888,6 +888,7 @@ def test_accept_wal_loss_cuts_a_damaged_newest_segment_and_only_that(tmp_path: P
     db.flush()  # a fresh segment for what follows
     db.put(b"y", b"2")
     db._wal.rotate()  # y's segment is now closed (synced) and not the newest
+    db.put(b"z", b"3")  # a frame in the newest segment
     db._wal._journal.close()
     db._closed = True
     older = path / "wal" / sorted(os.listdir(path / "wal"))[-2]
@@ -896,3 +897,40 @@ def test_accept_wal_loss_cuts_a_damaged_newest_segment_and_only_that(tmp_path: P
     older.write_bytes(bytes(raw))
     with pytest.raises(CorruptionError, match="checksum mismatch"):
         kvstore.open(path, **quiet, accept_wal_loss=True)
+
+
+def test_accept_wal_loss_cuts_the_live_segment_behind_an_empty_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An open replayed the live segment from the page cache, made its own (empty)
+    segment and crashed before its manifest; then a power loss lost an unsynced
+    page of the live segment. That segment is still the last one holding frames,
+    so accept_wal_loss cuts it."""
+    path = tmp_path / "db"
+    quiet = {"background_flush": False, "background_compaction": False}
+    w1 = kvstore.open(path, **quiet)
+    w1.put(b"a", b"durable")
+    w1.put(b"c", b"x" * 100, durable=False)
+    w1.put(b"d", b"y" * 100, durable=False)
+    w1._wal.write_out()
+    seg = path / "wal" / sorted(os.listdir(path / "wal"))[-1]
+    w1._wal._journal.close()
+    w1._closed = True
+
+    def crash(self: kvstore.DB, m: Manifest) -> None:
+        raise kvstore.objstore.SimulatedCrash("crash before the final manifest")
+
+    real = kvstore.DB._write_manifest
+    monkeypatch.setattr(kvstore.DB, "_write_manifest", crash)
+    with pytest.raises(kvstore.objstore.SimulatedCrash):
+        kvstore.open(path, **quiet)
+    monkeypatch.setattr(kvstore.DB, "_write_manifest", real)
+    assert len(os.listdir(path / "wal")) == 2  # the crashed open's empty segment
+    data = bytearray(seg.read_bytes())
+    first = 16 + 12 + struct.unpack_from("<I", data, 16)[0]  # past frame a
+    data[first : first + 24] = bytes(24)  # frame c's page never reached the disk
+    seg.write_bytes(bytes(data))
+    with pytest.raises(CorruptionError):
+        kvstore.open(path, **quiet)
+    with kvstore.open(path, **quiet, accept_wal_loss=True) as db:
+        assert db.get(b"a") == b"durable" and db.get(b"d") is None

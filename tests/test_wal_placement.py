@@ -8,7 +8,7 @@ import uuid
 import pytest
 
 import kvstore
-from kvstore.objstore import MemoryStore
+from kvstore.objstore import MemoryStore, SimulatedCrash
 
 
 @pytest.fixture
@@ -83,28 +83,29 @@ def test_the_manifest_records_where_the_wal_lives(remote, tmp_path):
         assert db._manifest.wal_dir is None and db.get(b"a") == b"1"
 
 
-@pytest.mark.parametrize("wrong", ["none", "typo"])
-def test_opening_without_the_wal_dir_that_holds_acknowledged_writes_is_refused(
-    remote, tmp_path, wrong
+@pytest.mark.parametrize("elsewhere", ["none", "other"])
+def test_opening_elsewhere_replays_the_wal_dir_that_holds_acknowledged_writes(
+    remote, tmp_path, elsewhere
 ):
+    """The manifest says where the last writer's journal is: a writer opening with
+    another WAL location (or none) replays it there, then writes its own."""
     wal = tmp_path / "wal-a"
     write_and_crash(remote, 5, wal_dir=wal)
-    opts = {} if wrong == "none" else {"wal_dir": tmp_path / "typo"}
-    with pytest.raises(ValueError, match="holds 5 acknowledged writes") as err:
-        kvstore.open(remote, **opts)
-    assert f"wal_dir={str(wal)!r}" in str(err.value) and "accept_wal_loss" in str(err.value)
-    with kvstore.open(remote, wal_dir=wal) as db:  # nothing was lost or changed
+    opts = {} if elsewhere == "none" else {"wal_dir": tmp_path / "other"}
+    with kvstore.open(remote, **opts) as db:
+        assert len(dict(db.scan())) == 5
+        recorded = db._manifest.wal_dir
+        assert recorded == (None if elsewhere == "none" else str(tmp_path / "other"))
+    with kvstore.open(remote, **opts) as db:
         assert len(dict(db.scan())) == 5
 
 
 def test_moving_to_a_wal_dir_leaves_no_unflushed_write_of_the_store_wal_behind(tmp_path):
     path = tmp_path / "db"
     write_and_crash(path, 3)  # local journal inside the store
-    with pytest.raises(ValueError, match="kept its WAL in the store, which holds 3"):
-        kvstore.open(path, wal_dir=tmp_path / "w")
-    with kvstore.open(path) as db:  # recovers them, flushes on close
+    with kvstore.open(path, wal_dir=tmp_path / "w") as db:  # replays the store's journal
         assert len(dict(db.scan())) == 3
-    with kvstore.open(path, wal_dir=tmp_path / "w") as db:  # now the move is safe
+    with kvstore.open(path) as db:  # and back again
         assert len(dict(db.scan())) == 3
 
 
@@ -139,11 +140,9 @@ def test_switching_back_to_an_old_wal_dir_does_not_skip_the_newer_one(remote, tm
     with kvstore.open(remote, wal_dir=w1) as db:
         db.put(b"a", b"1")
     write_and_crash(remote, 3, wal_dir=w2)
-    with pytest.raises(ValueError, match="holds 3 acknowledged writes"):
-        kvstore.open(remote, wal_dir=w1)
-    with kvstore.open(remote, wal_dir=w2) as db:
+    with kvstore.open(remote, wal_dir=w1) as db:  # replays W2, not W1's old segment
         assert db.get(b"a") == b"1" and len(dict(db.scan())) == 4
-    with kvstore.open(remote, wal_dir=w1) as db:  # clean now: W1 again, nothing stale replayed
+    with kvstore.open(remote, wal_dir=w2) as db:
         assert len(dict(db.scan())) == 4
 
 
@@ -210,9 +209,11 @@ def test_old_segments_at_a_wal_location_used_again_are_never_replayed(tmp_path):
         for i in range(3):
             db.put(b"k%d" % i, b"flushed")
     write_and_crash(path, 2, wal_dir=tmp_path / "w1")  # k000, k001 only in W1
+    os.rename(tmp_path / "w1", tmp_path / "w1-unplugged")  # W1 cannot be found: given up
     with kvstore.open(path, wal_dir=tmp_path / "w2", accept_wal_loss=True) as db:
         db.put(b"new4", b"x")
         db.put(b"new5", b"y")
+    os.rename(tmp_path / "w1-unplugged", tmp_path / "w1")  # back, with its old segments
     with kvstore.open(path, wal_dir=tmp_path / "w1") as db:
         assert dict(db.scan()) == {
             b"k0": b"flushed",
@@ -221,3 +222,71 @@ def test_old_segments_at_a_wal_location_used_again_are_never_replayed(tmp_path):
             b"new4": b"x",
             b"new5": b"y",
         }
+
+
+def test_a_crash_while_switching_wal_locations_resurrects_nothing(tmp_path, monkeypatch):
+    """An open at B crashes after its claim, before its final manifest. The claim
+    still names the last writer's location, so the next open at B replays that one,
+    not B's old segments (which hold an overwritten value)."""
+    path, a, b = tmp_path / "s", tmp_path / "a", tmp_path / "b"
+    write_and_crash(path, 1, wal_dir=b)  # k000 = v0, only in B
+    os.rename(b, tmp_path / "b-away")
+    with kvstore.open(path, wal_dir=a, accept_wal_loss=True, **QUIET) as db:  # B given up
+        db.put(b"k000", b"newer")
+    os.rename(tmp_path / "b-away", b)
+
+    def crash_at_final_manifest(self, m):
+        raise SimulatedCrash("power loss before the final manifest")
+
+    real = kvstore.DB._write_manifest
+    monkeypatch.setattr(kvstore.DB, "_write_manifest", crash_at_final_manifest)
+    with pytest.raises(SimulatedCrash):
+        kvstore.open(path, wal_dir=b, **QUIET)
+    monkeypatch.setattr(kvstore.DB, "_write_manifest", real)
+    with kvstore.open(path, wal_dir=b, **QUIET) as db:
+        assert db.get(b"k000") == b"newer"
+
+
+def test_a_live_old_writer_is_fenced_before_its_wal_is_read(tmp_path, monkeypatch):
+    """W1 (journal in A) acknowledges a write while W2 opens at B: the write is either
+    replayed by W2 or refused to W1, never acknowledged and lost."""
+    path = tmp_path / "s"
+    w1 = kvstore.open(path, wal_dir=tmp_path / "a", **QUIET)
+    w1.put(b"x", b"0")
+    w1.flush()
+    real = kvstore.DB._check_wal_location
+
+    def w1_writes_meanwhile(self, m, store_id):
+        got = real(self, m, store_id)
+        w1.put(b"k", b"acked-by-w1")  # durable: acknowledged when it returns
+        return got
+
+    monkeypatch.setattr(kvstore.DB, "_check_wal_location", w1_writes_meanwhile)
+    w2 = kvstore.open(path, wal_dir=tmp_path / "b", **QUIET)
+    monkeypatch.setattr(kvstore.DB, "_check_wal_location", real)
+    try:
+        assert w2.get(b"k") == b"acked-by-w1"
+        with pytest.raises(kvstore.FencedError):
+            w1.put(b"k2", b"v")
+    finally:
+        w2.close()
+        crash(w1)
+    with kvstore.open(path, wal_dir=tmp_path / "a") as db:
+        assert db.get(b"k") == b"acked-by-w1"
+
+
+def test_a_live_old_writer_on_an_object_wal_is_fenced_by_a_fence_object(remote, tmp_path):
+    """W1 writes WAL objects into the store; W2 opens with a wal_dir. W2 places a
+    fence in the store's WAL, so W1's next durable write is refused, not lost."""
+    w1 = kvstore.open(remote, **QUIET)
+    w1.put(b"a", b"1")
+    w2 = kvstore.open(remote, wal_dir=tmp_path / "w", **QUIET)
+    try:
+        assert w2.get(b"a") == b"1"
+        with pytest.raises(kvstore.FencedError):
+            w1.put(b"b", b"2")
+    finally:
+        w2.close()
+        crash(w1)
+    with kvstore.open(remote, wal_dir=tmp_path / "w") as db:
+        assert db.get(b"a") == b"1" and db.get(b"b") is None

@@ -211,11 +211,10 @@ class DB(MaintenanceMixin):
         cleanly or ``accept_wal_loss`` is set.
         """
         ident = _read_wal_identity(self._wal_store)
-        here = self._wal_store.list(paths.WAL_DIR)
         if ident is not None and ident["store"] != store_id:
             if not m.store_id:
                 store_id = ident["store"]  # an old store: a racing opener named it first
-            elif here:
+            elif self._wal_store.list(paths.WAL_DIR):
                 raise ValueError(
                     f"WAL location {self._wal_store.describe()} holds the WAL of another "
                     f"store ({ident['store']}, this one is {store_id}); give each store "
@@ -313,16 +312,12 @@ class DB(MaintenanceMixin):
             finally:
                 cell.close()
         journal = self._use_journal()
-        found = list_wal_ids(self._wal_store)
-        next_id = max([i for i, _ in found] + [claimed.wal_replay_from - 1]) + 1
         upto: int | None = None
-        if not journal:  # step 3: fence the old writer's next WAL object
-            while True:
-                try:
-                    self._wal_store.put_if_absent(paths.wal_object_name(next_id), fence_object())
-                    break
-                except FileExistsError:
-                    next_id += 1
+        if journal:
+            found = list_wal_ids(self._wal_store)
+            next_id = max([i for i, _ in found] + [claimed.wal_replay_from - 1]) + 1
+        else:  # step 3: fence the old writer's next WAL object
+            next_id = _place_fence(self._wal_store, claimed.wal_replay_from)
             upto = next_id - 1
         source: ObjectStore | None = self._wal_store
         if switching:  # replay the last writer's WAL, where it was; what is here is old
@@ -339,7 +334,7 @@ class DB(MaintenanceMixin):
                 upto_id=upto,
                 cut_damage=self._opts.accept_wal_loss,
             )
-        gap = missing_seq(result.records, claimed.last_flushed_seq)
+        gap = missing_seq((r.seq for r in result.records), claimed.last_flushed_seq)
         if gap is not None:
             if not self._opts.accept_wal_loss:
                 raise CorruptionError(
@@ -509,8 +504,7 @@ class DB(MaintenanceMixin):
         """
         data = m.encode()
         with self._manifest_lock:
-            if self._broken is not None:
-                raise KvError(str(self._broken)) from self._broken
+            self._raise_if_broken()
             try:
                 self._mstore.write(m, data)
             except FileExistsError:
@@ -523,11 +517,7 @@ class DB(MaintenanceMixin):
             except DurabilityUnknown as exc:
                 # There, but maybe not after a power loss: nothing may rely on it
                 # (a flush would delete the WAL it replaces). Reopening decides.
-                self._broken = KvError(
-                    f"{self._store.describe()}: manifest {m.id} was written but not made "
-                    f"durable ({exc}); this handle stopped writing: open the store again"
-                )
-                log.error("%s", self._broken)
+                self._stop(f"manifest {m.id} was written but not made durable ({exc})")
                 raise
             except OSError as exc:
                 if not self._landed(m.id, data, exc):
@@ -552,13 +542,22 @@ class DB(MaintenanceMixin):
                 if attempt < 3:
                     time.sleep(delay)
                     delay *= 4
+        self._stop(
+            f"writing manifest {manifest_id} failed ({error}) and reading it back failed "
+            "too, so whether it landed is unknown"
+        )
+        return False
+
+    def _stop(self, reason: str) -> None:
+        """Stop writing for good: nobody can tell which files the store references."""
         self._broken = KvError(
-            f"{self._store.describe()}: writing manifest {manifest_id} failed ({error}) and "
-            "reading it back failed too, so whether it landed is unknown; this handle "
-            "stopped writing: open the store again"
+            f"{self._store.describe()}: {reason}; this handle stopped writing: open the store again"
         )
         log.error("%s", self._broken)
-        return False
+
+    def _raise_if_broken(self) -> None:
+        if self._broken is not None:
+            raise KvError(str(self._broken)) from self._broken
 
     # ------------------------------------------------------------------
     # writes
@@ -572,8 +571,7 @@ class DB(MaintenanceMixin):
             raise FencedError(str(self._fenced))
         if self._wal._error is not None:  # an I/O error: nothing after it may be published
             self._wal._raise_if_failed()
-        if self._broken is not None:
-            raise KvError(str(self._broken)) from self._broken
+        self._raise_if_broken()
         err = self._bg_error
         if err is not None and not isinstance(err, Exception):
             raise KvError(f"background flush died: {err!r}")

@@ -107,6 +107,7 @@ class MaintenanceMixin:
         def _check_writable(self) -> None: ...
         def _check_open(self) -> None: ...
         def _fence_check(self, *, sure: bool = False) -> None: ...
+        def _raise_if_broken(self) -> None: ...
         def flush(self) -> None: ...
 
     def _init_maintenance(self) -> None:
@@ -506,8 +507,7 @@ class MaintenanceMixin:
             return self._collect_garbage_locked(grace_seconds)
 
     def _collect_garbage_locked(self, grace_seconds: float | None) -> dict[str, int]:
-        if self._broken is not None:  # which files the store references is unknown
-            raise KvError(str(self._broken)) from self._broken
+        self._raise_if_broken()  # which files the store references is unknown
         grace = self._opts.gc_grace_seconds if grace_seconds is None else grace_seconds
         if self._fenced is None:
             self._expire_checkpoints()

@@ -85,7 +85,7 @@ class Reader:
                     }
                 except FileNotFoundError:
                     continue  # the writer flushed and deleted meanwhile: retry
-                gap = missing_seq(result.records, m.last_flushed_seq)
+                gap = missing_seq((r.seq for r in result.records), m.last_flushed_seq)
                 if self._mstore.latest_id() != m.id or gap is not None:
                     # The writer advanced while we read: WAL segments our manifest
                     # points to may have been deleted before we listed them, which

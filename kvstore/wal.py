@@ -40,7 +40,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from kvstore import paths
@@ -420,15 +420,15 @@ def replay(
     return ReplayResult(records, ids, max_id, data_ids)
 
 
-def missing_seq(records: list[WalRecord], after_seq: int) -> int | None:
-    """The first seq missing from replayed ``records`` (seq order) after ``after_seq``.
+def missing_seq(seqs: Iterable[int], after_seq: int) -> int | None:
+    """The first seq missing from ascending replayed ``seqs`` after ``after_seq``.
 
     Every commit takes the next seq and is one WAL record, so what a replay
     returns must continue the SSTs' ``last_flushed_seq`` without a gap; a gap
     means WAL data (or the manifest that retired it) is missing.
     """
-    for expected, rec in enumerate(records, after_seq + 1):
-        if rec.seq != expected:
+    for expected, seq in enumerate(seqs, after_seq + 1):
+        if seq != expected:
             return expected
     return None
 

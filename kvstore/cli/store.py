@@ -166,7 +166,7 @@ def summarize(store: ObjectStore, wal_store: ObjectStore, url: str) -> dict[str,
         replayed = replay(wal_store, m.wal_replay_from, m.last_flushed_seq, tolerate_missing=True)
         last_seq = max([m.last_flushed_seq] + [r.seq for r in replayed.records])
         unflushed = len(replayed.records)
-        gap = missing_seq(replayed.records, m.last_flushed_seq)
+        gap = missing_seq((r.seq for r in replayed.records), m.last_flushed_seq)
         if gap is not None and ManifestStore(store).latest_id() == m.id:  # not a race
             problems.append(f"WAL records from seq {gap} on are missing")
     except CorruptionError as exc:

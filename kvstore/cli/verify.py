@@ -33,7 +33,7 @@ from kvstore.format.sst import SstReader
 from kvstore.format.wal import all_zero, decode_object
 from kvstore.manifest_store import ManifestStore
 from kvstore.objstore import ObjectStore
-from kvstore.wal import decode_journal, list_wal_ids
+from kvstore.wal import decode_journal, list_wal_ids, missing_seq
 
 Progress = Callable[[int, str], None]
 
@@ -223,23 +223,21 @@ class Verifier:
     def check_wal_continuity(self, m: Manifest, seen: dict[int, str]) -> None:
         """Every commit is one WAL record with the next seq: after the manifest's
         ``last_flushed_seq`` the records must follow without a hole."""
-        expected = m.last_flushed_seq + 1
-        for seq in sorted(s for s in seen if s > m.last_flushed_seq):
-            if seq != expected:
-                break
-            expected += 1
-        else:
+        after = sorted(s for s in seen if s > m.last_flushed_seq)
+        gap = missing_seq(after, m.last_flushed_seq)
+        if gap is None:
             return
         if self.mstore.latest_id() != m.id:
             self.report.notes.append(
                 "the writer flushed while verify ran: WAL continuity not checked"
             )
             return
+        resumes = after[gap - m.last_flushed_seq - 1]
         self.problem(
             paths.WAL_DIR,
             "missing",
-            f"WAL records from seq {expected} on are missing (manifest {m.id} has "
-            f"everything up to seq {m.last_flushed_seq}; the WAL resumes at seq {seq})",
+            f"WAL records from seq {gap} on are missing (manifest {m.id} has everything "
+            f"up to seq {m.last_flushed_seq}; the WAL resumes at seq {resumes})",
         )
 
     def check_manifest(self, name: str) -> None:

@@ -1,0 +1,1 @@
+"""Table data: Parquet data files, deletion vectors and predicates."""

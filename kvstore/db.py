@@ -130,6 +130,10 @@ class DB(MaintenanceMixin):
         self._floor_seq = 0  # reads at seqs below this may miss dropped versions
         self._closed = False
         self._fenced: FencedError | None = None
+        #: every write up to this seq is durable (synced, or in an SST): after a
+        #: fence, reads see no further (see _visible_seq)
+        self._durable_seq = 0
+        self._durable_lock = threading.Lock()
         self._bg_error: BaseException | None = None
         #: set when a manifest write failed and reading it back could not tell
         #: whether it landed: this handle stops (reopening reads the truth)
@@ -355,7 +359,7 @@ class DB(MaintenanceMixin):
             while True:
                 try:
                     self._wal: JournalWal | ObjectWal = JournalWal(
-                        self._wal_store, next_id, self._fence_check
+                        self._wal_store, next_id, self._fence_check, on_fenced=self._mark_fenced
                     )
                     break
                 except FileExistsError:
@@ -369,6 +373,7 @@ class DB(MaintenanceMixin):
                 self._wal_objects,
                 fence_check=self._fence_check,
                 fence_check_interval=self._opts.fence_check_interval,
+                on_fenced=self._mark_fenced,
             )
         new_l0 = claimed.l0
         self._seq_times.extend(claimed.seq_times)
@@ -402,6 +407,7 @@ class DB(MaintenanceMixin):
         self._inflight.clear()  # the replayed SST is in the manifest now
         self._state = self._state_from_manifest(final, Memtable(first_id))
         self._last_seq = last_seq
+        self._durable_seq = last_seq
         if final.retention_seq is not None:
             self._floor_seq = final.retention_seq
         else:  # SSTs hold the newest versions up to last_flushed_seq; replay kept from w
@@ -478,13 +484,59 @@ class DB(MaintenanceMixin):
             checked = cell.read() if cell is not None else 0
             latest = self._mstore.load_latest()
             if latest is not None and latest.writer_epoch > self._epoch:
-                self._fenced = FencedError(
-                    f"{self._store.describe()}: writer epoch {self._epoch} was fenced by "
-                    f"epoch {latest.writer_epoch}; open the store again to write"
+                self._mark_fenced(
+                    FencedError(
+                        f"{self._store.describe()}: writer epoch {self._epoch} was fenced by "
+                        f"epoch {latest.writer_epoch}; open the store again to write"
+                    )
                 )
                 raise FencedError(str(self._fenced))
             if cell is not None:
                 self._cell_checked = checked  # not fenced at that value: stale
+
+    def _mark_fenced(self, exc: FencedError) -> None:
+        """Remember that a newer writer holds the store (the first reason wins).
+
+        From here on reads see only what this handle made durable: writes it
+        applied in memory that no sync or flush completed are never shown
+        again, since the new writer does not have them (see :meth:`_visible_seq`).
+        """
+        if self._fenced is None:
+            self._fenced = exc
+            log.warning(
+                "%s: fenced; reads now show seq %d (durable) instead of %d",
+                self._store.describe(),
+                self._durable_seq,
+                self._last_seq,
+            )
+
+    def _mark_durable(self, seq: int) -> None:
+        """Every write up to ``seq`` is on stable storage (a sync or flush returned)."""
+        lock = self._durable_lock
+        lock.acquire()
+        try:
+            if seq > self._durable_seq:
+                self._durable_seq = seq
+        finally:
+            lock.release()
+
+    def _visible_seq(self) -> int:
+        """The seq reads use: the last committed one, or after a fence the last durable."""
+        seq = self._last_seq
+        if self._fenced is not None:
+            return min(seq, self._durable_seq)
+        return seq
+
+    def _check_readable(self, seq: int) -> None:
+        """Refuse a read at ``seq`` (a snapshot's, a transaction's) that a fence made
+        unreliable: it may show writes that never became durable."""
+        if self._closed:
+            raise ClosedError("the database is closed")
+        if self._fenced is not None and seq > self._durable_seq:
+            raise FencedError(
+                f"{self._fenced}; this view (seq {seq}) includes writes that were never "
+                f"made durable (durable up to seq {self._durable_seq})"
+            )
 
     def _advance_manifest(self, change: Callable[[Manifest], Manifest]) -> Manifest:
         """Write ``change(current)`` as the next manifest; flush and compaction both
@@ -566,7 +618,7 @@ class DB(MaintenanceMixin):
         if self._closed:
             raise ClosedError("the database is closed")
         if self._fenced is None and isinstance(self._wal._error, FencedError):
-            self._fenced = self._wal._error
+            self._mark_fenced(self._wal._error)
         if self._fenced is not None:
             raise FencedError(str(self._fenced))
         if self._wal._error is not None:  # an I/O error: nothing after it may be published
@@ -687,6 +739,7 @@ class DB(MaintenanceMixin):
             time.sleep(0.001)  # let compaction catch up before writers must stop
         if durable:
             wal.sync(lsn)
+            self._mark_durable(seq)
         elif wal._pending_bytes >= opts.wal_buffer_bytes:
             wal.write_out()
         if not opts.background_flush and self._state.immutable:
@@ -804,6 +857,7 @@ class DB(MaintenanceMixin):
             finally:  # named by the manifest now, or an orphan for GC (a retry writes anew)
                 if self._broken is None:
                     self._inflight.discard(handle.meta.id)
+            self._mark_durable(mt.max_seq)
             with self._cond:
                 cur = self._state
                 assert cur.immutable[-1] is mt
@@ -870,7 +924,7 @@ class DB(MaintenanceMixin):
                 backoff = 0.05
                 self._bg_error = None
             except FencedError as exc:
-                self._fenced = self._fenced or exc
+                self._mark_fenced(exc)
                 self._wake_all()
                 return
             except Exception as exc:  # retried; reported via stats and logging
@@ -902,7 +956,7 @@ class DB(MaintenanceMixin):
         """The latest committed value of ``key``, or None."""
         self._check_open()
         k = _validate.key(key)
-        seq = self._last_seq
+        seq = self._last_seq if self._fenced is None else self._visible_seq()
         return rp.get(self._state, k, seq)
 
     def scan(
@@ -913,7 +967,7 @@ class DB(MaintenanceMixin):
         s = _validate.bound(start, "start")
         e = _validate.bound(end, "end")
         _validate.flag(reverse, "reverse")
-        seq = self._last_seq
+        seq = self._visible_seq()
         return rp.scan(self._state, s, e, reverse, seq)
 
     def scan_prefix(self, prefix: bytes, *, reverse: bool = False) -> Iterator[tuple[bytes, bytes]]:
@@ -927,13 +981,14 @@ class DB(MaintenanceMixin):
         """A consistent read view at the latest seq, or at an older retained ``seq``."""
         self._check_open()
         with self._snapshots.lock:
+            latest = self._visible_seq()
             if seq is None:
-                seq = self._last_seq
+                seq = latest
             else:
                 if isinstance(seq, bool) or not isinstance(seq, int):
                     raise TypeError(f"seq must be an int, not {type(seq).__name__}")
-                if seq < 0 or seq > self._last_seq:
-                    raise ValueError(f"seq {seq} is outside 0..{self._last_seq}")
+                if seq < 0 or seq > latest:
+                    raise ValueError(f"seq {seq} is outside 0..{latest}")
                 if seq < self._floor_seq:
                     raise SnapshotTooOld(
                         f"seq {seq} is no longer retained (oldest readable seq is "
@@ -963,7 +1018,7 @@ class DB(MaintenanceMixin):
             try:
                 # last_seq is published under oracle.lock together with the oracle
                 # record, so every commit after read_seq is visible to the check.
-                read_seq = self._last_seq
+                read_seq = self._last_seq if self._fenced is None else self._visible_seq()
                 txn_id = oracle.begin_locked(read_seq, now, self._opts.transaction_ttl)
             finally:
                 olock.release()
@@ -1003,8 +1058,8 @@ class DB(MaintenanceMixin):
 
     @property
     def last_seq(self) -> int:
-        """The highest committed sequence number."""
-        return self._last_seq
+        """The highest committed sequence number (after a fence: the highest durable one)."""
+        return self._visible_seq()
 
     # ------------------------------------------------------------------
     # maintenance
@@ -1016,7 +1071,9 @@ class DB(MaintenanceMixin):
         (compaction retries; ``stats()["compaction_error"]`` says why).
         """
         self._check_writable()
+        seq = self._last_seq  # published after its frame was appended: lsn covers it
         self._wal.sync(self._wal._appended)
+        self._mark_durable(seq)
         with self._cond:
             self._freeze_locked()
         self._wait_flushed()
@@ -1042,7 +1099,9 @@ class DB(MaintenanceMixin):
         cache = self._cache
         lookups = cache.hits + cache.misses
         return {
-            "last_seq": self._last_seq,
+            "last_seq": self._visible_seq(),
+            "durable_seq": self._durable_seq,
+            "fenced": self._fenced is not None,
             "writer_epoch": self._epoch,
             "manifest_id": self._manifest.id,
             "memtable_bytes": st.active.size,

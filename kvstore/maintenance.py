@@ -108,6 +108,7 @@ class MaintenanceMixin:
         def _check_open(self) -> None: ...
         def _fence_check(self, *, sure: bool = False) -> None: ...
         def _raise_if_broken(self) -> None: ...
+        def _mark_fenced(self, exc: FencedError) -> None: ...
         def flush(self) -> None: ...
 
     def _init_maintenance(self) -> None:
@@ -374,7 +375,7 @@ class MaintenanceMixin:
                 self._compaction_error = None
                 backoff = 0.1
             except FencedError as exc:
-                self._fenced = self._fenced or exc
+                self._mark_fenced(exc)
                 return
             except CompactionStopped:
                 return

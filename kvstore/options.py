@@ -38,6 +38,10 @@ class Options:
     #: is cut there): the acknowledged writes no SST has are lost (see
     #: docs/s3.md); without it such an open raises instead
     accept_wal_loss: bool = False
+    #: on a local directory, open even while another live process or handle writes
+    #: the store, fencing it (without it that open raises WriterActive); object
+    #: stores cannot see a live writer, so opening there always fences
+    takeover: bool = False
     #: non-durable writes buffered before the WAL writes them out
     wal_buffer_bytes: int = 1 * MiB
     #: run memtable flushes on a background thread
@@ -89,7 +93,13 @@ class Options:
             "l0_max_ssts",
         ):
             require(name, (int,), "an int")
-        for name in ("background_flush", "background_compaction", "fsync", "accept_wal_loss"):
+        for name in (
+            "background_flush",
+            "background_compaction",
+            "fsync",
+            "accept_wal_loss",
+            "takeover",
+        ):
             require(name, (bool,), "a bool")
         for name in ("compression", "wal"):
             require(name, (str,), "a str")

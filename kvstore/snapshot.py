@@ -65,7 +65,7 @@ class Snapshot:
     def _check(self) -> None:
         if self._closed:
             raise ClosedError("the snapshot is closed")
-        self._db._check_open()
+        self._db._check_readable(self.seq)  # closed? fenced past what is durable?
 
     def get(self, key: bytes) -> bytes | None:
         self._check()

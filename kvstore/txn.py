@@ -123,12 +123,13 @@ class Transaction:
     def _check(self) -> None:
         if self._status != "open":
             raise ClosedError(f"the transaction is {self._status}; begin a new one")
-        self._db._check_open()
+        self._db._check_readable(self.read_seq)  # closed? fenced past what is durable?
 
     # -- reads ----------------------------------------------------------------
     def get(self, key: bytes) -> bytes | None:
         """The value as of ``read_seq``, or this transaction's own write."""
-        if self._status != "open" or self._db._closed:
+        db = self._db
+        if self._status != "open" or db._closed or db._fenced is not None:
             self._check()
         if type(key) is not bytes or not key or len(key) > MAX_KEY_LEN:
             key = _validate.key(key)

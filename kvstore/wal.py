@@ -59,6 +59,8 @@ from kvstore.objstore.base import Journal, ObjectStore
 log = logging.getLogger("kvstore.wal")
 
 FenceCheck = Callable[[], None]
+#: told when the WAL itself finds it was fenced (its next segment or object taken)
+OnFenced = Callable[[FencedError], None]
 
 
 class WalFailed(KvError):
@@ -73,7 +75,8 @@ class _GroupCommit:
     GATHER_FRACTION = 0.5
     MAX_GATHER_S = 0.002
 
-    def __init__(self) -> None:
+    def __init__(self, on_fenced: OnFenced | None = None) -> None:
+        self._on_fenced = on_fenced
         self._cv = threading.Condition(threading.Lock())
         self._syncing = False
         self._buf_lock = threading.Lock()
@@ -114,6 +117,15 @@ class _GroupCommit:
         self._pending.clear()
         self._pending_bytes = 0
         return data, self._appended
+
+    def _fence(self, message: str) -> FencedError:
+        """Record that a newer writer took this WAL's next name; returns the error."""
+        exc = FencedError(message)
+        if self._error is None:
+            self._error = exc
+        if self._on_fenced is not None:
+            self._on_fenced(exc)
+        return exc
 
     def _raise_if_failed(self) -> None:
         if self._error is not None:
@@ -177,8 +189,15 @@ class _GroupCommit:
 
 
 class JournalWal(_GroupCommit):
-    def __init__(self, store: ObjectStore, segment_id: int, fence_check: FenceCheck) -> None:
-        super().__init__()
+    def __init__(
+        self,
+        store: ObjectStore,
+        segment_id: int,
+        fence_check: FenceCheck,
+        *,
+        on_fenced: OnFenced | None = None,
+    ) -> None:
+        super().__init__(on_fenced)
         self._store = store
         self._fence_check = fence_check
         self.segment_id = segment_id
@@ -240,10 +259,9 @@ class JournalWal(_GroupCommit):
                 try:
                     journal = self._create(self.segment_id + 1)
                 except FileExistsError:
-                    self._error = FencedError(
+                    raise self._fence(
                         f"WAL segment {self.segment_id + 1} was created by a newer writer"
-                    )
-                    raise FencedError(str(self._error)) from None
+                    ) from None
                 except BaseException as exc:  # e.g. EIO: the WAL cannot go on
                     self._error = exc
                     raise
@@ -270,8 +288,9 @@ class ObjectWal(_GroupCommit):
         *,
         fence_check: FenceCheck | None = None,
         fence_check_interval: float = 1.0,
+        on_fenced: OnFenced | None = None,
     ) -> None:
-        super().__init__()
+        super().__init__(on_fenced)
         self._store = store
         self.next_id = next_id
         self._fence_check = fence_check
@@ -293,7 +312,7 @@ class ObjectWal(_GroupCommit):
             try:
                 self._store.put_if_absent(name, encode_object(data, frames))
             except FileExistsError:
-                raise FencedError(f"WAL object {name} was taken by a newer writer") from None
+                raise self._fence(f"WAL object {name} was taken by a newer writer") from None
             self.data_ids.append(self.next_id)
             self.next_id += 1
             self._maybe_check_fence()

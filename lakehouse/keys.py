@@ -14,7 +14,9 @@ a prefix scan can list::
     N/<ns>                                namespace definition
     T/<ns> 00 <table>                     table definition
     V/<ns> 00 <view>                      view definition
-    S/<ns> 00 <table> 00 <suffix>         table state (data files, later issues)
+    S/<ns> 00 <table> 00 F/<file id>      data file record (data/record.py)
+    S/<ns> 00 <table> 00 D/<file id>      its deletion vector (data/dv.py)
+    A/<app id>                            idempotent writes: latest app version
     R/<version, 20 decimal digits>        version record
 
 Byte layout of a table key (names are UTF-8)::
@@ -57,6 +59,7 @@ TABLE_PREFIX = b"T/"
 VIEW_PREFIX = b"V/"
 STATE_PREFIX = b"S/"
 RECORD_PREFIX = b"R/"
+APP_PREFIX = b"A/"
 
 SEP = b"\x00"
 _VERSION_DIGITS = 20
@@ -150,6 +153,24 @@ def table_state_prefix(ns: str, table: str) -> bytes:
 def data_file_key(ns: str, table: str, file_id: str) -> bytes:
     """The state key listing one data file of a table."""
     return table_state_prefix(ns, table) + b"F/" + _utf8(file_id)
+
+
+def dv_key(ns: str, table: str, file_id: str) -> bytes:
+    """The state key holding a data file's deletion vector."""
+    return table_state_prefix(ns, table) + b"D/" + _utf8(file_id)
+
+
+def state_file_id(prefix: bytes, key: bytes) -> tuple[str, str] | None:
+    """``("F" | "D", file id)`` of a data-file or deletion-vector key under ``prefix``."""
+    rest = key[len(prefix) :]
+    if rest[:2] in (b"F/", b"D/"):
+        return rest[:1].decode(), rest[2:].decode("utf-8")
+    return None
+
+
+def app_key(app_id: str) -> bytes:
+    """Where the latest ``app_version`` of an idempotent writer is recorded."""
+    return APP_PREFIX + _utf8(app_id)
 
 
 def is_data_file_key(key: bytes) -> bool:

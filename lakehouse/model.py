@@ -284,22 +284,118 @@ Definition = NamespaceDef | TableDef | ViewDef
 
 
 @dataclass(frozen=True)
+class ColumnStats:
+    """Bounds of one column in one data file, from its Parquet footer (None: unknown)."""
+
+    min: Any = None
+    max: Any = None
+    null_count: int | None = None
+
+
+@dataclass(frozen=True)
 class DataFile:
-    """One data file of a table: ``path`` is relative to the lakehouse's data
-    directory, or an absolute URL (after a minimal export)."""
+    """One data file of a table.
+
+    ``path`` is relative to the lakehouse's data directory, or an absolute
+    URL (after a minimal export). ``rows`` counts every row in the file,
+    ``deleted_rows`` those its deletion vector marks deleted at the version
+    read; ``stats`` maps the table's current column names to
+    :class:`ColumnStats`. ``columns`` pairs each column id the file holds
+    with the name it has *in the file* (names can change later; ids do not),
+    and ``raw_stats`` keeps the footer bounds by column id, encoded as stored.
+    """
 
     path: str
     size: int = 0
     record_count: int = 0
+    file_id: str = ""
+    columns: tuple[tuple[int, str], ...] = ()
+    raw_stats: tuple[tuple[int, Any, Any, int | None], ...] = field(default=(), repr=False)
+    deleted_rows: int = 0
+    stats: Mapping[str, ColumnStats] = field(default_factory=dict, compare=False)
 
     @property
     def is_external(self) -> bool:
         return "://" in self.path or self.path.startswith("/")
 
+    @property
+    def rows(self) -> int:
+        """Rows in the file, deleted ones included."""
+        return self.record_count
+
+    @property
+    def bytes(self) -> int:
+        """Size of the file in bytes."""
+        return self.size
+
+    @property
+    def live_rows(self) -> int:
+        """Rows a read returns from this file."""
+        return self.record_count - self.deleted_rows
+
+
+@dataclass(frozen=True)
+class TableStats:
+    """What :meth:`read` would return, in numbers (``table_stats``)."""
+
+    rows: int
+    files: int
+    deleted_rows: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class MergeResult:
+    """Rows a ``merge`` inserted, updated and deleted."""
+
+    inserted: int = 0
+    updated: int = 0
+    deleted: int = 0
+
+
+@dataclass(frozen=True)
+class CompactResult:
+    """What a ``compact`` rewrote."""
+
+    files_removed: int = 0
+    files_added: int = 0
+    rows: int = 0
+    bytes_before: int = 0
+    bytes_after: int = 0
+
 
 # ---------------------------------------------------------------------------
 # versions
 # ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Rewrite:
+    """One file a compaction wrote: ``new_id`` holds, in order, the rows of
+    ``sources`` that were live when the compaction was planned. Each source
+    is ``(file id, rows in it, its deletion vector at planning, encoded)``."""
+
+    new_id: str
+    sources: tuple[tuple[str, int, bytes], ...]
+
+
+@dataclass(frozen=True)
+class TableChange:
+    """What one version did to the rows of one table (kept in its record).
+
+    ``deleted`` maps a file id to the positions this version newly deleted in
+    it (an encoded deletion vector); ``removed`` lists files dropped whole;
+    ``rewrites`` says where a compaction put the rows it moved; ``keys`` names
+    the merge key columns when the version inserted rows by key.
+    """
+
+    table: str
+    ops: tuple[str, ...]
+    added: tuple[str, ...] = ()
+    removed: tuple[str, ...] = ()
+    deleted: Mapping[str, bytes] = field(default_factory=dict)
+    rewrites: tuple[Rewrite, ...] = ()
+    keys: tuple[str, ...] = ()
+
+
 @dataclass(frozen=True)
 class ObjectChange:
     """One object a version created, altered or dropped (TrinityLake's "object
@@ -338,6 +434,10 @@ class VersionInfo:
     source: dict[str, Any] | None = None
     #: data files this version added (table data operations)
     files_added: tuple[str, ...] = ()
+    #: per table, what the version did to its rows
+    data: tuple[TableChange, ...] = ()
+    #: idempotent writes: (app_id, app_version) this version recorded
+    app: tuple[str, int] | None = None
 
     @property
     def created_at(self) -> datetime:

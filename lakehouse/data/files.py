@@ -1,0 +1,240 @@
+"""Parquet data files: naming, writing, reading through column ids, pruning.
+
+**Names never repeat.** A data file of table ``t`` lives at::
+
+    <table id>/<13-digit epoch ms>-<16 hex random>.parquet
+
+under the lakehouse's data directory, and is created with ``put_if_absent``
+(temp file, fsync, link, directory fsync on local disk; ``If-None-Match`` on
+S3), so it is whole and durable before the commit that references it is
+even attempted, and a second writer can never replace it. The time in the
+name lets ``remove_orphan_files(older_than=...)`` judge a file's age on any
+store without a modification-time call, and keeps a running transaction's
+fresh files out of its reach.
+
+**Reading through ids.** A file's record pairs each column id it holds with
+the column's name in the file. A read asks for the table's *current*
+columns: each is looked up by id (renames are free), cast to the current
+type (widening: int32 -> int64, float32 -> float64), and filled with nulls
+when the file predates the column. Deleted positions are dropped before any
+filter, so row positions always mean positions in the file.
+
+**Pruning.** Each file's footer bounds become an Arrow *guarantee*
+(``min <= c <= max``, ``c is not null`` when it has no nulls); Arrow's own
+expression simplification (``Dataset.get_fragments(filter=...)``) then says
+which files a predicate can match at all. Only those are opened.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.fs as pafs
+import pyarrow.parquet as pq
+from pyroaring import BitMap
+
+from lakehouse.data.record import footer_stats, stat_scalar
+from lakehouse.errors import CorruptionError
+from lakehouse.model import Column, DataFile
+
+log = logging.getLogger("lakehouse")
+
+SUFFIX = ".parquet"
+
+
+def file_path(table_id: str, now_ms: int, rand64: int) -> tuple[str, str]:
+    """``(file id, relative path)`` of a new data file."""
+    file_id = f"{now_ms:013d}-{rand64:016x}"
+    return file_id, f"{table_id}/{file_id}{SUFFIX}"
+
+
+def created_ms(path: str) -> int | None:
+    """The creation time encoded in a data file's name (None if not ours)."""
+    base = path.rsplit("/", 1)[-1]
+    if not base.endswith(SUFFIX):
+        return None
+    head = base[: -len(SUFFIX)].split("-", 1)[0]
+    return int(head) if head.isdigit() and len(head) == 13 else None
+
+
+def file_id_of(path: str) -> str:
+    base = path.rsplit("/", 1)[-1]
+    return base[: -len(SUFFIX)] if base.endswith(SUFFIX) else base
+
+
+# -- writing ---------------------------------------------------------------------------
+def encode_parquet(table: pa.Table) -> bytes:
+    buf = io.BytesIO()
+    pq.write_table(table, buf, compression="zstd", write_statistics=True)
+    return buf.getvalue()
+
+
+def describe(path: str, data: bytes, columns: Sequence[Column]) -> DataFile:
+    """The record of a Parquet file ``data`` about to live at ``path``."""
+    try:
+        meta = pq.ParquetFile(pa.BufferReader(data)).metadata
+        schema = meta.schema.to_arrow_schema()
+    except (pa.ArrowException, OSError) as exc:
+        raise ValueError(f"{path} is not a readable Parquet file: {exc}") from None
+    return describe_footer(path, len(data), meta, schema, columns)
+
+
+def describe_footer(
+    path: str, size: int, meta: Any, schema: pa.Schema, columns: Sequence[Column]
+) -> DataFile:
+    """A record from a footer; the file's columns are matched to ``columns`` by name."""
+    by_name = {c.name: c for c in columns}
+    ids: dict[str, int] = {}
+    types: dict[str, pa.DataType] = {}
+    for f in schema:
+        c = by_name.get(f.name)
+        if c is not None:
+            ids[f.name] = c.id
+            types[f.name] = f.type
+    return DataFile(
+        path,
+        size,
+        meta.num_rows,
+        file_id=file_id_of(path),
+        columns=tuple((cid, name) for name, cid in ids.items()),
+        raw_stats=footer_stats(meta, ids, types),
+    )
+
+
+# -- reading ------------------------------------------------------------------------------
+def open_parquet(data: bytes, path: str) -> pq.ParquetFile:
+    try:
+        return pq.ParquetFile(pa.BufferReader(data))
+    except (pa.ArrowException, OSError) as exc:
+        raise CorruptionError(f"data file {path} is not readable Parquet: {exc}") from None
+
+
+def keep_mask(rows: int, deleted: BitMap | None) -> pa.Array | None:
+    """Boolean mask of the rows a deletion vector keeps (None: keep all)."""
+    if not deleted:
+        return None
+    mask = np.ones(rows, dtype=bool)
+    idx = np.frombuffer(deleted.to_array(), dtype=np.uint32)
+    mask[idx[idx < rows]] = False
+    return pa.array(mask)
+
+
+def read_file(
+    data: bytes,
+    f: DataFile,
+    columns: Sequence[Column],
+    schema: pa.Schema,
+    deleted: BitMap | None,
+    *,
+    with_positions: bool = False,
+) -> pa.Table:
+    """The live rows of one file as the table's ``columns`` (in that order).
+
+    ``schema`` holds the current fields of ``columns``. With
+    ``with_positions`` a ``_pos`` column (uint32 row position in the file) is
+    appended.
+    """
+    pf = open_parquet(data, f.path)
+    in_file = dict(f.columns) if f.columns else None
+    file_names = set(pf.schema_arrow.names)
+    wanted: list[tuple[Column, str | None]] = []
+    for c in columns:
+        name = in_file.get(c.id) if in_file is not None else c.name
+        wanted.append((c, name if name in file_names else None))
+    names = sorted({n for _, n in wanted if n is not None})
+    try:
+        raw = pf.read(columns=names)
+    except (pa.ArrowException, OSError) as exc:
+        raise CorruptionError(f"data file {f.path} could not be read: {exc}") from None
+    if raw.num_rows != f.record_count:
+        raise CorruptionError(
+            f"data file {f.path} holds {raw.num_rows} rows; its record says {f.record_count}"
+        )
+    arrays = []
+    fields = []
+    for c, name in wanted:
+        field = schema.field(c.name)
+        if name is None:
+            arr: Any = pa.nulls(raw.num_rows, field.type)
+        else:
+            arr = raw.column(name)
+            if arr.type != field.type:
+                arr = arr.cast(field.type)
+        arrays.append(arr)
+        fields.append(field.with_nullable(True))
+    if with_positions:
+        arrays.append(pa.array(np.arange(raw.num_rows, dtype=np.uint32)))
+        fields.append(pa.field("_pos", pa.uint32()))
+    out = pa.Table.from_arrays(arrays, schema=pa.schema(fields))
+    mask = keep_mask(raw.num_rows, deleted)
+    return out if mask is None else out.filter(mask)
+
+
+# -- pruning ---------------------------------------------------------------------------
+def guarantee(f: DataFile, columns: Sequence[Column], schema: pa.Schema) -> pc.Expression:
+    """What every row of ``f`` satisfies, by its footer bounds."""
+    stats = {cid: (lo, hi, n) for cid, lo, hi, n in f.raw_stats}
+    in_file = dict(f.columns)
+    expr: pc.Expression | None = None
+    for c in columns:
+        if in_file and c.id not in in_file:
+            part = pc.field(c.name).is_null()  # the file predates the column
+        elif c.id in stats:
+            lo, hi, nulls = stats[c.id]
+            typ = schema.field(c.name).type
+            a, b = stat_scalar(lo, typ), stat_scalar(hi, typ)
+            part = None
+            if a is not None and b is not None:
+                part = (pc.field(c.name) >= a) & (pc.field(c.name) <= b)
+                if nulls is not None and nulls > 0:
+                    part = part | pc.field(c.name).is_null()
+            elif nulls is not None and nulls == f.record_count and f.record_count > 0:
+                part = pc.field(c.name).is_null()
+            if part is None:
+                continue
+        else:
+            continue
+        expr = part if expr is None else expr & part
+    return pc.scalar(True) if expr is None else expr
+
+
+_FORMAT = ds.ParquetFileFormat()
+_FS = pafs.LocalFileSystem()
+
+
+def prune(
+    files: Sequence[DataFile],
+    predicate: pc.Expression | None,
+    columns: Sequence[Column],
+    schema: pa.Schema,
+) -> list[int]:
+    """Indexes of the ``files`` whose bounds allow a row matching ``predicate``."""
+    if predicate is None or not files:
+        return list(range(len(files)))
+    try:
+        frags = [
+            _FORMAT.make_fragment(f"/{i}", _FS, partition_expression=guarantee(f, columns, schema))
+            for i, f in enumerate(files)
+        ]
+        dataset = ds.FileSystemDataset(frags, schema, _FORMAT, _FS)
+        return [int(fr.path[1:]) for fr in dataset.get_fragments(filter=predicate)]
+    except (pa.ArrowException, TypeError, ValueError) as exc:  # bounds we cannot compare
+        log.debug("no pruning: %s", exc)
+        return list(range(len(files)))
+
+
+def batches(tables: Iterator[pa.Table], schema: pa.Schema) -> pa.RecordBatchReader:
+    """A reader streaming the batches of ``tables``, produced one at a time."""
+
+    def gen() -> Iterator[pa.RecordBatch]:
+        for t in tables:
+            yield from t.to_batches()
+
+    return pa.RecordBatchReader.from_batches(schema, gen())

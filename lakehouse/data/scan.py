@@ -1,0 +1,209 @@
+"""Reading table data at one version: plan, prune, read, filter.
+
+A read resolves the table at the view's version to its data files and their
+deletion vectors (kvstore keys, so time travel costs what a read at the
+latest version costs), prunes files by footer bounds, reads the remaining
+files in parallel (Arrow releases the GIL while decoding), drops deleted
+positions, then applies the row filter and the projection::
+
+    table state at v ──► files + DVs ──► prune(where) ──► read (by column id)
+                                                         ──► drop DV rows ──► filter ──► project
+
+``scan_batches`` does the same one file at a time, so memory stays bounded
+by the largest file whatever the table's size.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyroaring import BitMap
+
+from kvstore.objstore import ObjectStore, open_store
+from lakehouse.data import files as datafiles
+from lakehouse.data.predicate import Predicate, matches, parse_where
+from lakehouse.model import Column, DataFile, TableDef, TableStats
+
+_POOL: ThreadPoolExecutor | None = None
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    if _POOL is None:
+        _POOL = ThreadPoolExecutor(max_workers=max(4, (os.cpu_count() or 2) * 2))
+    return _POOL
+
+
+FileState = tuple[DataFile, BitMap]
+
+
+@dataclass(frozen=True)
+class ScanFile:
+    """One file of a scan plan (what an external engine such as Spark needs)."""
+
+    path: str
+    url: str
+    rows: int
+    deleted: BitMap
+    #: current column name -> name in the file, for the columns the file holds
+    columns: dict[str, str]
+    #: the table's current schema (absent columns read as nulls, types are widened)
+    schema: pa.Schema = field(repr=False)
+
+
+def fetch(store: ObjectStore, path: str) -> bytes:
+    """The bytes of a data file: relative to the data directory, or an absolute URL."""
+    if "://" in path or path.startswith("/"):
+        parent, name = path.rsplit("/", 1)
+        return open_store(parent, create=False).get(name)
+    return store.get(path)
+
+
+def select_columns(d: TableDef, columns: Sequence[str] | None) -> list[Column]:
+    if columns is None:
+        return list(d.columns)
+    if isinstance(columns, str):
+        raise TypeError("columns must be a list of column names, not a str")
+    by_name = {c.name: c for c in d.columns}
+    out = []
+    for n in columns:
+        if n not in by_name:
+            raise ValueError(f"table {d.qualified_name} has no column {n!r} (columns: {d.schema.names})")
+        out.append(by_name[n])
+    return out
+
+
+def predicate(d: TableDef, where: Any) -> Predicate | None:
+    return None if where is None else parse_where(where, d.schema)
+
+
+def _read_set(d: TableDef, wanted: list[Column], pred: Predicate | None) -> list[Column]:
+    if pred is None:
+        return wanted
+    if pred.columns is None:
+        return list(d.columns)
+    names = {c.name for c in wanted} | set(pred.columns)
+    return [c for c in d.columns if c.name in names]
+
+
+def pruned(d: TableDef, files: Sequence[FileState], pred: Predicate | None) -> list[FileState]:
+    live = [fs for fs in files if len(fs[1]) < fs[0].record_count]
+    if pred is None:
+        return live
+    keep = datafiles.prune([f for f, _ in live], pred.expression, d.columns, d.schema)
+    return [live[i] for i in keep]
+
+
+def _one(
+    store: ObjectStore,
+    d: TableDef,
+    fs: FileState,
+    read_cols: list[Column],
+    pred: Predicate | None,
+    wanted: list[Column],
+    with_positions: bool = False,
+) -> pa.Table:
+    f, dv = fs
+    schema = pa.schema([d.schema.field(c.name) for c in read_cols])
+    t = datafiles.read_file(
+        fetch(store, f.path), f, read_cols, schema, dv, with_positions=with_positions
+    )
+    if pred is not None:
+        t = t.filter(matches(t, pred))
+    names = [c.name for c in wanted] + (["_pos"] if with_positions else [])
+    return t.select(names) if t.column_names != names else t
+
+
+def output_schema(d: TableDef, wanted: list[Column]) -> pa.Schema:
+    return pa.schema([d.schema.field(c.name).with_nullable(True) for c in wanted])
+
+
+def read(
+    store: ObjectStore,
+    d: TableDef,
+    files: Sequence[FileState],
+    columns: Sequence[str] | None = None,
+    where: Any = None,
+) -> pa.Table:
+    wanted = select_columns(d, columns)
+    pred = predicate(d, where)
+    read_cols = _read_set(d, wanted, pred)
+    todo = pruned(d, files, pred)
+    schema = output_schema(d, wanted)
+    if not todo:
+        return schema.empty_table()
+    if len(todo) == 1:
+        parts = [_one(store, d, todo[0], read_cols, pred, wanted)]
+    else:
+        parts = list(_pool().map(lambda fs: _one(store, d, fs, read_cols, pred, wanted), todo))
+    return pa.concat_tables(parts).cast(schema)
+
+
+def scan_batches(
+    store: ObjectStore,
+    d: TableDef,
+    files: Sequence[FileState],
+    columns: Sequence[str] | None = None,
+    where: Any = None,
+) -> pa.RecordBatchReader:
+    wanted = select_columns(d, columns)
+    pred = predicate(d, where)
+    read_cols = _read_set(d, wanted, pred)
+    todo = pruned(d, files, pred)
+    schema = output_schema(d, wanted)
+
+    def tables() -> Iterator[pa.Table]:
+        for fs in todo:
+            t = _one(store, d, fs, read_cols, pred, wanted)
+            if t.num_rows:
+                yield t.cast(schema)
+
+    return datafiles.batches(tables(), schema)
+
+
+def matching_positions(
+    store: ObjectStore,
+    d: TableDef,
+    files: Sequence[FileState],
+    pred: Predicate | None,
+    columns: Sequence[Column] | None = None,
+    pool: bool = True,
+) -> Iterator[tuple[DataFile, pa.Table]]:
+    """Per candidate file, its live rows that match ``pred`` with their ``_pos``.
+
+    ``columns`` chooses the value columns returned beside ``_pos`` (default: all).
+    """
+    wanted = list(d.columns) if columns is None else list(columns)
+    read_cols = _read_set(d, wanted, pred)
+    todo = pruned(d, files, pred)
+
+    def one(fs: FileState) -> tuple[DataFile, pa.Table]:
+        return fs[0], _one(store, d, fs, read_cols, pred, wanted, with_positions=True)
+
+    runner: Callable[..., Any] = _pool().map if pool and len(todo) > 1 else map
+    yield from runner(one, todo)
+
+
+def stats(files: Sequence[FileState]) -> TableStats:
+    rows = sum(f.record_count for f, _ in files)
+    deleted = sum(len(dv) for _, dv in files)
+    return TableStats(
+        rows=rows - deleted,
+        files=len(files),
+        deleted_rows=deleted,
+        bytes=sum(f.size for f, _ in files),
+    )
+
+
+def positions_of(t: pa.Table) -> BitMap:
+    return BitMap(t.column("_pos").to_numpy()) if t.num_rows else BitMap()
+
+
+def count_true(mask: Any) -> int:
+    return int(pc.sum(mask).as_py() or 0)

@@ -22,6 +22,7 @@ import hashlib
 import json
 from typing import Any
 
+from lakehouse.data import record
 from lakehouse.errors import CorruptionError
 from lakehouse.model import (
     Column,
@@ -180,17 +181,25 @@ def _decode_def(data: bytes) -> Definition:
     raise CorruptionError(f"definition of unknown kind {kind!r}")
 
 
-# -- table state ----------------------------------------------------------------------
+# -- table state (the data-file record has its own module) ------------------------------
 def encode_data_file(f: DataFile) -> bytes:
-    return _dump({"kind": "file", "path": f.path, "size": f.size, "records": f.record_count})
+    return record.encode_file(f)
 
 
 def decode_data_file(data: bytes) -> DataFile:
-    o = _load(data, "data file entry")
+    return record.decode_file(data)
+
+
+def encode_app(app_version: int, version: int) -> bytes:
+    return _dump({"kind": "app", "app_version": app_version, "version": version})
+
+
+def decode_app(data: bytes) -> tuple[int, int]:
+    o = _load(data, "idempotent-write record")
     try:
-        return DataFile(o["path"], int(o["size"]), int(o["records"]))
+        return int(o["app_version"]), int(o["version"])
     except (KeyError, ValueError, TypeError) as exc:
-        raise CorruptionError(f"data file entry: {exc!r}") from None
+        raise CorruptionError(f"idempotent-write record: {exc!r}") from None
 
 
 def encode_paths(paths: list[str]) -> bytes:
@@ -218,6 +227,8 @@ def encode_record(r: VersionInfo) -> bytes:
             "rollback_of": r.rollback_of,
             "source": r.source,
             "files_added": list(r.files_added),
+            "data": [record.encode_change(c) for c in r.data],
+            "app": None if r.app is None else list(r.app),
         }
     )
 
@@ -238,6 +249,8 @@ def decode_record(data: bytes) -> VersionInfo:
             base_seq=int(o["base_seq"]),
             source=o["source"],
             files_added=tuple(o["files_added"]),
+            data=tuple(record.decode_change(c) for c in o.get("data", ())),
+            app=None if o.get("app") is None else (str(o["app"][0]), int(o["app"][1])),
         )
     except (KeyError, ValueError, TypeError) as exc:
         raise CorruptionError(f"version record: {exc!r}") from None

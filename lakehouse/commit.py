@@ -50,10 +50,11 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import kvstore
 from lakehouse import codec, keys
+from lakehouse.data import commit as data_commit
 from lakehouse.conflicts import INCOMPATIBLE, Conflict, Intent, check
 from lakehouse.errors import IncompatibleConflict, RetryableConflict, TransactionExpired
 from lakehouse.model import Isolation, ObjectChange, VersionInfo
@@ -66,6 +67,20 @@ log = logging.getLogger("lakehouse")
 
 
 @dataclass(frozen=True)
+class CommitOptions:
+    """How a commit differs from a plain transaction's (rollback, export)."""
+
+    #: conflict with every version committed meanwhile (the result must equal an old state)
+    exclusive: bool = False
+    #: write a version even when nothing changed
+    force: bool = False
+    #: the version a rollback restores
+    rollback_of: int | None = None
+    #: where an export came from
+    source: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True)
 class Prepared:
     """A transaction's buffer turned into what a commit writes and checks."""
 
@@ -75,12 +90,14 @@ class Prepared:
     intent: Intent
 
 
-def prepare(txn: Transaction) -> Prepared:
+def prepare(txn: Transaction, options: CommitOptions) -> Prepared:
     changes: list[ObjectChange] = []
     changed: list[Pending] = []
     writes: list[tuple[bytes, bytes | None]] = []
     reads = set(txn._reads)
     state_tables = {f"{ns}.{t}" for ns, t in txn._state_tables}
+    state_tables |= {w.qualified for w in txn._table_writes.values() if not w.is_empty()}
+    data_only: dict[tuple[str, str], frozenset[str]] = {}
     for (kind, qname), p in txn._pending.items():
         final = None
         if p.final is not None:
@@ -90,7 +107,8 @@ def prepare(txn: Transaction) -> Prepared:
             if kind == "table" and qname in state_tables and final is not None:
                 did = codec.def_id(final)
                 changes.append(ObjectChange(kind, qname, "alter", did, did))
-                changed.append(p)
+                w = txn._table_writes.get((p.ns, p.name or ""))
+                data_only[(kind, qname)] = frozenset(w.ops if w is not None else ("restore",))
             elif txn._serializable:
                 reads.add((kind, qname))  # looked at, left as it was
             continue
@@ -118,7 +136,8 @@ def prepare(txn: Transaction) -> Prepared:
         writes={(c.kind, c.name): c.op for c in changes},
         reads=frozenset(reads) if serializable else frozenset(),
         listings=frozenset(txn._listings) if serializable else frozenset(),
-        exclusive=txn._exclusive,
+        exclusive=options.exclusive,
+        data_only=data_only,
     )
     return Prepared(tuple(changes), tuple(changed), tuple(writes), intent)
 
@@ -177,25 +196,32 @@ def revalidate(ktx: kvstore.Transaction, txn: Transaction, prep: Prepared, head:
                         )
 
 
-def commit(lh: Lakehouse, txn: Transaction) -> int:
+def run(lh: Lakehouse, txn: Transaction, options: CommitOptions | None = None) -> int:
     """Run the protocol for ``txn``; returns the version it created."""
+    options = options or CommitOptions()
     ttl = lh.definition.transaction_ttl
     if lh._monotonic() - txn._started > ttl:
         raise TransactionExpired(
             f"transaction began at version {txn.version} more than {ttl:g}s ago "
             "(the lakehouse's transaction TTL); re-run it"
         )
-    prep = prepare(txn)
-    if not prep.changes and not txn._force:
+    prep = prepare(txn, options)
+    if not prep.changes and not options.force and txn.app_id is None:
         return txn.version  # read-only: one consistent snapshot, always serializable
     db = lh._db
     checked = txn.version
+    records: list[VersionInfo] = []
     retries = lh._options.commit_retries
     for attempt in range(1, retries + 1):
         txn.attempts = attempt
         ktx = db.transaction(kvstore.Isolation.SNAPSHOT)
         try:
             head = keys.decode_u64(_must(ktx.get_for_update(keys.HEAD), "head"))
+            if txn.app_id is not None:
+                done = _app_done(ktx, txn.app_id, txn.app_version)
+                if done is not None:
+                    txn.skipped = True
+                    return done
             if head > checked:
                 oldest_raw = ktx.get(keys.OLDEST)
                 oldest = 0 if oldest_raw is None else keys.decode_u64(oldest_raw)
@@ -206,13 +232,18 @@ def commit(lh: Lakehouse, txn: Transaction) -> int:
                         version=oldest,
                     )
                 for u in range(checked + 1, head + 1):
-                    conflict = check(prep.intent, lh._record(u, ktx.get))
+                    rec = lh._record(u, ktx.get)
+                    conflict = check(prep.intent, rec)
                     if conflict is not None:
                         _raise(conflict)
+                    records.append(rec)
                     txn.rebased_over.append(u)
                 checked = head
             if head > txn.version:
                 revalidate(ktx, txn, prep, head)
+            data_writes, data_changes = data_commit.rebase_all(lh, ktx, txn, records)
+            if not prep.changes and not options.force and not data_changes:
+                return txn.version
             parent = lh._record(head, ktx.get)
             record = VersionInfo(
                 version=head + 1,
@@ -223,12 +254,17 @@ def commit(lh: Lakehouse, txn: Transaction) -> int:
                 changes=prep.changes,
                 reads=tuple(sorted(prep.intent.reads)),
                 listings=tuple(sorted(prep.intent.listings)),
-                rollback_of=txn._rollback_of,
+                rollback_of=options.rollback_of,
                 base_seq=ktx.read_seq,
-                source=txn._source,
-                files_added=tuple(txn._files_added),
+                source=options.source,
+                files_added=tuple(txn._files_added)
+                + tuple(f.path for w in txn._table_writes.values() for f in w.added.values()),
+                data=tuple(data_changes),
+                app=None if txn.app_id is None else (txn.app_id, txn.app_version),
             )
-            for key, value in prep.writes:
+            if txn.app_id is not None:
+                ktx.put(keys.app_key(txn.app_id), codec.encode_app(txn.app_version, head + 1))
+            for key, value in list(prep.writes) + data_writes:
                 if value is None:
                     ktx.delete(key)
                 else:
@@ -257,6 +293,15 @@ def commit(lh: Lakehouse, txn: Transaction) -> int:
         f"gave up after {retries} commit attempts lost the race for the next version; "
         "the lakehouse is very busy, re-run the transaction"
     )
+
+
+def _app_done(ktx: kvstore.Transaction, app_id: str, app_version: int) -> int | None:
+    """The version that recorded ``app_id`` at ``app_version`` or later, if any."""
+    raw = ktx.get_for_update(keys.app_key(app_id))
+    if raw is None:
+        return None
+    recorded, version = codec.decode_app(raw)
+    return version if recorded >= app_version else None
 
 
 def _must(value: bytes | None, what: str) -> bytes:

@@ -20,17 +20,84 @@ they can be read and tested as a table):
 
 Anything else is compatible: the transaction's changes are rebased onto
 ``w`` unchanged, because none of the objects it wrote moved.
+
+**Table data** is decided per row, not per table. A version that changed a
+table's rows but not its definition records ``alter`` with an unchanged
+definition id; such a change never conflicts at the object level. Instead
+:data:`DATA` gives, for each pair (my data operation, theirs) on one table,
+whether it is compatible (nothing to check), rebases (the per-row checks of
+:mod:`lakehouse.data.rebase` decide), or must be retried. :data:`DATA_VS_SCHEMA`
+does the same against a concurrent change of the table's *definition*
+(schema or properties): new rows were matched to the old schema, so writers
+of rows retry, while deletes and compactions (which write no new values)
+go on. Under SERIALIZABLE a data read conflicts with a concurrent data
+change only through the rows it could have returned (rebase.py), never
+through the table's definition id.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from lakehouse.model import Isolation, ObjectChange, VersionInfo
 
 RETRYABLE = "retryable"
 INCOMPATIBLE = "incompatible"
+COMPATIBLE = "compatible"
+REBASE = "rebase"
+
+#: data operations, as version records name them
+DATA_OPS = ("append", "delete", "update", "merge", "overwrite", "compact", "restore")
+
+_C, _B, _R = COMPATIBLE, REBASE, RETRYABLE
+#: (my data operation, theirs) on the same table -> outcome. REBASE runs the
+#: per-row checks: rows both changed (pure deletes union; otherwise retry),
+#: rows they inserted that my overwrite predicate, merge keys or
+#: SERIALIZABLE reads cover, deletion vectors merged and followed through
+#: compactions.
+DATA: dict[tuple[str, str], str] = {
+    # appends never conflict (files get fresh ids); restore replaces everything
+    **{("append", t): _C for t in DATA_OPS},
+    ("append", "restore"): _R,
+    # row changers: disjoint rows rebase, overlapping ones retry
+    **{(m, t): _B for m in ("delete", "update", "merge", "overwrite") for t in DATA_OPS},
+    **{(m, "restore"): _R for m in ("delete", "update", "merge", "overwrite")},
+    # a delete or update of rows does not care about rows appended meanwhile
+    # (SERIALIZABLE reads still do: rebase checks them)
+    ("delete", "append"): _B,
+    ("update", "append"): _B,
+    # compaction: moves rows, follows concurrent deletes in either order
+    **{("compact", t): _B for t in DATA_OPS},
+    ("compact", "append"): _C,
+    ("compact", "restore"): _R,
+    # restore_table must equal the old state exactly
+    **{("restore", t): _R for t in DATA_OPS},
+}
+
+#: my data operation vs a concurrent change of the table's definition
+DATA_VS_SCHEMA: dict[str, str] = {
+    "append": RETRYABLE,  # rows were matched to the old schema
+    "update": RETRYABLE,
+    "merge": RETRYABLE,
+    "overwrite": RETRYABLE,
+    "restore": RETRYABLE,
+    "delete": COMPATIBLE,  # positions do not depend on the schema
+    "compact": COMPATIBLE,  # output files carry column ids
+}
+
+_RANK = {COMPATIBLE: 0, REBASE: 1, RETRYABLE: 2, INCOMPATIBLE: 3}
+
+
+def data_outcome(mine: Iterable[str], theirs: Iterable[str]) -> str:
+    """The worst outcome over every pair of my and their data operations."""
+    worst = COMPATIBLE
+    for m in mine:
+        for t in theirs:
+            o = DATA.get((m, t), RETRYABLE)
+            if _RANK[o] > _RANK[worst]:
+                worst = o
+    return worst
 
 #: (my operation, their operation) on the same object -> outcome
 WRITE_WRITE: dict[tuple[str, str], str] = {
@@ -60,6 +127,8 @@ class Intent:
     reads: frozenset[ObjectRef] = frozenset()
     listings: frozenset[ListingRef] = frozenset()
     exclusive: bool = False
+    #: tables whose rows (not definitions) I change -> my data operations
+    data_only: Mapping[ObjectRef, frozenset[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -90,6 +159,21 @@ def check(intent: Intent, record: VersionInfo) -> Conflict | None:
     for c in record.changes:
         ref = (c.kind, c.name)
         mine = intent.writes.get(ref)
+        theirs_data_only = c.kind == "table" and c.op == "alter" and c.old_id == c.new_id
+        if mine is not None and theirs_data_only:
+            continue  # rows only: decided per row (lakehouse.data.rebase)
+        my_ops = intent.data_only.get(ref)
+        if mine is not None and my_ops is not None and c.op == "alter":
+            worst_ops = sorted(o for o in my_ops if DATA_VS_SCHEMA.get(o, RETRYABLE) != COMPATIBLE)
+            if worst_ops:
+                worst = worst or Conflict(
+                    RETRYABLE,
+                    u,
+                    f"version {u} changed the definition of table {c.name} while this "
+                    f"transaction wrote rows to it ({', '.join(worst_ops)}); re-run it",
+                    (ref,),
+                )
+            continue
         if mine is not None:
             outcome = WRITE_WRITE.get((mine, c.op), RETRYABLE)
             conflict = Conflict(
@@ -104,6 +188,8 @@ def check(intent: Intent, record: VersionInfo) -> Conflict | None:
             continue
         if intent.isolation is not Isolation.SERIALIZABLE or worst is not None:
             continue
+        if theirs_data_only:
+            continue  # a data read conflicts through its rows only (rebase.py)
         if ref in intent.reads:
             worst = Conflict(
                 RETRYABLE,

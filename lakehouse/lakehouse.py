@@ -29,11 +29,23 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import pyarrow as pa
+
 import kvstore
-from lakehouse import codec, keys
+from lakehouse import codec, commit, keys
+from lakehouse.commit import CommitOptions
+from lakehouse.data.scan import ScanFile
 from lakehouse.errors import ClosedError, CorruptionError, NotFound, VersionExpired
 from lakehouse.layout import Layout
-from lakehouse.model import Isolation, LakehouseDef, VersionInfo, to_epoch_ms
+from lakehouse.model import (
+    DataFile,
+    Isolation,
+    LakehouseDef,
+    TableStats,
+    VersionInfo,
+    check_name,
+    to_epoch_ms,
+)
 from lakehouse.options import Options
 from lakehouse.txn import Transaction
 from lakehouse.view import LakehouseView
@@ -166,8 +178,19 @@ class Lakehouse:
     def url(self) -> str:
         return self._layout.label
 
-    def begin(self, isolation: Isolation | None = None) -> Transaction:
-        """Begin a transaction at the latest version (default isolation: the lakehouse's)."""
+    def begin(
+        self,
+        isolation: Isolation | None = None,
+        *,
+        app_id: str | None = None,
+        app_version: int | None = None,
+    ) -> Transaction:
+        """Begin a transaction at the latest version (default isolation: the lakehouse's).
+
+        ``app_id``/``app_version`` make the commit idempotent: if ``app_id``
+        already recorded an ``app_version`` at least this one, the commit
+        writes nothing and returns the version that recorded it.
+        """
         self._check_open()
         if isolation is None:
             isolation = self.definition.default_isolation
@@ -175,9 +198,101 @@ class Lakehouse:
             raise TypeError(
                 f"isolation must be a lakehouse.Isolation, not {type(isolation).__name__}"
             )
+        if (app_id is None) != (app_version is None):
+            raise TypeError("give app_id and app_version together")
+        if app_id is not None:
+            check_name(app_id, "app_id", self.definition.max_name_length)
+            if isinstance(app_version, bool) or not isinstance(app_version, int):
+                raise TypeError("app_version must be an int")
+            if app_version < 0:
+                raise ValueError(f"app_version must be >= 0, got {app_version}")
         snap = self._db.snapshot()
         version = self._u64(snap, keys.HEAD)
-        return Transaction(self, snap, version, isolation, f"{self._rng_bits(64):016x}")
+        return Transaction(
+            self, snap, version, isolation, f"{self._rng_bits(64):016x}", app_id, app_version or 0
+        )
+
+    def _commit(self, txn: Transaction, options: CommitOptions) -> int:
+        """Run the commit protocol for ``txn`` (see :mod:`lakehouse.commit`)."""
+        return commit.run(self, txn, options)
+
+    def app_version(self, app_id: str) -> int | None:
+        """The latest ``app_version`` recorded by idempotent writer ``app_id`` (or None)."""
+        self._check_open()
+        raw = self._db.get(keys.app_key(check_name(app_id, "app_id", 1 << 30)))
+        return None if raw is None else codec.decode_app(raw)[0]
+
+    # -- table data at the latest version ---------------------------------------------------
+    def _head_view(self) -> LakehouseView:
+        snap = self._db.snapshot()
+        return LakehouseView(
+            snap,
+            self._u64(snap, keys.HEAD),
+            self.definition.max_name_length,
+            self._check_open,
+            self._data,
+            self._layout.data_url,
+        )
+
+    def read(self, table: str, *, columns: Any = None, where: Any = None) -> pa.Table:
+        """The table's rows at the latest version (see :meth:`LakehouseView.read`)."""
+        self._check_open()
+        with self._head_view() as v:
+            return v.read(table, columns=columns, where=where)
+
+    def scan_batches(
+        self, table: str, *, columns: Any = None, where: Any = None
+    ) -> pa.RecordBatchReader:
+        """The rows at the latest version, streamed one data file at a time."""
+        self._check_open()
+        v = self._head_view()
+        try:
+            reader = v.scan_batches(table, columns=columns, where=where)
+        finally:
+            v.close()  # the plan is fixed; files are immutable
+        return reader
+
+    def table_stats(self, table: str) -> TableStats:
+        self._check_open()
+        with self._head_view() as v:
+            return v.table_stats(table)
+
+    def list_data_files(self, table: str) -> list[DataFile]:
+        self._check_open()
+        with self._head_view() as v:
+            return v.list_data_files(table)
+
+    def scan_plan(self, table: str) -> list[ScanFile]:
+        self._check_open()
+        with self._head_view() as v:
+            return v.scan_plan(table)
+
+    def describe_table(self, table: str) -> Any:
+        self._check_open()
+        with self._head_view() as v:
+            return v.describe_table(table)
+
+    def data_location(self) -> tuple[str, dict[str, Any]]:
+        """Base URL of the data directory and the fsspec options to reach it."""
+        if self._layout.data_url is None:
+            raise TypeError("this lakehouse was opened on a store instance; its data has no URL")
+        return self._layout.data_url, dict(self._options.storage_options)
+
+    def changes(
+        self, table: str, start_version: int, end_version: int | None = None
+    ) -> pa.Table:
+        """Rows inserted and deleted by versions ``start_version..end_version`` (inclusive),
+        with ``_change_type`` ("insert"/"delete") and ``_version`` columns."""
+        from lakehouse.data.changes import changes
+
+        return changes(self, table, start_version, end_version)
+
+    def remove_orphan_files(self, *, older_than: Any = None) -> list[str]:
+        """Delete data files no retained version references, older than ``older_than``
+        (a ``timedelta``, default 1 hour); returns their paths."""
+        from lakehouse.maintenance import remove_orphan_files
+
+        return remove_orphan_files(self, older_than=older_than)
 
     def at_version(self, version: int) -> LakehouseView:
         """Read-only view of the whole lakehouse at ``version`` (FOR SYSTEM_VERSION AS OF)."""
@@ -201,14 +316,23 @@ class Lakehouse:
                     f"version {version} has expired; the oldest retained version is {oldest}"
                 )
             if version == head:
-                return LakehouseView(snap, version, limit, self._check_open)
+                return LakehouseView(
+                    snap, version, limit, self._check_open, self._data, self._layout.data_url
+                )
             seq = self._record(version + 1, snap.get).base_seq
         except BaseException:
             snap.close()
             raise
         snap.close()
         try:
-            return LakehouseView(self._db.snapshot(seq=seq), version, limit, self._check_open)
+            return LakehouseView(
+                self._db.snapshot(seq=seq),
+                version,
+                limit,
+                self._check_open,
+                self._data,
+                self._layout.data_url,
+            )
         except kvstore.SnapshotTooOld:
             raise VersionExpired(f"version {version} has expired (kvstore seq {seq})") from None
 

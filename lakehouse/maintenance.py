@@ -32,13 +32,15 @@ in this order (a crash between steps leaves something harmless):
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import kvstore
 from lakehouse import codec, keys
 from lakehouse.errors import AlreadyExists, NotFound, RetryableConflict, VersionExpired
-from lakehouse.model import DataFile, Isolation, to_epoch_ms
+from lakehouse.commit import CommitOptions
+from lakehouse.model import Isolation, to_epoch_ms
 from lakehouse.txn import Pending, Transaction
 
 if TYPE_CHECKING:
@@ -105,9 +107,7 @@ def rollback(lh: Lakehouse, to_version: int) -> int:
         txn = lh.begin(Isolation.SNAPSHOT)
         try:
             _apply_state(txn, _state(txn._snap.scan_prefix), target)
-            txn._rollback_of = to_version
-            txn._exclusive = True
-            txn._force = True
+            txn.commit_options = CommitOptions(exclusive=True, force=True, rollback_of=to_version)
             version = txn.commit()
             log.info("rolled back to version %d as version %d", to_version, version)
             return version
@@ -167,12 +167,14 @@ def export(
                         "a minimal export needs the source's data files at a URL; this "
                         "lakehouse was opened on a store instance"
                     )
-                external = DataFile(f"{lh._layout.data_url}/{f.path}", f.size, f.record_count)
+                external = replace(f, path=f"{lh._layout.data_url}/{f.path}")
                 state[key] = codec.encode_data_file(external)
         txn = dest.begin(Isolation.SNAPSHOT)
         _apply_state(txn, {}, state)
-        txn._source = {"lakehouse": d.id, "version": version, "kind": kind, "url": lh.url}
-        txn._force = True
+        txn.commit_options = CommitOptions(
+            force=True,
+            source={"lakehouse": d.id, "version": version, "kind": kind, "url": lh.url},
+        )
         dest_version = txn.commit()
     finally:
         dest.close()

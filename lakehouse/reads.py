@@ -9,16 +9,25 @@ changes and to record what it read (SERIALIZABLE).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
+import pyarrow as pa
+
+from kvstore.objstore import ObjectStore
 from lakehouse import codec, keys
+from lakehouse.data import record, scan
+from lakehouse.data.predicate import Predicate
+from lakehouse.data.scan import ScanFile
+from lakehouse.data.table import FileState, load
 from lakehouse.errors import NotFound
 from lakehouse.model import (
     DataFile,
     Definition,
     NamespaceDef,
     TableDef,
+    TableStats,
     ViewDef,
     check_name,
     split_qualified,
@@ -129,11 +138,70 @@ class ReadOps:
         ns, v = self._qualified(name, "view name")
         return self._lookup("view", ns, v) is not None
 
-    def list_data_files(self, table: str) -> list[DataFile]:
-        """The data files in the table's state (empty until data operations land)."""
+    # -- table data ---------------------------------------------------------------------
+    def _data_store(self) -> ObjectStore:
+        raise NotImplementedError
+
+    def _data_url(self) -> str | None:
+        return None
+
+    def _table_files(self, ns: str, t: str) -> list[FileState]:
+        prefix = keys.table_state_prefix(ns, t)
+        files = load(self._state_items(ns, t), prefix)
+        return [files[k] for k in sorted(files)]
+
+    def _note_data_read(self, d: TableDef, pred: Predicate | None) -> None:
+        """Record a data read (a SERIALIZABLE transaction checks it at commit)."""
+
+    def read(
+        self, table: str, *, columns: Sequence[str] | None = None, where: Any = None
+    ) -> pa.Table:
+        """The table's rows (deleted ones excluded) as a ``pyarrow.Table``.
+
+        ``columns`` projects; ``where`` (SQL text or a ``pyarrow.compute.Expression``)
+        filters, after files are pruned by their column bounds.
+        """
         d = self.describe_table(table)
+        self._note_data_read(d, scan.predicate(d, where))
+        files = self._table_files(d.namespace, d.name)
+        return scan.read(self._data_store(), d, files, columns, where)
+
+    def scan_batches(
+        self, table: str, *, columns: Sequence[str] | None = None, where: Any = None
+    ) -> pa.RecordBatchReader:
+        """The same rows as :meth:`read`, streamed one data file at a time."""
+        d = self.describe_table(table)
+        self._note_data_read(d, scan.predicate(d, where))
+        files = self._table_files(d.namespace, d.name)
+        return scan.scan_batches(self._data_store(), d, files, columns, where)
+
+    def table_stats(self, table: str) -> TableStats:
+        """Rows a read returns, files, rows marked deleted in them, bytes."""
+        d = self.describe_table(table)
+        return scan.stats(self._table_files(d.namespace, d.name))
+
+    def list_data_files(self, table: str) -> list[DataFile]:
+        """The table's data files with rows, bytes, deleted rows and column bounds."""
+        d = self.describe_table(table)
+        names = {c.id: (c.name, d.schema.field(c.name).type) for c in d.columns}
         return [
-            codec.decode_data_file(v)
-            for k, v in self._state_items(d.namespace, d.name)
-            if keys.is_data_file_key(k)
+            replace(f, deleted_rows=len(dv), stats=record.user_stats(f, names))
+            for f, dv in self._table_files(d.namespace, d.name)
         ]
+
+    def scan_plan(self, table: str) -> list[ScanFile]:
+        """Files and deletion vectors to read ``table`` with another engine (Spark)."""
+        d = self.describe_table(table)
+        self._note_data_read(d, None)
+        base = self._data_url()
+        out = []
+        for f, dv in self._table_files(d.namespace, d.name):
+            if len(dv) >= f.record_count:
+                continue
+            in_file = dict(f.columns)
+            cols = {c.name: in_file[c.id] for c in d.columns if c.id in in_file}
+            if not f.columns:
+                cols = {c.name: c.name for c in d.columns}
+            url = f.path if f.is_external or base is None else f"{base}/{f.path}"
+            out.append(ScanFile(f.path, url, f.record_count, dv, cols, d.schema))
+        return out

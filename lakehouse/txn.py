@@ -18,17 +18,30 @@ checks both sets against the versions committed since ``v``::
 
 from __future__ import annotations
 
+import logging
 import threading
 import uuid
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+
 import kvstore
+from kvstore.objstore import ObjectStore
 from lakehouse import codec, keys
+from lakehouse.commit import CommitOptions
+from lakehouse.data import files as datafiles
+from lakehouse.data import ops
+from lakehouse.data.conform import conform, evolve
+from lakehouse.data.predicate import Predicate, parse_where
+from lakehouse.data.scan import fetch
+from lakehouse.data.table import FileState, TableWrite, file_key_id, load
 from lakehouse.errors import AlreadyExists, ClosedError, NamespaceNotEmpty, NotFound
 from lakehouse.model import (
+    CompactResult,
     DataFile,
+    MergeResult,
     Definition,
     Isolation,
     NamespaceDef,
@@ -46,6 +59,8 @@ from lakehouse.reads import ReadOps
 
 if TYPE_CHECKING:
     from lakehouse.lakehouse import Lakehouse
+
+log = logging.getLogger("lakehouse")
 
 
 @dataclass
@@ -78,6 +93,8 @@ class Transaction(ReadOps):
         version: int,
         isolation: Isolation,
         txn_id: str,
+        app_id: str | None = None,
+        app_version: int = 0,
     ) -> None:
         self._lh = lh
         self._snap = snapshot
@@ -97,11 +114,18 @@ class Transaction(ReadOps):
         self._status = "open"
         self._started = lh._monotonic()
         self._lock = threading.Lock()
-        # filled by the commit protocol
-        self._rollback_of: int | None = None
-        self._source: dict[str, Any] | None = None
-        self._exclusive = False
-        self._force = False
+        #: how the commit protocol runs this transaction (rollback and export set it)
+        self.commit_options = CommitOptions()
+        #: table data buffered per table (see lakehouse.data.table)
+        self._table_writes: dict[tuple[str, str], TableWrite] = {}
+        self._base_file_cache: dict[tuple[str, str], dict[str, FileState]] = {}
+        #: SERIALIZABLE: predicates of the data reads, per table
+        self._data_reads: dict[tuple[str, str], list[Predicate]] = {}
+        #: idempotent writes (see Lakehouse.begin)
+        self.app_id = app_id
+        self.app_version = app_version
+        #: True when the commit found app_version already recorded and wrote nothing
+        self.skipped = False
         #: commit attempts made (1 when the first attempt won)
         self.attempts = 0
         #: versions committed by others that this transaction was rebased over
@@ -273,17 +297,30 @@ class Transaction(ReadOps):
         set_properties: dict[str, str] | None = None,
         remove_properties: list[str] | None = None,
         schema: Any = None,
+        rename_columns: Mapping[str, str] | None = None,
     ) -> None:
-        """Change properties and/or the schema (columns matched by name keep their ids)."""
+        """Change properties and/or the schema.
+
+        ``schema`` adds and drops columns by name and widens types (int32 ->
+        int64, float -> double); ``rename_columns={"old": "new"}`` renames.
+        Columns keep their ids, so existing data files are read as they are.
+        """
         self._check_usable()
         ns, t = self._qualified(name, "table name")
         cur = self._require("table", ns, t)
         assert isinstance(cur, TableDef)
         props = evolve_properties(cur.properties, set_properties, remove_properties)
         cols, last, ipc = cur.columns, cur.last_column_id, cur.schema_ipc
+        renames = dict(check_properties(rename_columns, "rename_columns"))
+        if renames and schema is None:
+            schema = pa.schema(
+                [f.with_name(renames.get(f.name, f.name)) for f in cur.schema],
+                metadata=cur.schema.metadata,
+            )
         if schema is not None:
             schema = check_schema(schema, self._name_limit)
-            cols, last = assign_columns(schema, cur.columns, cur.last_column_id)
+            has_data = bool(self._table_files(ns, t))
+            cols, last = evolve(schema, cur.columns, cur.last_column_id, renames, has_data)
             ipc = schema_to_ipc(schema)
             names = {c.name for c in cols}
             for what, ks in (("primary_key", cur.primary_key), ("sort_keys", cur.sort_keys)):
@@ -364,6 +401,180 @@ class Transaction(ReadOps):
             self._files_added.append(f.path)
         self._touch("table", ns, t)
 
+    @property
+    def _rollback_of(self) -> int | None:
+        return self.commit_options.rollback_of
+
+    # -- table data: the plumbing lakehouse.data.ops uses -------------------------------------
+    def _data_store(self) -> ObjectStore:
+        return self._lh._data
+
+    def _data_url(self) -> str | None:
+        return self._lh._layout.data_url
+
+    def _table_for_data(self, name: str) -> TableDef:
+        self._check_usable()
+        ns, t = self._qualified(name, "table name")
+        d = self._require("table", ns, t)
+        assert isinstance(d, TableDef)
+        return d
+
+    def _base_files(self, ns: str, t: str) -> dict[str, FileState]:
+        cached = self._base_file_cache.get((ns, t))
+        if cached is None:
+            prefix = keys.table_state_prefix(ns, t)
+            cached = self._base_file_cache[(ns, t)] = load(self._state_items(ns, t), prefix)
+        return cached
+
+    def _table_files(self, ns: str, t: str) -> list[FileState]:
+        w = self._table_writes.get((ns, t))
+        base = self._base_files(ns, t)
+        if w is None:
+            return [base[k] for k in sorted(base)]
+        return w.overlay(base)
+
+    _data_files = _table_files
+
+    def _table_write(self, ns: str, t: str) -> TableWrite:
+        w = self._table_writes.get((ns, t))
+        if w is None:
+            w = self._table_writes[(ns, t)] = TableWrite(ns, t)
+            self._touch("table", ns, t)
+        return w
+
+    def _note_data_read(self, d: TableDef, pred: Predicate | None) -> None:
+        if self._serializable:
+            if pred is None:
+                pred = parse_where("TRUE", d.schema)
+            self._data_reads.setdefault((d.namespace, d.name), []).append(pred)
+
+    def _new_file_name(self, d: TableDef) -> tuple[str, str]:
+        return datafiles.file_path(d.table_id, self._lh._now_ms(), self._lh._rng_bits(64))
+
+    def _write_data_file(self, d: TableDef, rows: Any, w: TableWrite) -> DataFile:
+        data = datafiles.encode_parquet(rows)
+        _, path = self._new_file_name(d)
+        f = datafiles.describe(path, data, d.columns)
+        w.owned.append(path)  # before the write: a failed put may still leave bytes
+        self._lh._data.put_if_absent(path, data)
+        w.add(f, owned=False)
+        return f
+
+    def _adopt_data_file(self, d: TableDef, path: str, w: TableWrite) -> DataFile:
+        if not isinstance(path, str) or path.startswith("/") or "://" in path:
+            raise ValueError(f"data file paths are relative to the data directory, not {path!r}")
+        data = fetch(self._lh._data, path)
+        f = datafiles.describe(path, data, d.columns)
+        schema = datafiles.open_parquet(data, path).schema_arrow
+        conform(schema.empty_table(), d.schema, f"data file {path}")
+        w.add(f, owned=True)
+        return f
+
+    def _discard_owned(self) -> None:
+        for w in self._table_writes.values():
+            for path in w.owned:
+                try:
+                    self._lh._data.delete(path)
+                except OSError as exc:  # left for remove_orphan_files
+                    log.warning("could not delete %s of an aborted transaction: %s", path, exc)
+            w.owned.clear()
+
+    # -- table data: public operations (see lakehouse.data.ops) ---------------------------------
+    def append(self, table: str, data: Any) -> int:
+        """Add rows (a pyarrow Table/RecordBatch/RecordBatchReader or pandas DataFrame)."""
+        return ops.append(self, table, data)
+
+    def overwrite(self, table: str, data: Any, *, where: Any = None) -> int:
+        """Replace all rows, or only those matching ``where`` (new rows must match it)."""
+        return ops.overwrite(self, table, data, where)
+
+    def delete(self, table: str, where: Any) -> int:
+        """Delete the rows matching ``where`` (deletion vectors; no file is rewritten)."""
+        return ops.delete(self, table, where)
+
+    def update(self, table: str, where: Any, values: Mapping[str, Any]) -> int:
+        """Set ``values`` ({column: SQL expression or literal}) on the rows matching ``where``."""
+        return ops.update(self, table, where, values)
+
+    def merge(
+        self,
+        table: str,
+        data: Any,
+        on: Sequence[str] | str,
+        *,
+        when_matched: str = "update",
+        when_not_matched: str = "insert",
+    ) -> MergeResult:
+        """Upsert ``data`` by the key columns ``on``."""
+        return ops.merge(self, table, data, on, when_matched, when_not_matched)
+
+    def compact(self, table: str, *, target_file_bytes: int | None = None) -> CompactResult:
+        """Rewrite small files and files with deleted rows into fewer files."""
+        return ops.compact(self, table, target_file_bytes)
+
+    def add_files(self, table: str, paths: Sequence[str], *, on: Sequence[str] | None = None) -> int:
+        """Register Parquet files already written under the data directory (Spark)."""
+        return ops.add_files(self, table, list(paths), on)
+
+    def delete_rows(self, table: str, positions: Mapping[str, Iterable[int]]) -> int:
+        """Mark row positions deleted, keyed by data file path (as ``list_data_files``)."""
+        return ops.delete_rows(self, table, positions)
+
+    def remove_files(self, table: str, paths: Iterable[str]) -> int:
+        """Drop whole data files from the table."""
+        return ops.remove_files(self, table, paths)
+
+    def data_dir(self, table: str) -> str:
+        """The directory (relative to the data directory) of ``table``'s new files."""
+        return self._table_for_data(table).table_id
+
+    def new_data_path(self, table: str) -> str:
+        """A fresh, never-repeating relative path for one new data file of ``table``."""
+        return self._new_file_name(self._table_for_data(table))[1]
+
+    def restore_table(self, table: str, version: int) -> None:
+        """Make ``table`` (schema, properties, rows) what it was at ``version``."""
+        self._check_usable()
+        ns, t = self._qualified(table, "table name")
+        with self._lh.at_version(version) as old:
+            d = old.describe_table(table)
+            old_files = old._table_files(ns, t)
+        cur = self._lookup("table", ns, t)
+        if cur is not None:
+            self._require("table", ns, t)
+        else:
+            self._check_free(ns, t)
+        self._touch("table", ns, t).final = d
+        w = self._table_write(ns, t)
+        w.note("restore")
+        for f, _ in self._table_files(ns, t) if cur is not None else []:
+            w.remove(file_key_id(f), f)
+        for f, dv in old_files:
+            fid = file_key_id(f)
+            w.removed.pop(fid, None)
+            w.add(f, owned=False, dv=dv)
+
+    def clone_table(self, source: str, target: str, *, version: int | None = None) -> None:
+        """Create ``target`` sharing ``source``'s data files (no copy)."""
+        self._check_usable()
+        sns, st = self._qualified(source, "table name")
+        ns, t = self._qualified(target, "table name")
+        if version is None:
+            d = self.describe_table(source)
+            files = self._table_files(sns, st)
+            self._note_data_read(d, None)
+        else:
+            with self._lh.at_version(version) as old:
+                d = old.describe_table(source)
+                files = old._table_files(sns, st)
+        self._check_free(ns, t)
+        table_id = uuid.UUID(int=self._lh._rng_bits(128), version=4).hex
+        self._touch("table", ns, t).final = replace(d, namespace=ns, name=t, table_id=table_id)
+        w = self._table_write(ns, t)
+        w.note("append")
+        for f, dv in files:
+            w.add(f, owned=False, dv=dv)
+
     # -- outcome -----------------------------------------------------------------------------
     def commit(self) -> int:
         """Commit; returns the version created (the begin version when nothing changed).
@@ -373,23 +584,26 @@ class Transaction(ReadOps):
         conflict.
         """
         self._check_usable()
-        from lakehouse.commit import commit
-
         with self._lock:
             outcome = "rolled back"
             try:
-                version = commit(self._lh, self)
+                version = self._lh._commit(self, self.commit_options)
                 outcome = "committed"
+                if self.skipped:
+                    self._discard_owned()
                 return version
             finally:
                 self._status = outcome
                 self._snap.close()
+                if outcome != "committed":
+                    self._discard_owned()
 
     def rollback(self) -> None:
-        """Discard the buffered changes. Idempotent."""
+        """Discard the buffered changes (and the data files written for them). Idempotent."""
         if self._status == "open":
             self._status = "rolled back"
             self._snap.close()
+            self._discard_owned()
 
     def __enter__(self) -> Transaction:
         return self

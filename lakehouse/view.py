@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import kvstore
+from kvstore.objstore import ObjectStore
 from lakehouse.errors import ClosedError
 from lakehouse.reads import ReadOps
 
@@ -27,8 +28,12 @@ class LakehouseView(ReadOps):
         version: int,
         name_limit: int,
         check_open: Callable[[], None] | None = None,
+        data: ObjectStore | None = None,
+        data_url: str | None = None,
     ) -> None:
         self._snap = snapshot
+        self._data = data
+        self._url = data_url
         self._owner_check = check_open
         self._name_limit = name_limit
         #: the lakehouse version this view shows
@@ -51,6 +56,14 @@ class LakehouseView(ReadOps):
 
     def _scan(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         return self._snap.scan_prefix(prefix)
+
+    def _data_store(self) -> ObjectStore:
+        if self._data is None:
+            raise TypeError("this view has no data store")
+        return self._data
+
+    def _data_url(self) -> str | None:
+        return self._url
 
     def close(self) -> None:
         if not self._closed:

@@ -1,0 +1,33 @@
+"""The table-data step of a commit: every changed table rebased at the head."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import kvstore
+from lakehouse.data.rebase import rebase
+from lakehouse.model import TableChange, TableDef, VersionInfo
+
+if TYPE_CHECKING:
+    from lakehouse.lakehouse import Lakehouse
+    from lakehouse.txn import Transaction
+
+
+def rebase_all(
+    lh: Lakehouse, ktx: kvstore.Transaction, txn: Transaction, records: Sequence[VersionInfo]
+) -> tuple[list[tuple[bytes, bytes | None]], list[TableChange]]:
+    """Keys to write and record entries for every table whose rows ``txn`` changed."""
+    writes: list[tuple[bytes, bytes | None]] = []
+    changes: list[TableChange] = []
+    for (ns, t), w in sorted(txn._table_writes.items()):
+        if w.is_empty():
+            continue
+        d = txn._lookup("table", ns, t)
+        if not isinstance(d, TableDef):
+            continue  # dropped later in the same transaction
+        reads = txn._data_reads.get((ns, t), [])
+        kv, change = rebase(ktx, lh._data, d, w, txn._base_files(ns, t), reads, records)
+        writes.extend(kv)
+        changes.append(change)
+    return writes, changes

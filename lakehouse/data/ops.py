@@ -1,0 +1,353 @@
+"""Table data operations inside a transaction (Lance's operations, on Parquet).
+
+Every operation reads the table as the transaction sees it (its begin
+version plus its own earlier changes), writes new Parquet files at once
+(durable, never-repeating names) and buffers the rest in the table's
+:class:`~lakehouse.data.table.TableWrite`:
+
+============== ==============================================================
+append         new files
+overwrite      all rows: remove every file, add new ones; ``where``: delete
+               the matching rows (deletion vectors), add new rows, all of
+               which must match ``where``
+delete         deletion vectors only; no file is rewritten
+update         delete the matched rows, add their new versions in a new file
+merge          by key columns: matched rows updated (or deleted / kept),
+               unmatched source rows inserted; duplicate source keys refused
+compact        rewrite small files and files with deleted rows, recording
+               where every moved row went (so concurrent deletes follow it)
+restore_table  the table's definition, files and deletion vectors of a
+               version, as a new change
+clone_table    a new table sharing the source's files (no copy)
+============== ==============================================================
+
+The conflicts each one can meet at commit are in :mod:`lakehouse.conflicts`
+(the matrix) and :mod:`lakehouse.data.rebase` (the per-row checks).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyroaring import BitMap
+
+from lakehouse.data import dv as dvfmt
+from lakehouse.data import scan
+from lakehouse.data.conform import conform, to_table
+from lakehouse.data.predicate import Predicate, evaluate, matches, parse_value, parse_where
+from lakehouse.data.table import file_key_id
+from lakehouse.model import CompactResult, MergeResult, Rewrite, TableDef
+
+if TYPE_CHECKING:
+    from lakehouse.txn import Transaction
+
+#: rows per data file written by append/update/merge/overwrite
+ROWS_PER_FILE = 1_000_000
+#: default target size of a compacted file
+TARGET_FILE_BYTES = 64 << 20
+
+
+def _write_rows(txn: Transaction, d: TableDef, rows: pa.Table, op: str) -> int:
+    w = txn._table_write(d.namespace, d.name)
+    w.note(op)
+    for start in range(0, rows.num_rows, ROWS_PER_FILE):
+        txn._write_data_file(d, rows.slice(start, ROWS_PER_FILE), w)
+    return rows.num_rows
+
+
+def append(txn: Transaction, table: str, data: Any) -> int:
+    d = txn._table_for_data(table)
+    rows = conform(to_table(data), d.schema)
+    w = txn._table_write(d.namespace, d.name)
+    w.note("append")
+    if rows.num_rows == 0:
+        return 0
+    return _write_rows(txn, d, rows, "append")
+
+
+def _where(d: TableDef, where: Any, required: bool = True) -> Predicate | None:
+    if where is None:
+        if required:
+            raise TypeError("where is required (a SQL string or a pyarrow.compute.Expression)")
+        return None
+    return parse_where(where, d.schema)
+
+
+def _delete_matching(txn: Transaction, d: TableDef, pred: Predicate | None, op: str) -> int:
+    """Mark the live rows matching ``pred`` deleted; returns how many."""
+    files = txn._data_files(d.namespace, d.name)
+    w = txn._table_write(d.namespace, d.name)
+    w.note(op)
+    n = 0
+    by_path = {f.path: file_key_id(f) for f, _ in files}
+    for f, hit in scan.matching_positions(txn._lh._data, d, files, pred, columns=[]):
+        pos = scan.positions_of(hit)
+        if pos:
+            w.delete(by_path[f.path], pos)
+            n += len(pos)
+    return n
+
+
+def overwrite(txn: Transaction, table: str, data: Any, where: Any = None) -> int:
+    d = txn._table_for_data(table)
+    rows = conform(to_table(data), d.schema)
+    pred = _where(d, where, required=False)
+    w = txn._table_write(d.namespace, d.name)
+    w.note("overwrite")
+    if pred is not None:
+        ok = matches(rows, pred)
+        bad = rows.num_rows - scan.count_true(ok)
+        if bad:
+            raise ValueError(
+                f"{bad} of the {rows.num_rows} new rows do not match where {pred.text!r}; "
+                "an overwrite with where may only write rows that match it"
+            )
+        _delete_matching(txn, d, pred, "overwrite")
+        w.guards.append(pred)
+    else:
+        for f, _ in txn._data_files(d.namespace, d.name):
+            w.remove(file_key_id(f), f)
+        w.guards.append(parse_where("TRUE", d.schema))
+    txn._note_data_read(d, pred)
+    if rows.num_rows:
+        _write_rows(txn, d, rows, "overwrite")
+    return rows.num_rows
+
+
+def delete(txn: Transaction, table: str, where: Any) -> int:
+    d = txn._table_for_data(table)
+    pred = _where(d, where)
+    txn._note_data_read(d, pred)
+    return _delete_matching(txn, d, pred, "delete")
+
+
+def update(txn: Transaction, table: str, where: Any, values: Mapping[str, Any]) -> int:
+    d = txn._table_for_data(table)
+    pred = _where(d, where)
+    if not isinstance(values, Mapping) or not values:
+        raise TypeError("values must be a non-empty dict {column: SQL expression or value}")
+    exprs = {}
+    for col, value in values.items():
+        if d.schema.get_field_index(col) < 0:
+            raise ValueError(f"table {d.qualified_name} has no column {col!r} to update")
+        exprs[col] = parse_value(value, d.schema, d.schema.field(col))[0]
+    txn._note_data_read(d, pred)
+    files = txn._data_files(d.namespace, d.name)
+    w = txn._table_write(d.namespace, d.name)
+    w.note("update")
+    by_path = {f.path: file_key_id(f) for f, _ in files}
+    parts = []
+    for f, hit in scan.matching_positions(txn._lh._data, d, files, pred):
+        if not hit.num_rows:
+            continue
+        old = hit.drop_columns(["_pos"])
+        new_cols = []
+        for field in d.schema:
+            if field.name in exprs:
+                arr = evaluate(old, exprs[field.name])
+                new_cols.append(arr.cast(field.type) if arr.type != field.type else arr)
+            else:
+                new_cols.append(old.column(field.name))
+        parts.append(pa.Table.from_arrays(new_cols, names=d.schema.names))
+        w.delete(by_path[f.path], scan.positions_of(hit))
+    if not parts:
+        return 0
+    rows = conform(pa.concat_tables(parts), d.schema, "the updated rows")
+    return _write_rows(txn, d, rows, "update")
+
+
+def merge(
+    txn: Transaction,
+    table: str,
+    data: Any,
+    on: Sequence[str] | str,
+    when_matched: str = "update",
+    when_not_matched: str = "insert",
+) -> MergeResult:
+    d = txn._table_for_data(table)
+    if isinstance(on, str):
+        on = [on]
+    on = list(on)
+    if not on:
+        raise ValueError("on must name at least one key column")
+    for k in on:
+        if d.schema.get_field_index(k) < 0:
+            raise ValueError(f"merge key {k!r} is not a column of {d.qualified_name}")
+    if when_matched not in ("update", "delete", "ignore"):
+        raise ValueError(f"when_matched must be 'update', 'delete' or 'ignore', not {when_matched!r}")
+    if when_not_matched not in ("insert", "ignore"):
+        raise ValueError(f"when_not_matched must be 'insert' or 'ignore', not {when_not_matched!r}")
+    src = conform(to_table(data), d.schema, "the merge source")
+    if any(src.column(k).null_count for k in on):
+        raise ValueError(f"the merge source has null keys in {on}")
+    src_keys = src.select(on)
+    if src_keys.group_by(on).aggregate([]).num_rows != src.num_rows:
+        raise ValueError(f"the merge source has duplicate keys on {on}; each key may appear once")
+    key_pred = _key_predicate(src_keys, on)
+    txn._note_data_read(d, key_pred)
+    files = txn._data_files(d.namespace, d.name)
+    w = txn._table_write(d.namespace, d.name)
+    w.note("merge")
+    w.keys = tuple(on)
+    by_path = {f.path: file_key_id(f) for f, _ in files}
+    key_cols = [c for c in d.columns if c.name in on]
+    src_idx = src_keys.append_column("_src", pa.array(range(src.num_rows), pa.int64()))
+    matched_src: list[int] = []
+    for f, hit in scan.matching_positions(txn._lh._data, d, files, key_pred, columns=key_cols):
+        if not hit.num_rows:
+            continue
+        j = hit.join(src_idx, keys=on, join_type="inner")
+        if not j.num_rows:
+            continue
+        if j.num_rows != len(set(j.column("_pos").to_pylist())):  # defensive
+            raise ValueError("a target row matched two source rows")
+        matched_src.extend(j.column("_src").to_pylist())
+        if when_matched != "ignore":
+            w.delete(by_path[f.path], BitMap(j.column("_pos").to_numpy()))
+    if len(matched_src) != len(set(matched_src)):
+        raise ValueError(
+            f"a source key matches two rows of {d.qualified_name} on {on}; merge needs unique "
+            "target keys"
+        )
+    matched = BitMap(matched_src)
+    is_matched = pa.array([i in matched for i in range(src.num_rows)], pa.bool_())
+    out = []
+    updated = deleted = inserted = 0
+    if when_matched == "update" and matched:
+        out.append(src.filter(is_matched))
+        updated = len(matched)
+    elif when_matched == "delete":
+        deleted = len(matched)
+    if when_not_matched == "insert":
+        new = src.filter(pc.invert(is_matched))
+        if new.num_rows:
+            out.append(new)
+            w.inserted.append(new.select(on))
+            inserted = new.num_rows
+    if out:
+        _write_rows(txn, d, pa.concat_tables(out), "merge")
+    return MergeResult(inserted=inserted, updated=updated, deleted=deleted)
+
+
+def _key_predicate(keys: pa.Table, on: list[str]) -> Predicate:
+    """Rows whose key is in ``keys``: ``is_in`` on one column, a bounding box plus
+    exact membership on several."""
+    if len(on) == 1:
+        expr = pc.field(on[0]).isin(keys.column(0))
+    else:
+        expr = None
+        for k in on:
+            part = pc.field(k).isin(keys.column(k).unique())
+            expr = part if expr is None else expr & part
+    assert expr is not None
+    return Predicate(expr, frozenset(on), f"merge keys on {on}")
+
+
+def compact(txn: Transaction, table: str, target_file_bytes: int | None = None) -> CompactResult:
+    d = txn._table_for_data(table)
+    target = TARGET_FILE_BYTES if target_file_bytes is None else target_file_bytes
+    if isinstance(target, bool) or not isinstance(target, int) or target <= 0:
+        raise ValueError(f"target_file_bytes must be a positive int, got {target_file_bytes!r}")
+    w = txn._table_write(d.namespace, d.name)
+    base = txn._base_files(d.namespace, d.name)
+    candidates = []
+    for fid, (f, dv) in sorted(base.items()):
+        if fid in w.removed or fid in w.deletes or f.is_external:
+            continue
+        if dv or f.size < target // 2:
+            candidates.append((fid, f, dv))
+    groups: list[list[tuple[str, Any, BitMap]]] = []
+    cur: list[tuple[str, Any, BitMap]] = []
+    size = 0
+    for c in candidates:
+        live = c[1].size * (c[1].record_count - len(c[2])) // max(c[1].record_count, 1)
+        if cur and size + live > target:
+            groups.append(cur)
+            cur, size = [], 0
+        cur.append(c)
+        size += live
+    if cur:
+        groups.append(cur)
+    groups = [g for g in groups if len(g) > 1 or g[0][2]]
+    result = CompactResult()
+    if not groups:
+        return result
+    w.note("compact")
+    removed = added = rows_total = before = after = 0
+    for g in groups:
+        parts = [
+            scan._one(txn._lh._data, d, (f, dv), list(d.columns), None, list(d.columns))
+            for _, f, dv in g
+        ]
+        rows = pa.concat_tables(parts).cast(d.schema) if parts else d.schema.empty_table()
+        for fid, f, _ in g:
+            w.remove(fid, f)
+            before += f.size
+        removed += len(g)
+        sources = tuple((fid, f.record_count, dvfmt.encode(dv)) for fid, f, dv in g)
+        if rows.num_rows:
+            new = txn._write_data_file(d, rows, w)
+            w.rewrites.append(Rewrite(file_key_id(new), sources))
+            added += 1
+            after += new.size
+        else:
+            w.rewrites.append(Rewrite("", sources))
+        rows_total += rows.num_rows
+    return CompactResult(removed, added, rows_total, before, after)
+
+
+def add_files(txn: Transaction, table: str, paths: Iterable[str], on: Sequence[str] | None) -> int:
+    """Register Parquet files written by someone else (Spark executors)."""
+    d = txn._table_for_data(table)
+    w = txn._table_write(d.namespace, d.name)
+    w.note("merge" if on else "append")
+    n = 0
+    for p in paths:
+        f = txn._adopt_data_file(d, p, w)
+        n += f.record_count
+    if on:
+        w.keys = tuple(on)
+        for f in list(w.added.values()):
+            if f.path in paths:
+                raw = scan._one(txn._lh._data, d, (f, BitMap()), [c for c in d.columns if c.name in on], None, [c for c in d.columns if c.name in on])
+                w.inserted.append(raw)
+    return n
+
+
+def delete_rows(txn: Transaction, table: str, positions: Mapping[str, Iterable[int]]) -> int:
+    d = txn._table_for_data(table)
+    files = {f.path: (file_key_id(f), f, dv) for f, dv in txn._data_files(d.namespace, d.name)}
+    w = txn._table_write(d.namespace, d.name)
+    w.note("delete")
+    n = 0
+    for path, pos in positions.items():
+        if path not in files:
+            raise ValueError(f"{path!r} is not a data file of {d.qualified_name}")
+        fid, f, dv = files[path]
+        bm = dvfmt.from_positions(pos)
+        if bm and bm.max() >= f.record_count:
+            raise ValueError(f"position {bm.max()} is past the {f.record_count} rows of {path}")
+        new = bm - dv
+        w.delete(fid, new)
+        n += len(new)
+    return n
+
+
+def remove_files(txn: Transaction, table: str, paths: Iterable[str]) -> int:
+    d = txn._table_for_data(table)
+    files = {f.path: (file_key_id(f), f) for f, _ in txn._data_files(d.namespace, d.name)}
+    w = txn._table_write(d.namespace, d.name)
+    w.note("overwrite")
+    n = 0
+    for p in paths:
+        if p not in files:
+            raise ValueError(f"{p!r} is not a data file of {d.qualified_name}")
+        fid, f = files[p]
+        w.remove(fid, f)
+        n += 1
+    if n:
+        w.guards.append(parse_where("TRUE", d.schema))
+    return n

@@ -1,0 +1,281 @@
+"""Committing table data over concurrent versions: per-row checks, then keys.
+
+The commit protocol (:mod:`lakehouse.commit`) calls :func:`rebase` inside its
+kvstore transaction, at head ``w``, with the records of the versions
+``v+1..w`` committed since this transaction began at ``v``. For each table
+the transaction changed:
+
+1. **The matrix** (:data:`lakehouse.conflicts.DATA`) rules out the pairs of
+   operations that can never be rebased (anything against a concurrent
+   ``restore_table``).
+2. **Rows.** Positions this transaction deleted (delete, update, merge,
+   overwrite ``where``) or files it removed, against those a concurrent
+   version deleted or removed. Disjoint rows rebase. The same row deleted
+   by two pure deletes rebases too (the union is the result either order
+   gives); any other overlap is ``RetryableConflict``: one of them would
+   overwrite the other's update (a lost update).
+3. **Rows inserted meanwhile** (read from the concurrent version's new
+   files, pruned by their bounds first): conflict if they match an
+   ``overwrite`` predicate of ours (the overwrite would not have replaced
+   them), carry a key we inserted by ``merge`` (no duplicate keys), or, under
+   SERIALIZABLE, match any predicate we read. Rows *deleted* meanwhile
+   conflict under SERIALIZABLE when they match a predicate we read.
+4. **Keys at the head.** Our new deletion vectors are unioned with the
+   head's. A file a concurrent compaction rewrote is followed to its new
+   file: a position ``p`` of a source becomes
+   ``offset(source) + p - rank(deleted at planning, p)`` in the output, so
+   a delete is never lost and never lands on the wrong row. Our own
+   compaction does the reverse: rows deleted in its sources since it was
+   planned are deleted in its output, so it never resurrects a row, in
+   either commit order (Lance #6653, delta-rs #3337).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+from pyroaring import BitMap
+
+import kvstore
+from lakehouse import conflicts, keys
+from lakehouse.data import dv as dvfmt
+from lakehouse.data import record, scan
+from lakehouse.data.predicate import Predicate, matches
+from lakehouse.data.table import FileState, TableWrite, load
+from lakehouse.errors import RetryableConflict
+from lakehouse.model import DataFile, Rewrite, TableChange, TableDef, VersionInfo
+
+if TYPE_CHECKING:
+    from kvstore.objstore import ObjectStore
+
+_PURE_DELETE = frozenset({"delete", "append"})
+
+
+def translate(r: Rewrite, src: str, positions: BitMap) -> BitMap:
+    """Positions of source ``src`` of compaction ``r`` in its output file."""
+    offset = 0
+    for fid, rows, raw in r.sources:
+        dv = dvfmt.decode(raw)
+        if fid == src:
+            return BitMap(offset + p - dv.rank(p) for p in positions if p not in dv)
+        offset += rows - len(dv)
+    raise KeyError(src)
+
+
+def _compacted(change: TableChange) -> set[str]:
+    return {fid for r in change.rewrites for fid, _, _ in r.sources}
+
+
+def _outputs(change: TableChange) -> set[str]:
+    return {r.new_id for r in change.rewrites}
+
+
+def rebase(
+    ktx: kvstore.Transaction,
+    store: ObjectStore,
+    d: TableDef,
+    w: TableWrite,
+    base: dict[str, FileState],
+    reads: Sequence[Predicate],
+    records: Sequence[VersionInfo],
+) -> tuple[list[tuple[bytes, bytes | None]], TableChange]:
+    """Check ``w`` against ``records`` and return its kvstore writes and record."""
+    theirs = [(r.version, c) for r in records for c in r.data if c.table == w.qualified]
+    for u, c in theirs:
+        outcome = conflicts.data_outcome(w.ops, c.ops)
+        if outcome != conflicts.COMPATIBLE and outcome != conflicts.REBASE:
+            raise RetryableConflict(
+                f"version {u} changed the rows of {w.qualified} ({', '.join(c.ops)}) in a way "
+                f"this transaction ({', '.join(w.ops)}) cannot be rebased over; re-run it",
+                version=u,
+                objects=(("table", w.qualified),),
+            )
+        _check_rows(w, u, c)
+        _check_inserted(ktx, store, d, w, reads, u, c, base)
+    prefix = keys.table_state_prefix(w.ns, w.name)
+    head = load(ktx.scan_prefix(prefix), prefix) if theirs else base
+    return _writes(w, head, theirs)
+
+
+def _check_rows(w: TableWrite, u: int, c: TableChange) -> None:
+    moved = _compacted(c)
+    mine_moved = {fid for r in w.rewrites for fid, _, _ in r.sources}
+    pure = set(w.ops) <= _PURE_DELETE and set(c.ops) <= _PURE_DELETE
+    for fid in (set(w.deletes) | set(w.removed)) - set(w.added):
+        if fid in mine_moved:
+            continue  # our compaction follows their deletes (see _writes)
+        theirs_removed = fid in c.removed and fid not in moved
+        if not (theirs_removed or fid in c.deleted):
+            continue
+        ours_removed = fid in w.removed
+        if not (theirs_removed or ours_removed):
+            overlap = w.deletes[fid] & dvfmt.decode(c.deleted[fid])
+            if not overlap or pure:
+                continue
+        raise RetryableConflict(
+            f"version {u} also changed rows of data file {fid} of {w.qualified} that this "
+            f"transaction {'/'.join(w.ops)} changed; re-run it on the latest version",
+            version=u,
+            objects=(("table", w.qualified),),
+        )
+
+
+def _check_inserted(
+    ktx: kvstore.Transaction,
+    store: ObjectStore,
+    d: TableDef,
+    w: TableWrite,
+    reads: Sequence[Predicate],
+    u: int,
+    c: TableChange,
+    base: dict[str, FileState],
+) -> None:
+    preds = list(w.guards) + list(reads)
+    new_ids = [fid for fid in c.added if fid not in _outputs(c)]
+    if not (preds or w.inserted) or not (new_ids or (reads and (c.deleted or c.removed))):
+        return
+    prefix = keys.table_state_prefix(w.ns, w.name)
+
+    def record_of(fid: str) -> DataFile | None:
+        if fid in base:
+            return base[fid][0]
+        raw = ktx.get(prefix + b"F/" + fid.encode())
+        return None if raw is None else record.decode_file(raw)
+
+    def conflict(why: str) -> RetryableConflict:
+        return RetryableConflict(
+            f"version {u} {why} of {w.qualified}; re-run this transaction on the latest version",
+            version=u,
+            objects=(("table", w.qualified),),
+        )
+
+    inserted: list[FileState] = []
+    for fid in new_ids:
+        f = record_of(fid)
+        if f is None:
+            raise conflict(f"added data file {fid}, since removed,")
+        inserted.append((f, BitMap()))
+    for p in preds:
+        for _, hit in scan.matching_positions(store, d, inserted, p, columns=[]):
+            if hit.num_rows:
+                what = "an overwrite" if p in w.guards else "a SERIALIZABLE read"
+                raise conflict(f"inserted rows matching {what} ({p.text!r})")
+    if w.inserted and inserted:
+        mine = pa.concat_tables(w.inserted)
+        on = list(w.keys)
+        cols = [col for col in d.columns if col.name in on]
+        for f, dvb in inserted:
+            t = scan._one(store, d, (f, dvb), cols, None, cols)
+            if t.num_rows and t.join(mine, keys=on, join_type="inner").num_rows:
+                raise conflict(f"inserted rows with a key this merge inserts (on {on})")
+    if not reads:
+        return
+    gone: list[FileState] = []
+    moved = _compacted(c)
+    for fid, raw in c.deleted.items():
+        f = record_of(fid)
+        if f is not None:
+            gone.append((f, BitMap(range(f.record_count)) - dvfmt.decode(raw)))
+    for fid in c.removed:
+        if fid not in moved:
+            f = record_of(fid)
+            if f is not None:
+                gone.append((f, base[fid][1] if fid in base else BitMap()))
+    for p in reads:
+        for f, keep_only_deleted in gone:
+            t = scan._one(store, d, (f, keep_only_deleted), list(d.columns), None, list(d.columns))
+            if t.num_rows and scan.count_true(matches(t, p)):
+                raise conflict(f"deleted rows matching a SERIALIZABLE read ({p.text!r})")
+
+
+def _writes(
+    w: TableWrite, head: dict[str, FileState], theirs: list[tuple[int, TableChange]]
+) -> tuple[list[tuple[bytes, bytes | None]], TableChange]:
+    prefix = keys.table_state_prefix(w.ns, w.name)
+    out: list[tuple[bytes, bytes | None]] = []
+    consumed: dict[str, tuple[int, Rewrite]] = {}
+    for u, c in theirs:
+        for r in c.rewrites:
+            for fid, _, _ in r.sources:
+                consumed[fid] = (u, r)
+
+    def conflict(u: int, why: str) -> RetryableConflict:
+        return RetryableConflict(
+            f"version {u} {why}; re-run this transaction on the latest version",
+            version=u,
+            objects=(("table", w.qualified),),
+        )
+
+    new_dvs: dict[str, BitMap] = {}
+    deleted_base: dict[str, BitMap] = {}
+    removed_now: set[str] = set()
+    for fid, pos in w.deletes.items():
+        if fid in w.added:
+            continue
+        tgt, tpos = fid, pos
+        while tgt not in head:
+            hit = consumed.get(tgt)
+            if hit is None:
+                raise conflict(theirs[-1][0] if theirs else 0, f"removed data file {tgt}")
+            tpos = translate(hit[1], tgt, tpos)
+            tgt = hit[1].new_id
+            if not tgt:
+                break
+        if not tgt:
+            continue
+        cur = new_dvs.get(tgt, head[tgt][1])
+        fresh = tpos - cur
+        if fresh:
+            new_dvs[tgt] = cur | fresh
+            deleted_base[tgt] = deleted_base.get(tgt, BitMap()) | fresh
+    mine_moved = {fid for r in w.rewrites for fid, _, _ in r.sources}
+    for fid in w.removed:
+        if fid in mine_moved:
+            continue
+        if fid in head:
+            removed_now.add(fid)
+            continue
+        hit = consumed.get(fid)
+        if hit is None:
+            continue  # already removed by someone else (a pure removal overlap was checked)
+        u, r = hit
+        if not all(s in w.removed for s, _, _ in r.sources):
+            raise conflict(u, f"compacted data file {fid} together with files this overwrite keeps")
+        if r.new_id in head:
+            removed_now.add(r.new_id)
+    extra: dict[str, BitMap] = {}
+    for r in w.rewrites:
+        acc = BitMap()
+        for src, rows, raw in r.sources:
+            plan = dvfmt.decode(raw)
+            if src in head:
+                newly = head[src][1] - plan
+                removed_now.add(src)
+            elif src in consumed:
+                raise conflict(consumed[src][0], f"compacted data file {src} as well")
+            else:  # removed whole by an overwrite or restore: its rows are gone
+                newly = BitMap(range(rows)) - plan
+            if newly and r.new_id:
+                acc |= translate(r, src, newly)
+        if acc:
+            extra[r.new_id] = acc
+    for fid in sorted(removed_now):
+        out.append((prefix + b"F/" + fid.encode(), None))
+        out.append((prefix + b"D/" + fid.encode(), None))
+    for fid, bm in sorted(new_dvs.items()):
+        out.append((prefix + b"D/" + fid.encode(), dvfmt.encode(bm)))
+    for fid, f in sorted(w.added.items()):
+        out.append((prefix + b"F/" + fid.encode(), record.encode_file(f)))
+        dv = w.added_dvs.get(fid, BitMap()) | w.deletes.get(fid, BitMap()) | extra.get(fid, BitMap())
+        if dv:
+            out.append((prefix + b"D/" + fid.encode(), dvfmt.encode(dv)))
+    removed_ids = {fid for fid in removed_now}
+    change = w.change(deleted_base)
+    if removed_ids != set(change.removed):
+        change = TableChange(
+            change.table, change.ops, change.added, tuple(sorted(removed_ids | set(w.removed))),
+            change.deleted, change.rewrites, change.keys,
+        )
+    return out, change

@@ -1,0 +1,133 @@
+"""A table's files at one version, and what a transaction changes in them.
+
+The state of a table's rows is two kinds of kvstore keys under its state
+prefix: ``F/<file id>`` (the file's record) and ``D/<file id>`` (its
+deletion vector, absent when no row of the file is deleted). :func:`load`
+turns a prefix scan into ``{file id: (DataFile, deleted positions)}``.
+
+A transaction does not write those keys as it goes: it buffers, per table,
+a :class:`TableWrite` holding the *intent* (files added and removed,
+positions newly deleted, compaction rewrites, the predicates and keys its
+conflicts depend on). Reads inside the transaction overlay it on the state
+at its begin version (:meth:`TableWrite.overlay`); the commit turns it into
+keys against the state at the head, which is where deletion vectors of
+concurrent commits are merged (see :mod:`lakehouse.data.rebase`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+from pyroaring import BitMap
+
+from lakehouse import keys
+from lakehouse.data import dv as dvfmt
+from lakehouse.data import record
+from lakehouse.data.predicate import Predicate
+from lakehouse.model import DataFile, Rewrite, TableChange
+
+FileState = tuple[DataFile, BitMap]
+
+
+def load(items: Iterable[tuple[bytes, bytes]], prefix: bytes) -> dict[str, FileState]:
+    """Files and deletion vectors from the state keys of one table, by file id."""
+    recs: dict[str, DataFile] = {}
+    dvs: dict[str, BitMap] = {}
+    for k, v in items:
+        kind = keys.state_file_id(prefix, k)
+        if kind is None:
+            continue
+        if kind[0] == "F":
+            recs[kind[1]] = record.decode_file(v)
+        else:
+            dvs[kind[1]] = dvfmt.decode(v)
+    return {fid: (f, dvs.get(fid, BitMap())) for fid, f in recs.items()}
+
+
+def file_key_id(f: DataFile) -> str:
+    """The id a file is keyed by in table state (records written before ids: the path)."""
+    return f.file_id or f.path.replace("/", "_")
+
+
+@dataclass
+class TableWrite:
+    """One table's buffered data changes in a transaction."""
+
+    ns: str
+    name: str
+    ops: list[str] = field(default_factory=list)
+    added: dict[str, DataFile] = field(default_factory=dict)
+    #: initial deletion vectors of added files that are not new (restore, clone)
+    added_dvs: dict[str, BitMap] = field(default_factory=dict)
+    removed: dict[str, DataFile] = field(default_factory=dict)
+    deletes: dict[str, BitMap] = field(default_factory=dict)
+    rewrites: list[Rewrite] = field(default_factory=list)
+    #: concurrent inserts of rows matching these conflict (overwrite)
+    guards: list[Predicate] = field(default_factory=list)
+    #: merge key columns and the keys this transaction inserted by them
+    keys: tuple[str, ...] = ()
+    inserted: list[pa.Table] = field(default_factory=list)
+    #: paths of files this transaction wrote (deleted if it does not commit)
+    owned: list[str] = field(default_factory=list)
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.ns}.{self.name}"
+
+    def note(self, op: str) -> None:
+        if op not in self.ops:
+            self.ops.append(op)
+
+    def overlay(self, base: dict[str, FileState]) -> list[FileState]:
+        """The table's files as this transaction sees them, in file-id order."""
+        out: dict[str, FileState] = {}
+        for fid, (f, dv) in base.items():
+            if fid in self.removed:
+                continue
+            extra = self.deletes.get(fid)
+            out[fid] = (f, dv | extra if extra else dv)
+        for fid, f in self.added.items():
+            dv = self.added_dvs.get(fid, BitMap())
+            extra = self.deletes.get(fid)
+            out[fid] = (f, dv | extra if extra else dv)
+        return [out[k] for k in sorted(out)]
+
+    def add(self, f: DataFile, *, owned: bool, dv: BitMap | None = None) -> None:
+        fid = file_key_id(f)
+        self.added[fid] = f
+        if dv:
+            self.added_dvs[fid] = dv
+        if owned:
+            self.owned.append(f.path)
+
+    def remove(self, fid: str, f: DataFile) -> None:
+        """Drop a whole file: one this transaction added, or one of the base state."""
+        if fid in self.added:
+            del self.added[fid]
+            self.added_dvs.pop(fid, None)
+        else:
+            self.removed[fid] = f
+        self.deletes.pop(fid, None)
+
+    def delete(self, fid: str, positions: BitMap) -> None:
+        if positions:
+            cur = self.deletes.get(fid)
+            self.deletes[fid] = positions if cur is None else cur | positions
+
+    def is_empty(self) -> bool:
+        return not (self.ops or self.added or self.removed or self.deletes)
+
+    def change(self, deleted_base: dict[str, BitMap]) -> TableChange:
+        """The record of this write; ``deleted_base``: positions newly deleted in
+        files that existed before (after rebasing)."""
+        return TableChange(
+            table=self.qualified,
+            ops=tuple(self.ops),
+            added=tuple(sorted(self.added)),
+            removed=tuple(sorted(self.removed)),
+            deleted={fid: dvfmt.encode(bm) for fid, bm in sorted(deleted_base.items()) if bm},
+            rewrites=tuple(self.rewrites),
+            keys=self.keys,
+        )

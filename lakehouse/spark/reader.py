@@ -1,0 +1,238 @@
+"""A table version as a Spark DataFrame: data files plus deletion vectors.
+
+The driver resolves the version to a scan plan (``scan_plan(table)``: one
+entry per data file with its URL, row count, deleted positions and the
+names its columns have in the file) and builds a lazy DataFrame; executors
+read the files.
+
+**JVM reader** (local data directory, every column readable by Spark's
+Parquet reader). Files are grouped by column mapping (files written before
+a rename carry old names) and by whether they have deletions; each group is
+one ``spark.read.schema(...).parquet(*urls)`` whose columns are renamed to
+the current names (absent columns read as nulls; narrower stored types are
+widened by the reader). Groups with deletions are anti-joined with a
+broadcast table of ``(file name, row index)``, Spark's
+``_metadata.file_name`` / ``_metadata.row_index`` (exact per file, whatever
+the row groups)::
+
+    files without deletions ──────── read ─────────────────────┐
+    files with deletions ── read + (file_name, row_index) ──┐  ├─ union ─▶ rows
+    deleted positions (driver) ── broadcast ── left anti ───┘──┘
+
+Column pruning and filter pushdown reach the Parquet scans through the
+renames, the join and the union (plain Spark operators).
+
+**Python reader** (S3, or stored types Spark cannot read such as
+``timestamp[ns]``). One small task row per file is shipped to
+``mapInArrow``; each task opens its files with pyarrow + fsspec, reads row
+group by row group, renames and casts to the table's types, and drops the
+deleted positions itself. Spark cannot prune columns or push filters into
+it; it reads what the table holds.
+
+With ``positions=True`` both add ``_lh_file`` (the data file's base name,
+unique: names carry a uuid4) and ``_lh_row`` (the row's position in it), for
+deletes and merges.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from functools import reduce
+from typing import Any, Protocol
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from lakehouse.spark.location import Location
+from lakehouse.spark.types import arrow_type, jvm_readable, spark_schema, spark_type
+from lakehouse.spark.writer import col
+
+FILE_COL = "_lh_file"
+ROW_COL = "_lh_row"
+
+
+class ScanFileLike(Protocol):
+    """What the reader needs of one entry of ``scan_plan(table)``."""
+
+    path: str
+    url: str
+    rows: int
+    deleted: Any  # pyroaring.BitMap
+    columns: dict[str, str]
+
+
+def base_name(path: str) -> str:
+    return path.rstrip("/").rsplit("/", 1)[-1]
+
+
+def scan_frame(
+    spark: SparkSession,
+    files: Sequence[ScanFileLike],
+    schema: pa.Schema,
+    loc: Location,
+    *,
+    positions: bool = False,
+) -> DataFrame:
+    """The live rows of ``files`` as a DataFrame with the table's ``schema``."""
+    names = [base_name(f.path) for f in files]
+    if len(set(names)) != len(names):
+        raise ValueError("two data files of the table share a base name; cannot scan it")
+    if loc.jvm and all(jvm_readable(f.type) for f in schema):
+        return _jvm_frame(spark, files, schema, positions)
+    return _python_frame(spark, files, schema, loc, positions)
+
+
+def _empty(spark: SparkSession, schema: pa.Schema, positions: bool) -> DataFrame:
+    s = spark_schema(schema)
+    if positions:
+        s = s.add(FILE_COL, T.StringType(), False).add(ROW_COL, T.LongType(), False)
+    return spark.createDataFrame([], s)
+
+
+# -- JVM reader -------------------------------------------------------------------------------
+def _deleted_keys(spark: SparkSession, files: Sequence[ScanFileLike]) -> DataFrame:
+    names: list[str] = []
+    rows: list[np.ndarray] = []
+    for f in files:
+        arr = np.asarray(f.deleted.to_array(), dtype=np.int64)
+        names.extend([base_name(f.path)] * len(arr))
+        rows.append(arr)
+    keys = pa.table(
+        {
+            FILE_COL: pa.array(names, pa.string()),
+            ROW_COL: pa.array(np.concatenate(rows) if rows else [], pa.int64()),
+        }
+    )
+    return spark.createDataFrame(keys)
+
+
+def _jvm_frame(
+    spark: SparkSession, files: Sequence[ScanFileLike], schema: pa.Schema, positions: bool
+) -> DataFrame:
+    groups: dict[tuple[tuple[tuple[str, str], ...], bool], list[ScanFileLike]] = {}
+    for f in files:
+        key = (tuple(sorted(f.columns.items())), bool(f.deleted))
+        groups.setdefault(key, []).append(f)
+    frames: list[DataFrame] = []
+    for (mapping_items, has_deleted), group in groups.items():
+        mapping = dict(mapping_items)
+        stored = T.StructType(
+            [
+                T.StructField(mapping[fld.name], spark_type(fld.type, fld.name), True)
+                for fld in schema
+                if fld.name in mapping
+            ]
+        )
+        raw = spark.read.schema(stored).parquet(*[f.url for f in group])
+        cols = [
+            (col(mapping[fld.name]) if fld.name in mapping else F.lit(None))
+            .cast(spark_type(fld.type, fld.name))
+            .alias(fld.name)
+            for fld in schema
+        ]
+        if has_deleted or positions:
+            cols.append(F.col("_metadata.file_name").alias(FILE_COL))
+            cols.append(F.col("_metadata.row_index").alias(ROW_COL))
+        frame = raw.select(*cols)
+        if has_deleted:
+            keys = _deleted_keys(spark, group)
+            frame = frame.join(F.broadcast(keys), [FILE_COL, ROW_COL], "left_anti")
+            if not positions:
+                frame = frame.drop(FILE_COL, ROW_COL)
+        frames.append(frame)
+    if not frames:
+        return _empty(spark, schema, positions)
+    return reduce(lambda a, b: a.unionByName(b), frames)
+
+
+# -- Python reader ----------------------------------------------------------------------------
+def _task_reader(
+    loc: Location, schema: pa.Schema, out: pa.Schema, positions: bool
+) -> Any:
+    """The function each ``mapInArrow`` task runs over its rows of (path, deleted, mapping)."""
+
+    def run(tasks: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyroaring import BitMap
+
+        for batch in tasks:
+            for task in batch.to_pylist():
+                deleted = BitMap.deserialize(task["deleted"]) if task["deleted"] else BitMap()
+                mapping = json.loads(task["mapping"])
+                yield from _read_file(loc, task["path"], deleted, mapping, schema, out, positions)
+
+    return run
+
+
+def _read_file(
+    loc: Location,
+    rel: str,
+    deleted: Any,
+    mapping: dict[str, str],
+    schema: pa.Schema,
+    out: pa.Schema,
+    positions: bool,
+) -> Iterator[pa.RecordBatch]:
+    dead = np.asarray(deleted.to_array(), dtype=np.int64)
+    name = base_name(rel)
+    with loc.open_input(rel) as f:
+        pf = pq.ParquetFile(f)
+        stored = set(pf.schema_arrow.names)
+        wanted = [mapping[c] for c in schema.names if mapping.get(c) in stored]
+        start = 0
+        for rg in range(pf.num_row_groups):
+            t = pf.read_row_group(rg, columns=wanted)
+            n = t.num_rows
+            arrays = []
+            for fld in out:
+                if fld.name == FILE_COL:
+                    arrays.append(pa.array([name] * n, pa.string()))
+                elif fld.name == ROW_COL:
+                    arrays.append(pa.array(np.arange(start, start + n, dtype=np.int64)))
+                elif mapping.get(fld.name) in stored:
+                    a = t.column(mapping[fld.name])
+                    safe = not pa.types.is_timestamp(a.type)  # ns -> us truncates
+                    arrays.append(a.cast(fld.type, safe=safe))
+                else:
+                    arrays.append(pa.nulls(n, fld.type))
+            table = pa.Table.from_arrays(arrays, schema=out)
+            lo, hi = np.searchsorted(dead, [start, start + n])
+            if hi > lo:
+                keep = np.ones(n, dtype=bool)
+                keep[dead[lo:hi] - start] = False
+                table = table.filter(pa.array(keep))
+            start += n
+            yield from table.to_batches()
+
+
+def _python_frame(
+    spark: SparkSession,
+    files: Sequence[ScanFileLike],
+    schema: pa.Schema,
+    loc: Location,
+    positions: bool,
+) -> DataFrame:
+    if not files:
+        return _empty(spark, schema, positions)
+    out_spark = T.StructType([T.StructField(f.name, f.dataType, True) for f in spark_schema(schema)])
+    if positions:
+        out_spark = out_spark.add(FILE_COL, T.StringType(), False).add(
+            ROW_COL, T.LongType(), False
+        )
+    out = pa.schema([pa.field(f.name, arrow_type(f.dataType), True) for f in out_spark])
+    tasks = pa.table(
+        {
+            "path": pa.array([f.path for f in files], pa.string()),
+            "deleted": pa.array(
+                [f.deleted.serialize() if f.deleted else b"" for f in files], pa.binary()
+            ),
+            "mapping": pa.array([json.dumps(f.columns) for f in files], pa.string()),
+        }
+    )
+    slices = max(1, min(len(files), spark.sparkContext.defaultParallelism * 2))
+    task_df = spark.createDataFrame(tasks).repartition(slices)
+    return task_df.mapInArrow(_task_reader(loc, schema, out, positions), out_spark)

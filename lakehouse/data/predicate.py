@@ -413,7 +413,7 @@ class _Translator:
     def connective(self, node: exp.And | exp.Or) -> _Term:
         """A chain ``a AND b AND c`` flattened, so a long one does not recurse deeply."""
         fn = pc.and_kleene if isinstance(node, exp.And) else pc.or_kleene
-        operands = [self._boolean(operand) for operand in node.flatten()]
+        operands = [self._boolean(o) for o in node.flatten() if isinstance(o, exp.Expression)]
         result = operands[0].expr
         for operand in operands[1:]:  # booleans, so no need to type each step
             result = fn(result, operand.expr)
@@ -866,16 +866,13 @@ def _python_scalar(value: Any, target: pa.Field) -> pa.Scalar:
         value = Decimal(repr(value) if isinstance(value, float) else value)  # shortest digits
     if isinstance(value, bytearray | memoryview):
         value = bytes(value)
+    nested = pa.types.is_nested(target.type)  # a list or dict: Arrow needs the type
     try:
-        return pa.scalar(value)
-    except (*_ARROW_ERRORS, OverflowError):
-        try:  # a list or dict for a nested column: Arrow needs the type
-            return pa.scalar(value, target.type)
-        except (*_ARROW_ERRORS, OverflowError) as exc:
-            raise ValueError(
-                f"cannot assign {value!r} to column {target.name!r} ({target.type}):"
-                f" {_first_line(exc)}"
-            ) from None
+        return pa.scalar(value, target.type) if nested else pa.scalar(value)
+    except (*_ARROW_ERRORS, OverflowError) as exc:
+        raise ValueError(
+            f"cannot assign {value!r} to column {target.name!r} ({target.type}): {_first_line(exc)}"
+        ) from None
 
 
 # ---------------------------------------------------------------------------

@@ -70,6 +70,8 @@ class Lakehouse:
         self._monotonic: Callable[[], float] = time.monotonic
         self._records: dict[int, VersionInfo] = {}
         self._maintenance_lock = threading.Lock()
+        #: data files written by transactions of this process that are still open
+        self._inflight: set[str] = set()
         self._closed = False
         #: test hook: called inside each commit attempt just before the kvstore commit
         self._before_kv_commit: Callable[[Transaction, int], None] | None = None

@@ -331,3 +331,56 @@ def retry_pending_deletes(lh: Lakehouse) -> None:
         _delete_files(lh)
     except kvstore.KvError as exc:  # a read-only situation should not block opening
         log.warning("could not finish queued data-file deletions: %s", exc)
+
+
+# ---------------------------------------------------------------------------
+# orphan data files
+# ---------------------------------------------------------------------------
+def _referenced(lh: Lakehouse) -> set[str]:
+    """Paths of every data file a retained version (or the deletion queue) references."""
+    with lh._db.snapshot() as snap:
+        head = lh._u64(snap, keys.HEAD)
+        oldest = lh._u64(snap, keys.OLDEST, 0)
+        refs = _files_at(lh, oldest)
+        for u in range(oldest + 1, head + 1):
+            refs.update(lh._record(u, snap.get).files_added)
+    refs.update(_pending_deletes(lh._db))
+    return refs
+
+
+def remove_orphan_files(lh: Lakehouse, *, older_than: Any = None) -> list[str]:
+    """Delete data files that no retained version references and that were
+    created more than ``older_than`` ago (a ``timedelta``; default: the
+    lakehouse's transaction TTL, so files of transactions still running are
+    never touched). Crashed writers leave such files behind; so does a
+    failed delete of an aborted transaction. Returns the deleted paths."""
+    from lakehouse.data.files import SUFFIX, created_ms
+
+    lh._check_open()
+    if older_than is None:
+        older_than = timedelta(seconds=lh.definition.transaction_ttl)
+    if not isinstance(older_than, timedelta):
+        raise TypeError(f"older_than must be a datetime.timedelta, not {type(older_than).__name__}")
+    if older_than < timedelta(0):
+        raise ValueError("older_than must not be negative")
+    cutoff = lh._now_ms() - older_than // timedelta(milliseconds=1)
+    deleted: list[str] = []
+    with lh._maintenance_lock:
+        candidates = []
+        for name in lh._data.list(""):
+            ms = created_ms(name)
+            if name.endswith(SUFFIX) and ms is not None and ms <= cutoff:
+                candidates.append(name)
+        if not candidates:
+            return deleted
+        referenced = _referenced(lh)  # after listing: a file committed meanwhile is in here
+        for name in candidates:
+            if name in referenced or name in lh._inflight:
+                continue
+            try:
+                lh._data.delete(name)
+                deleted.append(name)
+            except OSError as exc:
+                log.warning("could not delete orphan data file %s: %s", name, exc)
+    log.info("removed %d orphan data files", len(deleted))
+    return deleted

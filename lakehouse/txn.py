@@ -456,6 +456,7 @@ class Transaction(ReadOps):
         _, path = self._new_file_name(d)
         f = datafiles.describe(path, data, d.columns)
         w.owned.append(path)  # before the write: a failed put may still leave bytes
+        self._lh._inflight.add(path)
         self._lh._data.put_if_absent(path, data)
         w.add(f, owned=False)
         return f
@@ -468,9 +469,16 @@ class Transaction(ReadOps):
         schema = datafiles.open_parquet(data, path).schema_arrow
         conform(schema.empty_table(), d.schema, f"data file {path}")
         w.add(f, owned=True)
+        self._lh._inflight.add(path)
         return f
 
+    def _release_owned(self) -> None:
+        """The commit is decided: our files are no longer in flight."""
+        for w in self._table_writes.values():
+            self._lh._inflight.difference_update(w.owned)
+
     def _discard_owned(self) -> None:
+        self._release_owned()
         for w in self._table_writes.values():
             for path in w.owned:
                 try:
@@ -597,6 +605,8 @@ class Transaction(ReadOps):
                 self._snap.close()
                 if outcome != "committed":
                     self._discard_owned()
+                else:
+                    self._release_owned()
 
     def rollback(self) -> None:
         """Discard the buffered changes (and the data files written for them). Idempotent."""

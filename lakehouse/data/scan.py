@@ -28,6 +28,7 @@ from pyroaring import BitMap
 from kvstore.objstore import ObjectStore, open_store
 from lakehouse.data import files as datafiles
 from lakehouse.data.predicate import Predicate, matches, parse_where
+from lakehouse.errors import CorruptionError
 from lakehouse.model import Column, DataFile, TableDef, TableStats
 
 _POOL: ThreadPoolExecutor | None = None
@@ -59,10 +60,15 @@ class ScanFile:
 
 def fetch(store: ObjectStore, path: str) -> bytes:
     """The bytes of a data file: relative to the data directory, or an absolute URL."""
-    if "://" in path or path.startswith("/"):
-        parent, name = path.rsplit("/", 1)
-        return open_store(parent, create=False).get(name)
-    return store.get(path)
+    try:
+        if "://" in path or path.startswith("/"):
+            parent, name = path.rsplit("/", 1)
+            return open_store(parent, create=False).get(name)
+        return store.get(path)
+    except FileNotFoundError:
+        raise CorruptionError(
+            f"data file {path} is referenced by the table but missing from storage"
+        ) from None
 
 
 def select_columns(d: TableDef, columns: Sequence[str] | None) -> list[Column]:

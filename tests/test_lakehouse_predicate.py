@@ -341,6 +341,14 @@ def test_error_messages_shorten_long_text() -> None:
     assert len(str(info.value)) < 300 and "..." in str(info.value)
 
 
+def test_case_folding_needs_a_unique_match() -> None:
+    schema = pa.schema([("Name", pa.string()), ("NAME", pa.string()), ("Age", pa.int8())])
+    assert parse_where("age > 1", schema).columns == frozenset({"Age"})
+    assert parse_where("Name = NAME", schema).columns == frozenset({"Name", "NAME"})
+    with pytest.raises(ValueError, match=r"unknown column 'name'.*columns are: Name, NAME, Age"):
+        parse_where("name = 'x'", schema)
+
+
 @pytest.mark.parametrize("where", [5, None, b"id = 1", ["id = 1"], True])
 def test_where_of_the_wrong_type(where: Any) -> None:
     with pytest.raises(
@@ -540,8 +548,10 @@ VALUE_ERRORS = [
     ("'2024-13-01'", "day", "is not a date"),
     (dt.datetime(2024, 1, 1, tzinfo=UTC), pa.field("n", pa.timestamp("us")), "with a time zone"),
     ("'2024-01-01 00:00+02:00'", pa.field("n", pa.timestamp("us")), "has a time zone offset"),
-    ("nope + 1", "qty", "unknown column 'nope'"),
-    ("qty +", "qty", "invalid SQL 'qty \\+'"),
+    ("nope + 1", "qty", "value for column 'qty': unknown column 'nope' in 'nope \\+ 1'"),
+    ("qty +", "qty", "value for column 'qty': invalid SQL 'qty \\+'"),
+    ("", "qty", "value for column 'qty': empty SQL expression"),
+    ("foo(qty)", "qty", r"value for column 'qty': unsupported function foo\(\)"),
     (99999, pa.field("n", pa.int16()), "cannot assign 99999 to column 'n' \\(int16\\) exactly"),
     (-1, pa.field("n", pa.uint8()), "cannot assign -1 to column 'n'"),
     ({"a": 1}, "qty", "cannot assign .* to column 'qty'"),

@@ -12,7 +12,7 @@ ready-made :class:`pyarrow.compute.Expression`); both leave this module as a
     And(EQ(Column status, Literal 'open'), GT(Column total, Literal 100))
         |  _Translator: names checked against the schema, literals typed,
         v  every node's Arrow type known (so errors name the SQL that failed)
-    and_kleene(equal(status, "open"), greater(total, 100:decimal128(3, 0)))
+    ((status == "open") and (total > 100))       (and_kleene; 100 a decimal128(3, 0))
 
 sqlglot does the parsing; this module only translates its tree, node by
 node, into Arrow compute calls. A node it does not know (a subquery, an
@@ -47,7 +47,10 @@ a AND b``, ``[NOT] LIKE`` and ``ILIKE`` (``%`` and ``_``, optional
 division by zero raises; integer ``/`` truncates, ``%`` has the sign of the
 dividend), ``||``, literals (integers, decimals, floats, ``'strings'``,
 ``TRUE``/``FALSE``, ``NULL``, ``DATE '...'``, ``TIMESTAMP '...'``),
-``CAST(x AS type)`` to the types of :data:`_SQL_TYPES`, column names bare
+``CAST(x AS type)`` (``BOOLEAN``, ``TINYINT`` .. ``BIGINT`` and unsigned,
+``FLOAT``, ``DOUBLE``, ``DECIMAL(p, s)``, ``VARCHAR``/``TEXT``/``STRING``,
+``BINARY``, ``DATE``, ``TIMESTAMP``, ``TIMESTAMPTZ``, ``TIME``; a fraction
+is truncated, an overflow or unreadable string raises), column names bare
 (case-insensitive when no column has the exact name) or quoted (``"my
 col"``, ```my col```), and the functions ``lower``, ``upper``, ``length``,
 ``trim``, ``abs``, ``round`` and ``coalesce``.
@@ -138,7 +141,10 @@ def parse_value(
     name = target.name
     if isinstance(value, str):
         translator = _Translator(value, schema)
-        term = translator.term(translator.parse())
+        try:
+            term = translator.term(translator.parse())
+        except ValueError as exc:
+            raise ValueError(f"value for column {name!r}: {exc}") from None
         if isinstance(term, _Literal):
             scalar = translator.scalar(term, target.type)
             return pc.scalar(_assign_scalar(scalar, target, translator.quoted)), frozenset()
@@ -463,10 +469,14 @@ class _Translator:
         if value_set is not None:  # all literals of the value's type: one hash lookup
             found = self.call(node, pc.is_in, value, value_set=value_set, skip_nulls=True)
             null = pc.scalar(pa.scalar(None, pa.bool_()))
-            # SQL: a null value gives null; no match in a list holding NULL gives null
-            result = self.call(node, pc.if_else, self.call(node, pc.is_null, value), null, found)
-            if value_set.null_count or len(value_set) < len(items):
-                result = self.call(node, pc.or_kleene, result, null)
+            # SQL: NULL IN (...) is null, and so is a miss when the list holds a NULL.
+            # Written as `found OR (value IS NULL AND NULL)`, not as an if_else, so
+            # that pruning files by column bounds still sees the is_in.
+            if len(value_set) < len(items):
+                unknown = _Typed(null, pa.bool_())
+            else:
+                unknown = self.call(node, pc.and_kleene, self.call(node, pc.is_null, value), null)
+            result = self.call(node, pc.or_kleene, found, unknown)
         else:
             for item in items:
                 other = self.resolve(item, value.type) if isinstance(item, _Literal) else item

@@ -25,6 +25,7 @@ from kvstore.errors import (
     SnapshotTooOld,
     TransactionConflict,
     TransactionExpired,
+    WriterActive,
 )
 from kvstore.objstore import LocalStore, ObjectStore, open_store
 from kvstore.options import Options
@@ -48,6 +49,7 @@ __all__ = [
     "TransactionConflict",
     "TransactionExpired",
     "WriteBatch",
+    "WriterActive",
     "open",
     "open_reader",
 ]
@@ -60,7 +62,14 @@ def open(url: str | os.PathLike[str] | ObjectStore, **options: Any) -> DB:
 
     ``url`` is a local directory, ``file:///abs/dir``, ``memory://name``,
     ``s3://bucket/prefix`` (pass ``storage_options=`` for s3fs) or an
-    :class:`~kvstore.objstore.ObjectStore`. Opening fences any earlier writer.
+    :class:`~kvstore.objstore.ObjectStore`.
+
+    One writer per store. On a local directory, opening while a live process
+    or another open handle writes the store raises :class:`WriterActive`
+    naming it, unless ``takeover=True``, which fences that writer; a crashed
+    writer holds nothing. On object stores opening always fences the
+    previous writer. A fenced handle's writes raise :class:`FencedError` and
+    its reads show only what it made durable.
     Options are those of :class:`Options`; unknown names raise TypeError.
     """
     opts = Options.from_kwargs(options)

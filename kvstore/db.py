@@ -43,7 +43,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from typing import Any, NoReturn
 
-from kvstore import _validate, paths
+from kvstore import _validate, ownership, paths
 from kvstore import readpath as rp
 from kvstore.batch import WriteBatch
 from kvstore.cache import BlockCache
@@ -73,8 +73,11 @@ from kvstore.wal import (
     ObjectWal,
     ReplayResult,
     list_wal_ids,
+    live_segment_missing,
     missing_seq,
+    read_wal_identity,
     replay,
+    sweep_wal_objects,
 )
 
 log = logging.getLogger("kvstore")
@@ -167,11 +170,19 @@ class DB(MaintenanceMixin):
         self._init_maintenance()
         self._compactor: threading.Thread | None = None
         self._closing = False  # close() has begun: flushes no longer wait for L0 room
+        self._ownership: ownership.Ownership | None = None
         try:
+            # a local directory refuses a second live writer (WriterActive) unless
+            # takeover; the lock is held until close (see kvstore.ownership)
+            self._ownership = ownership.acquire(
+                store, takeover=options.takeover, latest_epoch=self._latest_epoch
+            )
             self._recover()
         except BaseException:
             if self._epoch_cell is not None:  # nothing else is held yet
                 self._epoch_cell.close()
+            if self._ownership is not None:
+                self._ownership.release()
             raise
         if options.background_compaction:
             self._compactor = threading.Thread(
@@ -214,7 +225,7 @@ class DB(MaintenanceMixin):
         the open is refused when it cannot, unless the last writer closed
         cleanly or ``accept_wal_loss`` is set.
         """
-        ident = _read_wal_identity(self._wal_store)
+        ident = read_wal_identity(self._wal_store)
         if ident is not None and ident["store"] != store_id:
             if not m.store_id:
                 store_id = ident["store"]  # an old store: a racing opener named it first
@@ -229,7 +240,7 @@ class DB(MaintenanceMixin):
             try:
                 self._wal_store.put_if_absent(paths.WAL_IDENTITY, json.dumps(ident).encode())
             except FileExistsError:
-                ident = _read_wal_identity(self._wal_store) or ident
+                ident = read_wal_identity(self._wal_store) or ident
         if ident["store"] != store_id:  # left by another store, with no WAL: take it over
             ident = {"store": store_id, "wal": secrets.token_hex(8)}
             self._wal_store.put(paths.WAL_IDENTITY, json.dumps(ident).encode())
@@ -243,7 +254,7 @@ class DB(MaintenanceMixin):
         old: ObjectStore | None = self._store if m.wal_dir is None else None
         if m.wal_dir is not None and os.path.isdir(m.wal_dir):
             old = LocalStore(m.wal_dir, create=False)
-        found = None if old is None else _read_wal_identity(old)
+        found = None if old is None else read_wal_identity(old)
         if m.wal_id is not None and (found or {}).get("wal") != m.wal_id:
             old = None  # not there, or something else lives there now
         self._switched_wal = True
@@ -304,13 +315,15 @@ class DB(MaintenanceMixin):
                 m = latest
         self._epoch = claimed.writer_epoch
         self._manifest = claimed
+        if self._ownership is not None:  # other opens now see this writer's epoch
+            self._ownership.claimed(self._epoch)
         if self._opts.seed is not None:  # reproducible, but distinct per writer session
             self._ids = IdGenerator(self._opts.seed * 1_000_003 + self._epoch, self._clock)
         if self._epoch_cell is not None:
             self._epoch_cell.raise_to(self._epoch)  # tell an old writer, cheaply
         old_cell = getattr(self._old_wal_store, "open_epoch_cell", None)
-        if old_cell is not None:  # the last writer's WAL was elsewhere: tell it there too
-            cell = old_cell(paths.EPOCH_CELL)
+        cell = None if old_cell is None else old_cell(paths.EPOCH_CELL)
+        if cell is not None:  # the last writer's WAL was elsewhere: tell it there too
             try:
                 cell.raise_to(self._epoch)
             finally:
@@ -337,6 +350,21 @@ class DB(MaintenanceMixin):
                 claimed.last_flushed_seq,
                 upto_id=upto,
                 cut_damage=self._opts.accept_wal_loss,
+            )
+        if source is not None and live_segment_missing(claimed, result.ids):
+            where = source.describe()
+            if not self._opts.accept_wal_loss:
+                raise CorruptionError(
+                    f"WAL segment {claimed.wal_replay_from}, where manifest {m.id} says "
+                    f"replay starts, is missing from {where}: the acknowledged writes after "
+                    f"seq {claimed.last_flushed_seq} it held are lost (accept_wal_loss=True "
+                    "opens with what is left)",
+                    object_name=paths.wal_segment_name(claimed.wal_replay_from),
+                )
+            log.error(
+                "opening without WAL segment %d (missing from %s; accept_wal_loss)",
+                claimed.wal_replay_from,
+                where,
             )
         gap = missing_seq((r.seq for r in result.records), claimed.last_flushed_seq)
         if gap is not None:
@@ -377,6 +405,10 @@ class DB(MaintenanceMixin):
             )
         new_l0 = claimed.l0
         self._seq_times.extend(claimed.seq_times)
+        swept = claimed.wal_swept
+        if not journal and not switching:  # data objects a crash left below the replay start
+            if sweep_wal_objects(self._wal_store, claimed.wal_swept, claimed.wal_replay_from):
+                swept = max(swept, claimed.wal_replay_from)
         used: int | None = None  # the watermark the replayed SST honours
         if result.records:
             mt = Memtable(0)
@@ -401,6 +433,8 @@ class DB(MaintenanceMixin):
             wal_dir=self._wal_dir,  # from here on the WAL is this writer's
             wal_id=wal_id,
             wal_clean=False,
+            wal_journal=journal,
+            wal_swept=swept,
             created_ms=self._now_ms(),
         )
         self._write_manifest(final)
@@ -417,10 +451,12 @@ class DB(MaintenanceMixin):
         self._load_pins()
         live = {meta.id for meta in final.all_ssts()}.union(*self._pins.values())
         now = self._clock()
+        # GC grace counts from when a file became obsolete, as the manifest recorded
+        recorded = {sst_id: ms / 1000 for sst_id, ms in final.obsolete}
         for name in self._store.list(paths.SST_DIR):
             sst_id = paths.parse_sst_name(name)
-            if sst_id is not None and sst_id not in live:  # left by a crash or a fenced writer
-                self._obsolete.append((now, sst_id))
+            if sst_id is not None and sst_id not in live:  # replaced, or left by a crash
+                self._obsolete.append((min(recorded.get(sst_id, now), now), sst_id))
         log.info(
             "opened %s: epoch %d, manifest %d, last seq %d, replayed %d writes",
             self._store.describe(),
@@ -429,6 +465,10 @@ class DB(MaintenanceMixin):
             last_seq,
             len(result.records),
         )
+
+    def _latest_epoch(self) -> int:
+        m = self._mstore.load_latest()
+        return 0 if m is None else m.writer_epoch
 
     def _state_from_manifest(
         self, m: Manifest, active: Memtable, immutable: tuple[Memtable, ...] = ()
@@ -503,12 +543,15 @@ class DB(MaintenanceMixin):
         """
         if self._fenced is None:
             self._fenced = exc
-            log.warning(
-                "%s: fenced; reads now show seq %d (durable) instead of %d",
-                self._store.describe(),
-                self._durable_seq,
-                self._last_seq,
-            )
+            durable, last = self._durable_seq, self._last_seq
+            if durable < last:
+                log.warning(
+                    "%s: fenced; writes after seq %d were not made durable and are no "
+                    "longer shown (up to seq %d were)",
+                    self._store.describe(),
+                    durable,
+                    last,
+                )
 
     def _mark_durable(self, seq: int) -> None:
         """Every write up to ``seq`` is on stable storage (a sync or flush returned)."""
@@ -538,14 +581,44 @@ class DB(MaintenanceMixin):
                 f"made durable (durable up to seq {self._durable_seq})"
             )
 
-    def _advance_manifest(self, change: Callable[[Manifest], Manifest]) -> Manifest:
+    def _advance_manifest(
+        self,
+        change: Callable[[Manifest], Manifest],
+        *,
+        retired: Iterable[str] = (),
+        now: float | None = None,
+    ) -> Manifest:
         """Write ``change(current)`` as the next manifest; flush and compaction both
-        advance it, so the change is computed under the manifest lock."""
+        advance it, so the change is computed under the manifest lock.
+
+        ``retired``: SSTs this change makes obsolete as of ``now`` (the manifest
+        records when, so GC's grace counts from then in any later process)."""
         with self._manifest_lock:
             m = self._manifest
-            new = change(m).evolve(id=m.id + 1, created_ms=self._now_ms())
+            new = change(m)
+            new = new.evolve(
+                id=m.id + 1,
+                created_ms=self._now_ms(),
+                obsolete=self._obsolete_record(new, retired, now),
+            )
             self._write_manifest(new)
             return new
+
+    def _obsolete_record(
+        self, m: Manifest, retired: Iterable[str] = (), now: float | None = None
+    ) -> tuple[tuple[str, int], ...]:
+        """The ``obsolete`` field for manifest ``m``: SSTs waiting for GC and since when.
+
+        Read without the GC lock: a pass may be changing the queue, so an entry
+        can lag by one manifest; the record only ever says a file became
+        obsolete later than it did (never earlier), so GC never deletes early."""
+        live = {s.id for s in m.all_ssts()}
+        record = {sst_id: int(when * 1000) for when, sst_id in list(self._obsolete)}
+        if retired:
+            at = int((self._clock() if now is None else now) * 1000)
+            for sst_id in retired:
+                record[sst_id] = at
+        return tuple(sorted((i, t) for i, t in record.items() if i not in live))
 
     def _write_manifest(self, m: Manifest) -> None:
         """Create manifest ``m.id``, resolving ambiguous outcomes by reading it back.
@@ -1213,6 +1286,8 @@ class DB(MaintenanceMixin):
                 self._wal._journal.close()
             if self._epoch_cell is not None:
                 self._epoch_cell.close()
+            if self._ownership is not None:
+                self._ownership.release()
         if error is not None and not isinstance(error, FencedError):
             raise error
 
@@ -1225,7 +1300,14 @@ class DB(MaintenanceMixin):
         if self._last_seq != m.last_flushed_seq:
             return
         # If this fails, close() says so; the next open then checks the WAL instead.
-        self._write_manifest(m.evolve(id=m.id + 1, created_ms=self._now_ms(), wal_clean=True))
+        self._write_manifest(
+            m.evolve(
+                id=m.id + 1,
+                created_ms=self._now_ms(),
+                wal_clean=True,
+                obsolete=self._obsolete_record(m),
+            )
+        )
 
     def __enter__(self) -> DB:
         return self
@@ -1256,16 +1338,3 @@ def _place_fence(store: ObjectStore, replay_from: int) -> int:
             return fence
         except FileExistsError:
             fence += 1
-
-
-def _read_wal_identity(store: ObjectStore) -> dict[str, str] | None:
-    """The ``wal.id`` of a WAL location: ``{"store": ..., "wal": ...}``, or None."""
-    try:
-        data = store.get(paths.WAL_IDENTITY)
-    except FileNotFoundError:
-        return None
-    try:
-        ident = json.loads(data)
-        return {"store": str(ident["store"]), "wal": str(ident["wal"])}
-    except (ValueError, KeyError, TypeError) as exc:
-        raise CorruptionError(f"unreadable: {exc}", object_name=paths.WAL_IDENTITY) from None

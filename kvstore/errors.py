@@ -5,6 +5,8 @@ Few and coarse, each telling the caller what to do:
 ==========================  ==================================================
 ``TransactionConflict``     retry the transaction on fresh data
 ``FencedError``             another writer owns the store; stop writing
+``WriterActive``            a live writer holds the store; wait, read with
+                            ``open_reader``, or open with ``takeover=True``
 ``ClosedError``             the handle was closed; open a new one
 ``CorruptionError``         stored bytes failed a checksum or a format check;
                             the data is damaged, do not retry blindly
@@ -20,6 +22,8 @@ exceptions where they fit.
 
 from __future__ import annotations
 
+from datetime import datetime
+
 
 class KvError(Exception):
     """Base class of every kvstore error."""
@@ -31,6 +35,24 @@ class TransactionConflict(KvError):
 
 class FencedError(KvError):
     """A newer writer has opened the store; this handle may no longer write."""
+
+
+class WriterActive(KvError):
+    """A live process or handle writes this store (local directories only).
+
+    The message names it; ``pid``, ``host`` and ``opened_at`` (a timezone-aware
+    ``datetime``, or None when unknown) say the same as attributes. Read the
+    store with ``kvstore.open_reader``, or open with ``takeover=True`` to fence
+    that writer.
+    """
+
+    def __init__(
+        self, message: str, *, pid: int = 0, host: str = "", opened_at: datetime | None = None
+    ) -> None:
+        super().__init__(message)
+        self.pid = pid
+        self.host = host
+        self.opened_at = opened_at
 
 
 class ClosedError(KvError):

@@ -19,7 +19,11 @@ checkpoint can still read it.
   ``kvstore.open_reader(url, checkpoint=name)`` keeps reading them.
 * GC deletes files no live manifest or checkpoint references, only after
   ``gc_grace_seconds`` (a reader in another process may have loaded an older
-  manifest and not opened its files yet). Deletion never races a flush or a
+  manifest and not opened its files yet). The grace counts from when a file
+  became obsolete, which every manifest records (``Manifest.obsolete``; a
+  manifest's own time is its successor's ``created_ms``), so a process that
+  opens later does not start the clock again. Files nothing recorded (left by
+  a crash) count from when a process first saw them. Deletion never races a flush or a
   compaction: only files that a written manifest has already replaced are
   candidates, and a crash leaves at worst unreferenced files, which the next
   open queues for GC.
@@ -32,7 +36,7 @@ import threading
 import time
 from bisect import bisect_right
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -102,7 +106,13 @@ class MaintenanceMixin:
 
     if TYPE_CHECKING:  # implemented by DB
 
-        def _advance_manifest(self, change: Callable[[Manifest], Manifest]) -> Manifest: ...
+        def _advance_manifest(
+            self,
+            change: Callable[[Manifest], Manifest],
+            *,
+            retired: Iterable[str] = (),
+            now: float | None = None,
+        ) -> Manifest: ...
         def _write_entries(self, entries: list[Entry] | Columns) -> rp.SstHandle: ...
         def _check_writable(self) -> None: ...
         def _check_open(self) -> None: ...
@@ -120,6 +130,7 @@ class MaintenanceMixin:
         self._seq_times: deque[tuple[int, int]] = deque(maxlen=_MAX_SEQ_TIMES)
         self._last_sample = 0.0
         self._pins: dict[str, frozenset[str]] = {}  # checkpoint name -> pinned SST ids
+        self._pin_cache: dict[int, frozenset[str]] = {}  # checkpoint manifest id -> SST ids
         self._manifest_times: dict[int, float] = {}  # manifest id -> when it was superseded
 
     # ------------------------------------------------------------------
@@ -280,8 +291,9 @@ class MaintenanceMixin:
                 **self._retention_fields(m, watermark),
             )
 
+        retired_at = self._clock()
         try:
-            self._advance_manifest(change)
+            self._advance_manifest(change, retired=() if moved else input_ids, now=retired_at)
         finally:  # referenced now, or orphans GC may collect (unless nobody knows which)
             if self._broken is None:
                 self._inflight.difference_update(h.meta.id for h in outputs)
@@ -294,9 +306,9 @@ class MaintenanceMixin:
             )
             self._cond.notify_all()
         if not moved:
-            now = self._clock()
-            with self._gc_lock:
-                self._obsolete.extend((now, sst_id) for sst_id in input_ids)
+            with self._gc_lock:  # (a GC pass may have queued them from its listing)
+                queued = {sst_id for _, sst_id in self._obsolete}
+                self._obsolete.extend((retired_at, i) for i in input_ids if i not in queued)
         written = 0 if moved else sum(h.meta.size for h in outputs)
         self._counters["compactions"] += 1
         self._counters["trivial_moves"] += int(moved)
@@ -424,8 +436,9 @@ class MaintenanceMixin:
             }
             return m.evolve(checkpoints={**m.checkpoints, name: cp})
 
-        m = self._advance_manifest(change)
-        self._pins[name] = frozenset(s.id for s in m.all_ssts())
+        with self._gc_lock:  # a GC pass sees the checkpoint with its pins, or neither
+            m = self._advance_manifest(change)
+            self._pin_cache[m.id] = self._pins[name] = frozenset(s.id for s in m.all_ssts())
         return {"name": name, **m.checkpoints[name]}
 
     def list_checkpoints(self) -> list[dict[str, Any]]:
@@ -449,30 +462,38 @@ class MaintenanceMixin:
         except (OSError, KvError):  # a missing or damaged checkpoint can still be deleted
             pinned = frozenset()
         with self._gc_lock:  # no GC pass between unpinning and the fresh grace
-            self._advance_manifest(change)
-            self._release_pins({name: pinned})
+            now = self._clock()
+            self._advance_manifest(change, retired=pinned, now=now)
+            self._release_pins({name: pinned}, now)
 
     def _pinned_by(self, name: str, cp: dict[str, Any]) -> frozenset[str]:
-        """The SST ids checkpoint ``name`` pins (its manifest's SSTs)."""
-        return self._pins.get(name) or frozenset(
-            s.id for s in self._mstore.load(int(cp["manifest_id"])).all_ssts()
-        )
+        """The SST ids checkpoint ``name`` pins (its manifest's SSTs).
 
-    def _release_pins(self, released: dict[str, frozenset[str]]) -> None:
+        Cached by the checkpoint's manifest id, never by name: a name deleted
+        and created again names another manifest."""
+        manifest_id = int(cp["manifest_id"])
+        pinned = self._pin_cache.get(manifest_id)
+        if pinned is None:
+            pinned = frozenset(s.id for s in self._mstore.load(manifest_id).all_ssts())
+            self._pin_cache[manifest_id] = pinned
+        return pinned
+
+    def _release_pins(self, released: dict[str, frozenset[str]], now: float) -> None:
         """Forget deleted or expired checkpoints' pins; their files start a fresh grace
-        period (a reader may still be reading the checkpoint)."""
+        period at ``now`` (a reader may still be reading the checkpoint)."""
         ids = frozenset().union(*released.values())
-        now = self._clock()
         with self._gc_lock:
             for name in released:
                 self._pins.pop(name, None)
             self._obsolete = [(now if i in ids else when, i) for when, i in self._obsolete]
 
-    def _load_pins(self) -> None:
-        """Pinned SST ids of every checkpoint (loading their manifests)."""
-        self._pins = {
-            name: self._pinned_by(name, cp) for name, cp in self._manifest.checkpoints.items()
-        }
+    def _load_pins(self, m: Manifest | None = None) -> None:
+        """Pinned SST ids of every checkpoint of ``m`` (default: the current manifest)."""
+        cps = (self._manifest if m is None else m).checkpoints
+        self._pins = {name: self._pinned_by(name, cp) for name, cp in cps.items()}
+        wanted = {int(cp["manifest_id"]) for cp in cps.values()}
+        for manifest_id in [i for i in self._pin_cache if i not in wanted]:
+            self._pin_cache.pop(manifest_id, None)
 
     def _expire_checkpoints(self) -> None:
         now_ms = int(self._clock() * 1000)
@@ -483,12 +504,15 @@ class MaintenanceMixin:
         ]
         if expired:
             pinned = {n: self._pinned_by(n, self._manifest.checkpoints[n]) for n in expired}
+            now = self._clock()
             self._advance_manifest(
                 lambda m: m.evolve(
                     checkpoints={k: v for k, v in m.checkpoints.items() if k not in expired}
-                )
+                ),
+                retired=frozenset().union(*pinned.values()),
+                now=now,
             )
-            self._release_pins(pinned)
+            self._release_pins(pinned, now)
             log.info("checkpoints expired: %s", ", ".join(expired))
 
     # ------------------------------------------------------------------
@@ -512,16 +536,21 @@ class MaintenanceMixin:
         grace = self._opts.gc_grace_seconds if grace_seconds is None else grace_seconds
         if self._fenced is None:
             self._expire_checkpoints()
-        self._load_pins()
-        pinned = frozenset().union(*self._pins.values()) if self._pins else frozenset()
         now = self._clock()
         # Reconcile with the listing (files of deleted checkpoints, or left by a crash).
-        # Order matters: list, then copy the in-flight set, then read the live set. A
-        # listed SST is then either still in flight, or already in the manifest read.
+        # Order matters: list, then copy the in-flight set, then read the live set and
+        # the checkpoints' pins, both from that one manifest. A listed SST is then
+        # either still in flight, or in the manifest read (live), or replaced by it:
+        # then a checkpoint of that manifest pins it if any does. (Pins read before
+        # the listing could miss a checkpoint created, and then compacted away from
+        # the live tree, in between: GC would delete a live checkpoint's files.)
         listed = self._store.list(paths.SST_DIR)
         self._last_gc_listing = time.monotonic()
         inflight = set(self._inflight)
-        live = {s.id for s in self._manifest.all_ssts()}
+        m = self._manifest
+        live = {s.id for s in m.all_ssts()}
+        self._load_pins(m)
+        pinned = frozenset().union(*self._pins.values()) if self._pins else frozenset()
         queued = {sst_id for _, sst_id in self._obsolete}
         for name in listed:
             sst_id = paths.parse_sst_name(name)
@@ -564,7 +593,9 @@ class MaintenanceMixin:
             mid = paths.parse_manifest_name(name)
             if mid is None or mid >= current or mid in keep_ids:
                 continue
-            since = self._manifest_times.setdefault(mid, now)
+            since = self._manifest_times.get(mid)
+            if since is None:
+                since = self._manifest_times[mid] = self._superseded_at(mid, now)
             if now - since < grace:
                 continue
             try:
@@ -574,6 +605,15 @@ class MaintenanceMixin:
             except OSError as exc:
                 log.warning("could not delete %s: %s", name, exc)
         return deleted
+
+    def _superseded_at(self, manifest_id: int, now: float) -> float:
+        """When manifest ``manifest_id`` stopped being the latest: its successor's
+        ``created_ms`` (``now`` if that cannot be read, or lies in the future)."""
+        try:
+            created = self._mstore.load(manifest_id + 1).created_ms / 1000
+        except (OSError, KvError):
+            return now
+        return min(created, now) if created > 0 else now
 
 
 def _disjoint(metas: list[SstMeta]) -> bool:

@@ -2,6 +2,12 @@
 
 It loads the latest manifest and replays the WAL (complete frames only: a
 frame still being written is simply not there yet) into a private memtable.
+The WAL is read where the manifest says its writer keeps it (the store, or
+the recorded ``wal_dir``); a ``wal_dir`` passed in must be that location (its
+``wal.id``), and a WAL that cannot be found is refused with ValueError rather
+than silently showing only the flushed state. A location without a store
+(no manifest) raises FileNotFoundError: a reader never shows a store that
+is not there.
 :meth:`Reader.refresh` repeats that when the writer has moved on; with
 ``refresh_interval`` set, reads refresh at most that often on their own.
 Every write call raises :class:`PermissionError`-free :class:`KvError`
@@ -17,6 +23,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+import os
+
 from kvstore import _validate
 from kvstore import readpath as rp
 from kvstore.cache import BlockCache
@@ -25,8 +33,14 @@ from kvstore.errors import CheckpointNotFound, ClosedError, CorruptionError, KvE
 from kvstore.format.manifest import Manifest
 from kvstore.manifest_store import ManifestStore
 from kvstore.memtable import Memtable
-from kvstore.objstore import ObjectStore
-from kvstore.wal import missing_seq, replay
+from kvstore.objstore import LocalStore, ObjectStore
+from kvstore.wal import (
+    ReplayResult,
+    live_segment_missing,
+    missing_seq,
+    read_wal_identity,
+    replay,
+)
 
 
 class ReadOnlyError(KvError):
@@ -44,7 +58,9 @@ class Reader:
         refresh_interval: float | None = None,
     ) -> None:
         self._store = store
-        self._wal_store = wal_store if wal_store is not None else store
+        #: the WAL location the caller named (None: the one manifests record)
+        self._given_wal = wal_store
+        self._wal_cache: dict[tuple[str | None, str | None], ObjectStore] = {}
         self.checkpoint = checkpoint
         self._mstore = ManifestStore(store)
         self._cache = BlockCache(block_cache_bytes)
@@ -57,6 +73,8 @@ class Reader:
         self._state = rp.State(Memtable(0), (), (), ())
         self._seq = 0
         self.refresh()
+        if self._manifest is None:
+            raise FileNotFoundError(f"no kvstore at {store.describe()} (no manifest found)")
 
     def refresh(self) -> int:
         """Load what the writer has made durable since the last refresh; returns the seq."""
@@ -77,7 +95,12 @@ class Reader:
                     self._seq = 0
                     break
                 try:
-                    result = replay(self._wal_store, m.wal_replay_from, m.last_flushed_seq)
+                    wal = self._wal_for(m)
+                    result = (
+                        ReplayResult([], [], 0, [])
+                        if wal is None
+                        else replay(wal, m.wal_replay_from, m.last_flushed_seq)
+                    )
                     handles = {
                         meta.id: self._handles.get(meta.id)
                         or open_sst(self._store, meta, self._cache)
@@ -86,6 +109,8 @@ class Reader:
                 except FileNotFoundError:
                     continue  # the writer flushed and deleted meanwhile: retry
                 gap = missing_seq((r.seq for r in result.records), m.last_flushed_seq)
+                if gap is None and wal is not None and live_segment_missing(m, result.ids):
+                    gap = m.last_flushed_seq + 1  # its live journal segment is gone
                 if self._mstore.latest_id() != m.id or gap is not None:
                     # The writer advanced while we read: WAL segments our manifest
                     # points to may have been deleted before we listed them, which
@@ -122,6 +147,46 @@ class Reader:
                 raise KvError("the store changed too quickly to load a consistent view")
             self._last_refresh = time.monotonic()
             return self._seq
+
+    def _wal_for(self, m: Manifest) -> ObjectStore | None:
+        """Where ``m``'s writer keeps its WAL; None when there is nothing to replay.
+
+        ValueError when that location cannot be found (or the one given is
+        another), unless its writer closed cleanly (then SSTs hold everything).
+        """
+        key = (m.wal_id, m.wal_dir)
+        found = self._wal_cache.get(key)
+        if found is not None:
+            return found
+        given = self._given_wal
+        if given is not None:
+            candidate: ObjectStore | None = given
+        elif m.wal_dir is None:
+            candidate = self._store
+        else:
+            candidate = LocalStore(m.wal_dir, create=False) if os.path.isdir(m.wal_dir) else None
+        ok = candidate is not None
+        if ok and m.wal_id is not None and (given is not None or m.wal_dir is not None):
+            ident = read_wal_identity(candidate)  # type: ignore[arg-type]
+            ok = ident is not None and ident["wal"] == m.wal_id
+        elif ok and given is not None and m.wal_id is None and m.wal_dir is not None:
+            ok = os.path.abspath(getattr(given, "root", "")) == m.wal_dir  # an old store
+        if ok:
+            assert candidate is not None
+            self._wal_cache[key] = candidate
+            return candidate
+        if m.wal_clean:
+            return None  # the writer closed with everything in SSTs
+        where = "in the store" if m.wal_dir is None else f"in wal_dir={m.wal_dir!r}"
+        if given is not None:
+            raise ValueError(
+                f"{given.describe()} is not the WAL of {self._store.describe()}: its writer "
+                f"keeps the WAL {where}; open the reader with that wal_dir (or none)"
+            )
+        raise ValueError(
+            f"the writer of {self._store.describe()} keeps its WAL {where}, which is not "
+            "here: open the reader with wal_dir= naming that directory"
+        )
 
     def _load_checkpoint(self, latest: Manifest) -> None:
         """A checkpoint is static: its manifest's SSTs, read at its seq, no WAL."""
@@ -184,3 +249,4 @@ class Reader:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+

@@ -37,6 +37,7 @@ read again.
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
@@ -45,6 +46,7 @@ from dataclasses import dataclass
 
 from kvstore import paths
 from kvstore.errors import CorruptionError, FencedError, KvError
+from kvstore.format.manifest import Manifest
 from kvstore.format.wal import (
     DecodedSegment,
     WalRecord,
@@ -497,3 +499,56 @@ def decode_journal(store: ObjectStore, name: str, data: bytes) -> tuple[bytes, D
         time.sleep(0.001 * 2**attempt)
         attempt += 1
         data = store.get(name)
+
+
+def read_wal_identity(store: ObjectStore) -> dict[str, str] | None:
+    """The ``wal.id`` of a WAL location: ``{"store": ..., "wal": ...}``, or None."""
+    try:
+        data = store.get(paths.WAL_IDENTITY)
+    except FileNotFoundError:
+        return None
+    try:
+        ident = json.loads(data)
+        return {"store": str(ident["store"]), "wal": str(ident["wal"])}
+    except (ValueError, KeyError, TypeError) as exc:
+        raise CorruptionError(f"unreadable: {exc}", object_name=paths.WAL_IDENTITY) from None
+
+
+def live_segment_missing(m: Manifest, found_ids: list[int]) -> bool:
+    """Whether the journal segment ``m`` says replay starts at is gone.
+
+    A journal writer creates that segment before any manifest names it and
+    deletes it only after a newer manifest moved past it, so unless its
+    writer closed cleanly (everything in SSTs) it must exist: missing, the
+    acknowledged writes it held are lost. (Object WALs may legitimately have
+    no object at ``wal_replay_from`` yet.)"""
+    return m.wal_journal and not m.wal_clean and m.wal_replay_from not in found_ids
+
+
+def sweep_wal_objects(store: ObjectStore, start: int, below: int) -> bool:
+    """Delete the data WAL objects with ``start <= id < below``; True if all went.
+
+    Everything below a manifest's ``wal_replay_from`` is in SSTs, so these
+    objects are garbage: a writer deletes its own after each flush, but a
+    crash between the manifest and the deletes leaves them. Fence objects
+    stay (a fenced writer that is still running must keep finding its next
+    name taken), and so does anything that does not decode as a WAL object.
+    """
+    complete = True
+    for wal_id, kind in list_wal_ids(store):
+        if kind != "wal" or not start <= wal_id < below:
+            continue
+        name = paths.wal_object_name(wal_id)
+        try:
+            _records, fence = decode_object(store.get(name), where=name)
+            if not fence:
+                store.delete(name)
+                log.info("deleted %s, left behind by a crash (already in SSTs)", name)
+        except FileNotFoundError:
+            continue
+        except CorruptionError as exc:  # not ours to judge here: keep it
+            log.warning("kept %s below the replay start: %s", name, exc)
+        except OSError as exc:
+            log.warning("could not delete %s: %s", name, exc)
+            complete = False
+    return complete

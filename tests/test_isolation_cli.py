@@ -137,3 +137,36 @@ def test_module_entry_point() -> None:
         check=False,
     )
     assert proc.returncode == 0 and "strict-serializable" in proc.stdout
+
+
+def test_strict_serializable_is_claimed_only_when_checked(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 13, item 9: without real-time edges, and for an empty history, the
+    checker does not claim strict serializability (or anything at all)."""
+    path = tmp_path / "h.jsonl"
+    code, _ = run_cli(
+        capsys, "run", "--engine", "kvstore", "--level", "serializable", "--txns", "50",
+        "--seed", "1", "--out", str(path),
+    )  # fmt: skip
+    assert code == 0
+    code, out = run_cli(capsys, "check", str(path))
+    assert code == 0
+    assert "strongest level satisfied: serializable (strict-serializable not checked" in out
+    code, out = run_cli(capsys, "check", str(path), "--level", "strict-serializable")
+    assert code == 1 and "NOT CHECKED at strict-serializable" in out
+    code, out = run_cli(capsys, "check", str(path), "--level", "strict", "--realtime")
+    assert code == 0 and "VALID at strict-serializable" in out
+    code, out = run_cli(capsys, "check", str(path), "--json", "--level", "strict")
+    doc = json.loads(out)
+    assert doc["strongest_level"] == "serializable" and doc["valid"] is False
+    assert "real-time" in doc["unchecked"]
+
+    empty = tmp_path / "empty.jsonl"
+    empty.write_text("")
+    code, out = run_cli(capsys, "check", str(empty), "--level", "serializable")
+    assert code == 1
+    assert "strongest level satisfied: none (the history is empty" in out
+    assert "NOT CHECKED at serializable" in out
+    code, out = run_cli(capsys, "check", str(empty), "--json", "--realtime")
+    assert json.loads(out)["strongest_level"] is None

@@ -2,8 +2,9 @@
 
 Reads go through :func:`kvstore.open_reader` or the manifest alone and never
 fence a running writer. Writes open the store as its writer
-(:func:`kvstore.open`), which fences any other writer, then close it (which
-flushes): one-shot, with background compaction off.
+(:func:`kvstore.open`: refused next to a live writer of a local store unless
+``--takeover``, which fences it), then close it (which flushes): one-shot,
+with background compaction off.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ import kvstore
 from kvstore.cli import commands as c
 from kvstore.cli.codec import InputError
 from kvstore.cli.store import CliError, Target
-from kvstore.errors import CorruptionError, FencedError, KvError
+from kvstore.errors import CorruptionError, FencedError, KvError, WriterActive
 
 PROG = "kvstore"
 
@@ -25,15 +25,20 @@ s3://bucket/prefix (pass -o endpoint_url=... -o key=... -o secret=...).
 
 Read commands (info, manifest, get, scan, checkpoint list, verify) only read
 and never disturb a running writer. Write commands (put, delete, compact, gc,
-checkpoint create/delete) open the store as its single writer, which FENCES
-any other writer: a running application gets kvstore.FencedError on its next
-write and must reopen the store."""
+checkpoint create/delete) open the store as its single writer. On a local
+directory they refuse while another process writes the store, naming it;
+--takeover opens anyway and FENCES that writer (the application gets
+kvstore.FencedError on its next write and must reopen the store). On object
+stores (s3://), where a live writer cannot be seen, they always fence."""
 
 EPILOG = """\
 exit status: 0 ok, 1 failure, 2 usage error, 3 corruption found,
 4 key not found (get)."""
 
-WRITER_NOTE = "Opens the store as its writer: fences any running writer."
+WRITER_NOTE = (
+    "Opens the store as its writer: refused while another process writes a local "
+    "store (unless --takeover); fences any writer on s3://."
+)
 
 
 class UsageError(Exception):
@@ -113,6 +118,13 @@ def _common() -> Parser:
         default=argparse.SUPPRESS,
         help="write commands: open even if the last writer's WAL, holding writes no SST "
         "has, is gone or elsewhere (they are lost; see kvstore.open's accept_wal_loss)",
+    )
+    g.add_argument(
+        "--takeover",
+        action="store_true",
+        default=argparse.SUPPRESS,
+        help="write commands: open even while another process writes the store, "
+        "fencing it (its next write raises FencedError)",
     )
     g.add_argument(
         "-v",
@@ -275,7 +287,7 @@ def _bench(argv: list[str]) -> int:
         return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
 
 
-_GLOBAL_FLAGS = ("--json", "-v", "--verbose", "--accept-wal-loss")
+_GLOBAL_FLAGS = ("--json", "-v", "--verbose", "--accept-wal-loss", "--takeover")
 _GLOBAL_OPTIONS = ("-o", "--storage-option", "--wal-dir")  # each takes a value
 
 
@@ -336,6 +348,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         storage_options=dict(getattr(args, "storage_options", None) or []),
         wal_dir=getattr(args, "wal_dir", None),
         accept_wal_loss=bool(getattr(args, "accept_wal_loss", False)),
+        takeover=bool(getattr(args, "takeover", False)),
     )
     ctx = c.Ctx(args=args, target=target, json=as_json, hex=bool(getattr(args, "hex", False)))
     try:
@@ -355,6 +368,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(
             as_json, "fenced", f"another writer took over the store: {exc}", c.EXIT_FAILURE
         )
+    except WriterActive as exc:
+        return _fail(as_json, "writer_active", str(exc), c.EXIT_FAILURE)
     except KvError as exc:
         return _fail(as_json, type(exc).__name__, str(exc), c.EXIT_FAILURE)
     except FileNotFoundError as exc:

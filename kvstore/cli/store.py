@@ -19,7 +19,7 @@ from kvstore import paths
 from kvstore.errors import CorruptionError
 from kvstore.format.manifest import Manifest, SstMeta
 from kvstore.manifest_store import ManifestStore
-from kvstore.objstore import LocalStore, ObjectStore, open_store
+from kvstore.objstore import LocalStore, ObjectStore, local_path, open_store
 from kvstore.wal import list_wal_ids, missing_seq, replay
 
 
@@ -42,14 +42,10 @@ class Target:
     storage_options: dict[str, Any] = field(default_factory=dict)
     wal_dir: str | None = None
     accept_wal_loss: bool = False
+    takeover: bool = False
 
     def local_path(self) -> str | None:
-        if "://" not in self.url:
-            return self.url
-        scheme, rest = self.url.split("://", 1)
-        if scheme.lower() == "file":
-            return rest if rest.startswith("/") else "/" + rest
-        return None
+        return local_path(self.url)
 
     def open_existing(self) -> ObjectStore:
         """The object store at the URL; CliError when no kvstore lives there."""
@@ -95,7 +91,9 @@ class Target:
             raise CliError(f"no checkpoint named {checkpoint!r} at {self.url}") from None
 
     def open_writer(self, *, create: bool = False) -> kvstore.DB:
-        """The single writer (fences any other). Compaction only when asked for."""
+        """The single writer: WriterActive next to a live local writer unless
+        ``takeover`` (then, and on object stores, it fences any other writer).
+        Compaction only when asked for."""
         wal_dir = self.wal_dir
         try:
             wal_dir = self.find_wal_dir(self.open_existing())
@@ -111,6 +109,8 @@ class Target:
             options["wal_dir"] = wal_dir
         if self.accept_wal_loss:
             options["accept_wal_loss"] = True
+        if self.takeover:
+            options["takeover"] = True
         return kvstore.open(self.url, **options)
 
 

@@ -97,6 +97,14 @@ class Manifest:
     #: random identity of the store, fixed when it is created ("" for old stores
     #: until their next open)
     store_id: str = ""
+    #: its writer's WAL is a journal: segment ``wal_replay_from`` exists until a
+    #: newer manifest moves on, so a missing one is damage, not "no writes"
+    wal_journal: bool = False
+    #: WAL ids below this hold no data objects any more (only fences, kept)
+    wal_swept: int = 0
+    #: SSTs no manifest references any more, with when they stopped being
+    #: referenced (ms): GC's grace period counts from then, across processes
+    obsolete: tuple[tuple[str, int], ...] = ()
 
     def evolve(self, **changes: Any) -> Manifest:
         return replace(self, **changes)
@@ -153,6 +161,9 @@ class Manifest:
                 **({"wal_id": self.wal_id} if self.wal_id is not None else {}),
                 **({"wal_clean": True} if self.wal_clean else {}),
                 **({"store_id": self.store_id} if self.store_id else {}),
+                **({"wal_journal": True} if self.wal_journal else {}),
+                **({"wal_swept": self.wal_swept} if self.wal_swept else {}),
+                **({"obsolete": [list(x) for x in self.obsolete]} if self.obsolete else {}),
             },
             separators=(",", ":"),
             sort_keys=True,
@@ -195,6 +206,9 @@ class Manifest:
                 wal_id=None if d.get("wal_id") is None else str(d["wal_id"]),
                 wal_clean=bool(d.get("wal_clean", False)),
                 store_id=str(d.get("store_id", "")),
+                wal_journal=bool(d.get("wal_journal", False)),
+                wal_swept=int(d.get("wal_swept", 0)),
+                obsolete=tuple((str(a), int(b)) for a, b in d.get("obsolete", ())),
             )
         except (
             ValueError,

@@ -54,12 +54,19 @@ def _report(result: CheckResult, level: str, shown: int) -> None:
     _out("anomalies: " + (", ".join(f"{k} x{v}" for k, v in counts.items()) or "none"))
     bad = result.forbidden(level)
     strongest = result.strongest_level()
-    _out(f"strongest level satisfied: {strongest or 'none'}")
-    verdict = "VALID" if not bad else "INVALID"
-    _out(
-        f"{verdict} at {an.level_name(level)}"
-        + (f": {len(bad)} forbidden anomalies" if bad else "")
-    )
+    note = ""
+    if result.txns == 0:
+        note = " (the history is empty: nothing was checked)"
+    elif strongest == "serializable" and not result.realtime:
+        note = " (strict-serializable not checked: pass --realtime)"
+    _out(f"strongest level satisfied: {strongest or 'none'}{note}")
+    why = result.unchecked(level)
+    if bad:
+        _out(f"INVALID at {an.level_name(level)}: {len(bad)} forbidden anomalies")
+    elif why is not None:
+        _out(f"NOT CHECKED at {an.level_name(level)}: {why}")
+    else:
+        _out(f"VALID at {an.level_name(level)}")
     for a in bad[:shown]:
         _out("")
         _out(a.explain())
@@ -101,7 +108,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         dump_jsonl(run.events, args.out)
         _out(f"history written to {args.out}")
     _report(result, level, args.show)
-    return 0 if result.valid(level) else 1
+    return 0 if result.holds(level) else 1
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -111,7 +118,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         _out(json.dumps(result.to_json(args.level), indent=2))
     else:
         _report(result, args.level, args.show)
-    return 0 if result.valid(args.level) else 1
+    return 0 if result.holds(args.level) else 1
 
 
 def cmd_matrix(args: argparse.Namespace) -> int:

@@ -7,8 +7,13 @@
 ``file:///abs/dir``        :class:`LocalStore`
 ``memory://name``          :class:`MemoryStore` (process-local, for tests)
 ``s3://bucket/prefix``     :class:`FsspecStore` over s3fs
-``<proto>://...``          :class:`FsspecStore` over that fsspec protocol
+``gs://``, ``az://`` ...   :class:`FsspecStore` over that fsspec object store
 =========================  ==============================================
+
+Anything else (``ftp://``, ``http://``, ``file://host/dir``) is refused with a
+ValueError naming the URL: a store needs atomic create-if-absent, which only
+object stores and local directories give. A local path that is a regular
+file raises NotADirectoryError.
 """
 
 from __future__ import annotations
@@ -39,6 +44,7 @@ __all__ = [
     "RangeReader",
     "SimpleRangeReader",
     "SimulatedCrash",
+    "local_path",
     "open_store",
 ]
 
@@ -62,16 +68,52 @@ def open_store(
         raise TypeError(f"url must be a str, os.PathLike or ObjectStore, not {type(url).__name__}")
     if not url:
         raise ValueError("url must not be empty")
-    if "://" not in url:
-        return LocalStore(url, create=create)
+    path = local_path(url)
+    if path is not None:
+        return LocalStore(path, create=create)
     scheme, rest = url.split("://", 1)
     scheme = scheme.lower()
-    if scheme == "file":
-        return LocalStore(rest if rest.startswith("/") else "/" + rest, create=create)
     if scheme == "memory":
         if not rest:
             raise ValueError("memory:// URL needs a name, e.g. memory://test")
         return MemoryStore.named(rest)
-    if not rest:
-        raise ValueError(f"{url!r}: missing bucket or path")
-    return FsspecStore(scheme, rest, storage_options)
+    if scheme not in OBJECT_SCHEMES:
+        raise ValueError(
+            f"url {url!r}: unsupported scheme {scheme!r}; use a local directory, "
+            "file:///abs/dir, memory://name or s3://bucket/prefix"
+        )
+    if not rest.strip("/"):
+        raise ValueError(f"url {url!r}: missing bucket or path")
+    try:
+        return FsspecStore(scheme, rest, storage_options)
+    except ImportError as exc:
+        raise ValueError(f"url {url!r}: {scheme}:// needs a package: {exc}") from None
+    except TypeError as exc:  # e.g. a storage option the filesystem does not take
+        raise ValueError(f"url {url!r}: bad storage_options: {exc}") from None
+
+
+#: URL schemes served through fsspec (object stores with conditional creates)
+OBJECT_SCHEMES = frozenset({"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss"})
+
+
+def local_path(url: str) -> str | None:
+    """The directory a local URL names (a plain path or ``file:///abs/dir``), else None.
+
+    ``file://`` URLs must carry an absolute path (``file:///abs`` or
+    ``file://localhost/abs``): ``file://rel/x`` names host ``rel``, and is
+    refused with a ValueError rather than read as ``/rel/x``.
+    """
+    if "://" not in url:
+        return url
+    scheme, rest = url.split("://", 1)
+    if scheme.lower() != "file":
+        return None
+    if rest.startswith("localhost/"):
+        rest = rest[len("localhost") :]
+    if not rest.startswith("/"):
+        raise ValueError(
+            f"url {url!r}: a file:// URL needs an absolute path, as in file:///abs/dir "
+            f"(here {rest.split('/', 1)[0]!r} would be a host name); for a relative "
+            "directory pass the path itself"
+        )
+    return rest

@@ -51,14 +51,19 @@ class FaultyStore:
         self.crashed = False
         self.log: list[tuple[int, str, str]] = []
         self._lock = threading.Lock()
+        # Epoch cells only where the inner store has them: the engine asks
+        # ``getattr(store, "open_epoch_cell", None)``, and an opener returning
+        # None would look like a store with cells that cannot open one.
+        opener = getattr(inner, "open_epoch_cell", None)
+        if opener is not None:
+            self.open_epoch_cell = opener
+
+    #: present only when the inner store has epoch cells (see __init__)
+    open_epoch_cell: Callable[[str], Any]
 
     @property
     def supports_journal(self) -> bool:
         return bool(getattr(self.inner, "supports_journal", False))
-
-    def open_epoch_cell(self, name: str) -> Any:
-        opener = getattr(self.inner, "open_epoch_cell", None)
-        return None if opener is None else opener(name)
 
     # -- fault logic --------------------------------------------------------
     def _check_alive(self) -> None:

@@ -48,6 +48,7 @@ import struct
 import threading
 
 from kvstore.objstore.base import DurabilityUnknown, Journal, RangeReader, check_name
+from kvstore.objstore.writer_lock import WriterLocks
 
 log = logging.getLogger("kvstore.objstore")
 
@@ -73,8 +74,18 @@ class LocalStore:
     ) -> None:
         self.root = os.path.abspath(os.fspath(root))
         self._fsync = fsync
+        if os.path.exists(self.root) and not os.path.isdir(self.root):
+            raise NotADirectoryError(
+                f"not a kvstore: {self.root} is a file, not a directory"
+            )
         if create and not os.path.isdir(self.root):
-            os.makedirs(self.root, exist_ok=True)
+            try:
+                os.makedirs(self.root, exist_ok=True)
+            except (FileExistsError, NotADirectoryError):
+                raise NotADirectoryError(
+                    f"cannot create a kvstore at {self.root}: a part of that path is a "
+                    "file, not a directory"
+                ) from None
             self._fsync_dir(os.path.dirname(self.root))  # the new directory's entry
         elif not os.path.isdir(self.root):
             raise FileNotFoundError(f"no kvstore at {self.root} (directory does not exist)")
@@ -219,6 +230,10 @@ class LocalStore:
         path = self._path(name)
         self._ensure_parent(path)
         return EpochCell(path)
+
+    def writer_locks(self) -> WriterLocks:
+        """The locks that tell a live writer of this directory from a crashed one."""
+        return WriterLocks(self.root)
 
     def open_range_reader(self, name: str) -> RangeReader:
         try:

@@ -286,13 +286,32 @@ class CheckResult:
         return [a for a in self.anomalies if a.name in bad]
 
     def valid(self, level: str) -> bool:
+        """No anomaly ``level`` forbids was found (see :meth:`unchecked` for whether
+        the check could have found them all)."""
         return not self.forbidden(level)
 
+    def unchecked(self, level: str) -> str | None:
+        """Why this check cannot vouch for ``level`` (None: it can).
+
+        An empty history proves nothing, and strict serializability is about
+        real-time order: without real-time edges its extra anomalies were
+        never looked for."""
+        if self.txns == 0:
+            return "the history is empty: nothing was checked"
+        if an.level_name(level) == "strict-serializable" and not self.realtime:
+            return "strict serializability needs real-time edges (--realtime), not checked"
+        return None
+
+    def holds(self, level: str) -> bool:
+        """``level`` was checked and no anomaly it forbids was found."""
+        return self.valid(level) and self.unchecked(level) is None
+
     def strongest_level(self) -> str | None:
-        """The strongest level this history satisfies (None: not even read uncommitted)."""
+        """The strongest level this check shows the history satisfies (None: none,
+        or nothing was checked). Strict serializability only with real-time edges."""
         best = None
         for level in an.LEVELS:
-            if self.valid(level):
+            if self.holds(level):
                 best = level
         return best
 
@@ -312,7 +331,8 @@ class CheckResult:
         }
         if level is not None:
             d["level"] = an.level_name(level)
-            d["valid"] = self.valid(level)
+            d["valid"] = self.holds(level)
+            d["unchecked"] = self.unchecked(level)
         return d
 
 

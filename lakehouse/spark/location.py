@@ -111,13 +111,13 @@ class Location:
         if self.jvm:
             path = self.fs_path(rel)
             os.makedirs(os.path.dirname(path), exist_ok=True)
-            return open(path, "wb")  # noqa: SIM115 - the caller closes it
+            return open(path, "wb")
         return self.fs().open(self.fs_path(rel), "wb")
 
     def open_input(self, rel: str) -> Any:
         """A readable binary file of a data file (tasks)."""
         if self.jvm:
-            return open(self.fs_path(rel), "rb")  # noqa: SIM115 - the caller closes it
+            return open(self.fs_path(rel), "rb")
         return self.fs().open(self.fs_path(rel), "rb")
 
 

@@ -151,9 +151,7 @@ def _jvm_frame(
 
 
 # -- Python reader ----------------------------------------------------------------------------
-def _task_reader(
-    loc: Location, schema: pa.Schema, out: pa.Schema, positions: bool
-) -> Any:
+def _task_reader(loc: Location, schema: pa.Schema, out: pa.Schema, positions: bool) -> Any:
     """The function each ``mapInArrow`` task runs over its rows of (path, deleted, mapping)."""
 
     def run(tasks: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -218,11 +216,11 @@ def _python_frame(
 ) -> DataFrame:
     if not files:
         return _empty(spark, schema, positions)
-    out_spark = T.StructType([T.StructField(f.name, f.dataType, True) for f in spark_schema(schema)])
+    out_spark = T.StructType(
+        [T.StructField(f.name, f.dataType, True) for f in spark_schema(schema)]
+    )
     if positions:
-        out_spark = out_spark.add(FILE_COL, T.StringType(), False).add(
-            ROW_COL, T.LongType(), False
-        )
+        out_spark = out_spark.add(FILE_COL, T.StringType(), False).add(ROW_COL, T.LongType(), False)
     out = pa.schema([pa.field(f.name, arrow_type(f.dataType), True) for f in out_spark])
     tasks = pa.table(
         {

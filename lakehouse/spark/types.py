@@ -79,7 +79,9 @@ def spark_type(at: pa.DataType, column: str = "?") -> T.DataType:
         return T.ArrayType(spark_type(f.type, column), f.nullable)
     if pa.types.is_map(at):
         return T.MapType(
-            spark_type(at.key_type, column), spark_type(at.item_type, column), at.item_field.nullable
+            spark_type(at.key_type, column),
+            spark_type(at.item_type, column),
+            at.item_field.nullable,
         )
     if pa.types.is_struct(at):
         return T.StructType(

@@ -17,9 +17,10 @@ the staging directory. This is Spark's fastest path (measured: a
 or types Spark does not write exactly). ``df.mapInArrow`` where each task
 streams its batches through pyarrow into files named::
 
-    <table dir>/<job id>-<partition>-<attempt>-<uuid4 hex>.parquet
+    <table dir>/<epoch ms>-<job id>-<partition>-<attempt>-<group>-<uuid4 hex>.parquet
 
-and returns one ``(path, rows, bytes)`` row per file it completed. Task
+(the leading creation time is what ``remove_orphan_files`` judges age by)
+and returns one ``(group, path, rows, bytes)`` row per file it completed. Task
 retries and speculation: Spark hands the driver the rows of exactly one
 successful attempt per partition, so the driver registers exactly those
 files, then lists ``<table dir>/<job id>-*`` and deletes everything else (a
@@ -28,7 +29,7 @@ failed attempt's partial file, the loser of a speculative race)::
     attempt 0 of p3 ── writes <job>-00003-0-….parquet ── dies
     attempt 1 of p3 ── writes <job>-00003-1-….parquet ── returns its row ──┐
     driver: collect() → files of the returned rows ── add_files           │
-            list <job>-* ── delete <job>-00003-0-…  (never registered) ◀────┘
+            list *-<job>-* ── delete <job>-00003-0-…  (never registered) ◀────┘
 
 A failed job deletes every file under its job id (or its staging
 directory). A driver killed midway leaves only unregistered files, which
@@ -38,11 +39,13 @@ directory). A driver killed midway leaves only unregistered files, which
 from __future__ import annotations
 
 import logging
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -58,7 +61,9 @@ ROW_GROUP_ROWS = 1 << 20
 #: a Python task starts a new file after this many rows
 MAX_FILE_ROWS = 16 << 20
 
-_RESULT_SCHEMA = pa.schema([("path", pa.string()), ("rows", pa.int64()), ("bytes", pa.int64())])
+_RESULT_SCHEMA = pa.schema(
+    [("grp", pa.string()), ("path", pa.string()), ("rows", pa.int64()), ("bytes", pa.int64())]
+)
 
 
 def col(name: str) -> Column:
@@ -81,7 +86,9 @@ def prepare(
         else:
             c = col(p.name)
         if p.check_not_null:
-            msg = bad_data(f"column {p.name!r} of {table} is not nullable but the data holds a null")
+            msg = bad_data(
+                f"column {p.name!r} of {table} is not nullable but the data holds a null"
+            )
             c = F.when(c.isNull(), F.raise_error(F.lit(msg))).otherwise(c)
         cols.append(c.alias(p.name))
     out = df.select(*cols)
@@ -97,28 +104,41 @@ def prepare(
 
 # -- JVM writer ------------------------------------------------------------------------------
 def write_jvm(
-    df: DataFrame, loc: Location, table_dir: str, new_path: Callable[[], str], what: str
-) -> list[str]:
+    df: DataFrame,
+    loc: Location,
+    table_dir: str,
+    new_path: Callable[[], str],
+    what: str,
+    split: str | None = None,
+) -> dict[str, list[str]]:
     """Write ``df`` with Spark's Parquet writer; returns the relative paths of the
-    non-empty files, renamed into the table's directory (see module doc)."""
-    staging = f"{table_dir}/_spark-{uuid.uuid4().hex}"
-    done: list[str] = []
+    non-empty files, renamed into the table's directory (see module doc), by
+    value of the ``split`` column (``""`` without one)."""
+    staging = f"{table_dir}/{time.time_ns() // 1_000_000:013d}-spark-{uuid.uuid4().hex}"
+    done: dict[str, list[str]] = {}
+    moved: list[str] = []
     try:
         with spark_job(what):
-            df.write.mode("errorifexists").option("compression", "snappy").parquet(
-                loc.url(staging)
-            )
-        for rel in loc.list(staging):
-            name = rel.rsplit("/", 1)[-1]
-            if not name.endswith(".parquet") or name.startswith((".", "_")):
-                continue
-            if pq.ParquetFile(loc.fs_path(rel)).metadata.num_rows == 0:
-                continue
-            dst = new_path()
-            loc.rename(rel, dst)
-            done.append(dst)
+            w = df.write.mode("errorifexists").option("compression", "snappy")
+            if split is not None:
+                w = w.partitionBy(split)
+            w.parquet(loc.url(staging))
+        dirs = {"": staging}
+        if split is not None:
+            dirs = {d.rsplit("=", 1)[-1]: d for d in loc.list(staging, f"{split}=")}
+        for group, d in dirs.items():
+            for rel in loc.list(d):
+                name = rel.rsplit("/", 1)[-1]
+                if not name.endswith(".parquet") or name.startswith((".", "_")):
+                    continue
+                if pq.ParquetFile(loc.fs_path(rel)).metadata.num_rows == 0:
+                    continue
+                dst = new_path()
+                loc.rename(rel, dst)
+                moved.append(dst)
+                done.setdefault(group, []).append(dst)
     except BaseException:
-        loc.delete(done)
+        loc.delete(moved)
         raise
     finally:
         loc.delete([staging])
@@ -126,8 +146,51 @@ def write_jvm(
 
 
 # -- Python writer ---------------------------------------------------------------------------
+class _TaskFiles:
+    """One task's open file for one group, rolled at :data:`MAX_FILE_ROWS`."""
+
+    def __init__(self, loc: Location, prefix: str, schema: pa.Schema) -> None:
+        self.loc, self.prefix, self.schema = loc, prefix, schema
+        self.done: list[tuple[str, int, int]] = []
+        self.file: Any = None
+        self.writer: Any = None
+        self.path = ""
+        self.rows = 0
+        self.buffered: list[pa.Table] = []
+        self.nbuf = 0
+
+    def add(self, table: pa.Table) -> None:
+        self.buffered.append(table)
+        self.nbuf += table.num_rows
+        if self.nbuf >= ROW_GROUP_ROWS:
+            self.flush()
+
+    def flush(self) -> None:
+        if not self.nbuf:
+            return
+        if self.writer is None:
+            self.path = f"{self.prefix}-{uuid.uuid4().hex}.parquet"
+            self.file = self.loc.open_output(self.path)
+            self.writer = pq.ParquetWriter(self.file, self.schema, compression="snappy")
+            self.rows = 0
+        self.writer.write_table(pa.concat_tables(self.buffered), row_group_size=ROW_GROUP_ROWS)
+        self.rows += self.nbuf
+        self.buffered, self.nbuf = [], 0
+        if self.rows >= MAX_FILE_ROWS:
+            self.close()
+
+    def close(self) -> None:
+        self.flush()
+        if self.writer is not None:
+            self.writer.close()
+            size = self.file.tell()
+            self.file.close()
+            self.done.append((self.path, self.rows, size))
+            self.writer = self.file = None
+
+
 def _task_writer(
-    loc: Location, table_dir: str, job: str, schema: pa.Schema
+    loc: Location, table_dir: str, job: str, schema: pa.Schema, split: str | None
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The function each ``mapInArrow`` task runs (pickled to the executors)."""
 
@@ -137,80 +200,84 @@ def _task_writer(
         ctx = TaskContext.get()
         part = ctx.partitionId() if ctx is not None else 0
         attempt = ctx.attemptNumber() if ctx is not None else 0
-        done: list[tuple[str, int, int]] = []
-        state: dict[str, Any] = {"file": None, "writer": None, "path": "", "rows": 0}
-        buffered: list[pa.Table] = []
-        nbuf = 0
-
-        def open_file() -> None:
-            rel = f"{table_dir}/{job}-{part:05d}-{attempt}-{uuid.uuid4().hex}.parquet"
-            f = loc.open_output(rel)
-            state.update(file=f, path=rel, rows=0)
-            state["writer"] = pq.ParquetWriter(f, schema, compression="snappy")
-
-        def close_file() -> None:
-            if state["writer"] is None:
-                return
-            state["writer"].close()
-            size = state["file"].tell()
-            state["file"].close()
-            done.append((state["path"], state["rows"], size))
-            state.update(file=None, writer=None)
-
-        def flush() -> None:
-            nonlocal buffered, nbuf
-            if not nbuf:
-                return
-            if state["writer"] is None:
-                open_file()
-            state["writer"].write_table(pa.concat_tables(buffered), row_group_size=ROW_GROUP_ROWS)
-            state["rows"] += nbuf
-            buffered, nbuf = [], 0
-            if state["rows"] >= MAX_FILE_ROWS:
-                close_file()
-
+        ms = time.time_ns() // 1_000_000
+        prefix = f"{table_dir}/{ms:013d}-{job}-{part:05d}-{attempt}"
+        groups: dict[str, _TaskFiles] = {}
         for batch in batches:
             if batch.num_rows == 0:
                 continue
-            try:
-                table = pa.Table.from_batches([batch]).cast(schema)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-                raise ValueError(bad_data(f"a value does not fit the table's types: {e}")) from e
-            buffered.append(table)
-            nbuf += table.num_rows
-            if nbuf >= ROW_GROUP_ROWS:
-                flush()
-        flush()
-        close_file()
-        if done:
+            table = pa.Table.from_batches([batch])
+            parts: list[tuple[str, pa.Table]] = [("", table)]
+            if split is not None:
+                keys = table.column(split)
+                table = table.drop_columns([split])
+                parts = [
+                    (str(v), table.filter(pc.equal(keys, v))) for v in pc.unique(keys).to_pylist()
+                ]
+            for group, t in parts:
+                try:
+                    t = t.cast(schema)
+                except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+                    raise ValueError(
+                        bad_data(f"a value does not fit the table's types: {e}")
+                    ) from e
+                if group not in groups:
+                    groups[group] = _TaskFiles(loc, f"{prefix}-{group or 'f'}", schema)
+                groups[group].add(t)
+        out: list[tuple[str, str, int, int]] = []
+        for group, files in groups.items():
+            files.close()
+            out.extend((group, *d) for d in files.done)
+        if out:
             yield pa.RecordBatch.from_arrays(
-                [
-                    pa.array([d[0] for d in done], pa.string()),
-                    pa.array([d[1] for d in done], pa.int64()),
-                    pa.array([d[2] for d in done], pa.int64()),
-                ],
-                schema=_RESULT_SCHEMA,
+                [pa.array([o[i] for o in out]) for i in range(4)], schema=_RESULT_SCHEMA
             )
 
     return run
 
 
 def write_python(
-    df: DataFrame, loc: Location, table_dir: str, schema: pa.Schema, what: str
-) -> list[str]:
+    df: DataFrame,
+    loc: Location,
+    table_dir: str,
+    schema: pa.Schema,
+    what: str,
+    split: str | None = None,
+) -> dict[str, list[str]]:
     """Write ``df`` through pyarrow in Python tasks; returns the relative paths of the
-    files of the successful attempts (everything else under the job id is deleted)."""
+    files of the successful attempts by ``split`` value (everything else the job
+    wrote is deleted)."""
     job = uuid.uuid4().hex
-    fn = _task_writer(loc, table_dir, job, schema)
-    kept: list[str] = []
+    fn = _task_writer(loc, table_dir, job, schema, split)
+    done: dict[str, list[str]] = {}
     try:
         with spark_job(what):
-            rows = df.mapInArrow(fn, "path string, rows long, bytes long").collect()
-        kept = [r["path"] for r in rows if r["rows"] > 0]
+            rows = df.mapInArrow(fn, "grp string, path string, rows long, bytes long").collect()
+        for r in rows:
+            if r["rows"] > 0:
+                done.setdefault(r["grp"], []).append(r["path"])
     finally:
-        keep = set(kept)
-        stray = [p for p in loc.list(table_dir, job) if p not in keep]
+        keep = {p for paths in done.values() for p in paths}
+        stray = [p for p in loc.list(table_dir) if f"-{job}-" in p and p not in keep]
         if stray:
             log.debug("deleting %d files of failed or duplicate task attempts", len(stray))
             loc.delete(stray)
-    return kept
+    return done
+
+
+def write_files(
+    df: DataFrame,
+    loc: Location,
+    table_dir: str,
+    schema: pa.Schema,
+    new_path: Callable[[], str],
+    what: str,
+    *,
+    jvm: bool,
+    split: str | None = None,
+) -> dict[str, list[str]]:
+    """Write ``df`` (already shaped as the table, plus ``split`` if given) as data
+    files of the table; returns their relative paths by ``split`` value."""
+    if jvm:
+        return write_jvm(df, loc, table_dir, new_path, what, split)
+    return write_python(df, loc, table_dir, schema, what, split)

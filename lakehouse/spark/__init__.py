@@ -1,0 +1,56 @@
+"""lakehouse.spark: PySpark reads and writes lakehouse tables (needs the ``spark`` extra).
+
+The lakehouse store lives in the driver process; Spark executors write and
+read the Parquet data files; the driver commits. Measured on PySpark 4.3, a
+Python DataSource's ``commit()``, ``reader()`` and ``partitions()`` run in
+Python workers the JVM starts, never in the driver's interpreter, so they
+cannot reach the open store: the driver orchestrates every call itself.
+
+>>> import lakehouse, lakehouse.spark as lhs                    # doctest: +SKIP
+>>> spark = lhs.local_session()                                 # doctest: +SKIP
+>>> lh = lakehouse.open("./lh")                                 # doctest: +SKIP
+>>> lhs.write(lh, df, "sales.orders")                           # doctest: +SKIP
+7
+>>> lhs.read(lh, spark, "sales.orders", version=5).count()      # doctest: +SKIP
+>>> lhs.delete(lh, spark, "sales.orders", "status = 'void'")    # doctest: +SKIP
+>>> lhs.merge(lh, changes, "sales.orders", on=["order_id"])     # doctest: +SKIP
+>>> lhs.register_views(lh, spark, version=5)                    # doctest: +SKIP
+>>> spark.sql("SELECT count(*) FROM `sales.orders@v5`")         # doctest: +SKIP
+
+=====================  ===============================================================
+module                 what it does
+=====================  ===============================================================
+``ops``                write / read / delete / merge: plan on the driver, run the jobs,
+                       record and commit
+``types``              Arrow <-> Spark types, safe widening, DataFrame-vs-table matching
+``writer``             executors write Parquet files (Spark's writer on local disk,
+                       pyarrow in Python tasks elsewhere); retries leave no duplicate
+``reader``             a scan plan as a DataFrame: deletion vectors by broadcast
+                       anti-join, or Python tasks on S3
+``views``              temporary views ``ns.table`` / ``ns.table@vN`` for Spark SQL
+``location``           where the data directory is, as driver and tasks reach it
+``jobs``               typed errors for failed jobs (:class:`SparkJobError`)
+``session``            a local SparkSession with the settings the lakehouse needs
+``bench``              write/read benchmark against plain ``df.write.parquet``
+=====================  ===============================================================
+
+See docs/spark.md.
+"""
+
+from __future__ import annotations
+
+from lakehouse.spark.jobs import SparkJobError
+from lakehouse.spark.ops import delete, merge, read, write
+from lakehouse.spark.session import configure, local_session
+from lakehouse.spark.views import register_views
+
+__all__ = [
+    "SparkJobError",
+    "configure",
+    "delete",
+    "local_session",
+    "merge",
+    "read",
+    "register_views",
+    "write",
+]

@@ -1,0 +1,349 @@
+"""The public Spark calls: write, read, delete, merge.
+
+Each call follows one shape: the driver plans (table schema, scan plan,
+DataFrame-vs-table matching, conditions analysed), executors do the heavy
+part in Spark jobs (writing files, finding matching rows), and the driver
+records the result in a lakehouse transaction (``add_files``,
+``delete_rows``, ``remove_files``) and commits it::
+
+    driver: begin (or the caller's txn) ── plan ── check ─┐
+    executors:                         job(s): write files / find (file, row)
+    driver: add_files / delete_rows ── commit ◀───────────┘  (or rollback:
+            the files written are deleted; nothing is visible)
+
+With ``txn=`` the call joins the caller's transaction and does not commit,
+so Spark writes and plain lakehouse changes commit as one version. Without
+it the call begins, commits and returns the version.
+
+Failures leave nothing behind: bad input raises before any job; a job that
+fails raises :class:`~lakehouse.spark.jobs.SparkJobError` (or ValueError for
+bad data found in the job); files written are deleted (by the writer, or by
+the transaction that owns them once registered); a transaction begun here
+is rolled back.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.window import Window
+
+from lakehouse.model import MergeResult
+from lakehouse.spark.jobs import bad_condition, is_analysis_error, spark_job
+from lakehouse.spark.location import Location, location_of
+from lakehouse.spark.reader import FILE_COL, ROW_COL, base_name, scan_frame
+from lakehouse.spark.session import configure
+from lakehouse.spark.types import jvm_writable, match_columns
+from lakehouse.spark.writer import col, prepare, write_files
+
+log = logging.getLogger("lakehouse.spark")
+
+_KIND = "_lh_kind"
+
+
+@contextmanager
+def _joined(lh: Any, txn: Any) -> Iterator[tuple[Any, bool]]:
+    """The caller's transaction, or a new one rolled back if the body raises."""
+    if txn is not None:
+        yield txn, False
+        return
+    own = lh.begin()
+    try:
+        yield own, True
+    except BaseException:
+        own.rollback()
+        raise
+
+
+def _condition(spark: SparkSession, condition: Any, what: str) -> Column:
+    if isinstance(condition, Column):
+        return condition
+    if not isinstance(condition, str):
+        raise TypeError(
+            f"{what} must be a Spark SQL str or a Column, not {type(condition).__name__}"
+        )
+    if not condition.strip():
+        raise ValueError(f"{what} must not be empty")
+    try:
+        return F.expr(condition)
+    except Exception as exc:
+        if is_analysis_error(exc):
+            raise bad_condition(exc, condition, what) from None
+        raise
+
+
+def _analysed(frame: DataFrame, build: Any, condition: Any, what: str) -> DataFrame:
+    """Apply ``build(frame)``; analysis errors (unknown column, bad type) -> ValueError."""
+    try:
+        out = build(frame)
+        out.schema  # noqa: B018 - forces analysis on the driver
+        return out
+    except Exception as exc:
+        if is_analysis_error(exc):
+            raise bad_condition(exc, condition, what) from None
+        raise
+
+
+class _Table:
+    """What the calls need of one table inside a transaction."""
+
+    def __init__(self, lh: Any, txn: Any, table: str) -> None:
+        if not isinstance(table, str):
+            raise TypeError(f"table must be a str such as 'ns.table', not {type(table).__name__}")
+        self.name = table
+        self.txn = txn
+        self.loc: Location = location_of(lh)
+        d = txn.describe_table(table)  # NotFound for a missing table
+        self.schema = d.schema
+        self.jvm_write = self.loc.jvm and all(jvm_writable(f.type) for f in self.schema)
+
+    def frame(self, spark: SparkSession, *, positions: bool) -> tuple[DataFrame, dict[str, str]]:
+        plan = self.txn.scan_plan(self.name)
+        by_name = {base_name(f.path): f.path for f in plan}
+        return scan_frame(spark, plan, self.schema, self.loc, positions=positions), by_name
+
+    def write(self, df: DataFrame, what: str, split: str | None = None) -> dict[str, list[str]]:
+        return write_files(
+            df,
+            self.loc,
+            self.txn.data_dir(self.name),
+            self.schema,
+            lambda: self.txn.new_data_path(self.name),
+            what,
+            jvm=self.jvm_write,
+            split=split,
+        )
+
+    def add(self, paths: list[str], on: Sequence[str] | None = None) -> int:
+        """Register written files; they are deleted if that fails."""
+        if not paths:
+            return 0
+        try:
+            return int(self.txn.add_files(self.name, paths, on=on))
+        except BaseException:
+            self.loc.delete(paths)
+            raise
+
+
+def _positions(frame: DataFrame, by_name: dict[str, str], what: str) -> dict[str, np.ndarray]:
+    """Collect ``(_lh_file, _lh_row)`` rows as {data file path: sorted positions}."""
+    with spark_job(what):
+        got = frame.select(FILE_COL, ROW_COL).toArrow()
+    out: dict[str, np.ndarray] = {}
+    if got.num_rows == 0:
+        return out
+    names = got.column(FILE_COL).to_numpy(zero_copy_only=False)
+    rows = got.column(ROW_COL).to_numpy()
+    order = np.lexsort((rows, names))
+    names, rows = names[order], rows[order]
+    cuts = np.flatnonzero(names[1:] != names[:-1]) + 1
+    for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, len(names)]):
+        out[by_name[str(names[lo])]] = rows[lo:hi]
+    return out
+
+
+def write(
+    lh: Any,
+    df: DataFrame,
+    table: str,
+    *,
+    mode: str = "append",
+    where: Any = None,
+    txn: Any = None,
+) -> int | None:
+    """Write a DataFrame into ``table``: ``mode="append"`` or ``"overwrite"`` (all rows,
+    or with ``where`` only the rows matching that Spark SQL condition; every new row
+    must match it). Commits and returns the version, or joins ``txn`` and returns None."""
+    if not isinstance(df, DataFrame):
+        raise TypeError(f"df must be a pyspark DataFrame, not {type(df).__name__}")
+    if mode not in ("append", "overwrite"):
+        raise ValueError(f"mode must be 'append' or 'overwrite', not {mode!r}")
+    if where is not None and mode != "overwrite":
+        raise ValueError("where is only used with mode='overwrite'")
+    spark = df.sparkSession
+    configure(spark)
+    with _joined(lh, txn) as (t, own):
+        tbl = _Table(lh, t, table)
+        plans = match_columns(df.schema, tbl.schema, table)
+        cond = None if where is None else _condition(spark, where, "where")
+        shaped = _analysed(df, lambda f: prepare(f, plans, table, cond), where, "where")
+        doomed: dict[str, np.ndarray] = {}
+        remove: list[str] = []
+        if mode == "overwrite":
+            if cond is None:
+                remove = [f.path for f in t.scan_plan(table)]
+            else:
+                frame, by_name = tbl.frame(spark, positions=True)
+                hits = _analysed(frame, lambda f: f.where(cond), where, "where")
+                doomed = _positions(hits, by_name, f"finding the rows of {table} to overwrite")
+        written = tbl.write(shaped, f"writing {table}").get("", [])
+        tbl.add(written)
+        if remove:
+            t.remove_files(table, remove)
+        if doomed:
+            t.delete_rows(table, doomed)
+        return t.commit() if own else None
+
+
+def read(
+    lh: Any,
+    spark: SparkSession,
+    table: str,
+    *,
+    version: int | None = None,
+    timestamp: Any = None,
+) -> DataFrame:
+    """``table`` at the latest version, at ``version`` or as of ``timestamp`` (aware
+    datetime or epoch ms), as a lazy DataFrame without deleted rows."""
+    if version is not None and timestamp is not None:
+        raise ValueError("give version or timestamp, not both")
+    if not isinstance(table, str):
+        raise TypeError(f"table must be a str such as 'ns.table', not {type(table).__name__}")
+    configure(spark)
+    loc = location_of(lh)
+    with _view(lh, version, timestamp) as view:
+        schema = view.describe_table(table).schema
+        plan = view.scan_plan(table)
+    return scan_frame(spark, plan, schema, loc)
+
+
+def _view(lh: Any, version: int | None, timestamp: Any) -> Any:
+    """A read-only view: the latest version, ``version``, or as of ``timestamp``."""
+    if timestamp is not None:
+        return lh.at_time(timestamp)
+    return lh.at_version(lh.version if version is None else version)
+
+
+def delete(lh: Any, spark: SparkSession, table: str, condition: Any, *, txn: Any = None) -> int:
+    """Delete the rows matching a Spark SQL ``condition`` (str or Column); executors
+    find them, the driver commits deletion vectors. Returns rows deleted."""
+    configure(spark)
+    cond = _condition(spark, condition, "condition")
+    with _joined(lh, txn) as (t, own):
+        tbl = _Table(lh, t, table)
+        frame, by_name = tbl.frame(spark, positions=True)
+        hits = _analysed(frame, lambda f: f.where(cond), condition, "condition")
+        found = _positions(hits, by_name, f"finding the rows of {table} to delete")
+        n = int(t.delete_rows(table, found)) if found else 0
+        if own:
+            t.commit()
+        return n
+
+
+def merge(
+    lh: Any,
+    df: DataFrame,
+    table: str,
+    on: Sequence[str] | str,
+    *,
+    txn: Any = None,
+    when_matched: str = "update",
+    when_not_matched: str = "insert",
+) -> MergeResult:
+    """Upsert ``df`` into ``table`` by the key columns ``on`` (the Python ``txn.merge``
+    semantics: keys unique and non-null in the source, unique in the target)."""
+    if not isinstance(df, DataFrame):
+        raise TypeError(f"df must be a pyspark DataFrame, not {type(df).__name__}")
+    keys = [on] if isinstance(on, str) else list(on)
+    if not keys or not all(isinstance(k, str) for k in keys):
+        raise ValueError("on must name at least one key column")
+    if when_matched not in ("update", "delete", "ignore"):
+        raise ValueError(
+            f"when_matched must be 'update', 'delete' or 'ignore', not {when_matched!r}"
+        )
+    if when_not_matched not in ("insert", "ignore"):
+        raise ValueError(f"when_not_matched must be 'insert' or 'ignore', not {when_not_matched!r}")
+    spark = df.sparkSession
+    configure(spark)
+    with _joined(lh, txn) as (t, own):
+        tbl = _Table(lh, t, table)
+        for k in keys:
+            if k not in tbl.schema.names:
+                raise ValueError(f"merge key {k!r} is not a column of {table}")
+        src = prepare(df, match_columns(df.schema, tbl.schema, table), table).persist()
+        try:
+            result = _merge(spark, t, tbl, src, keys, when_matched, when_not_matched)
+        finally:
+            src.unpersist()
+        if own:
+            t.commit()
+        return result
+
+
+def _merge(
+    spark: SparkSession,
+    t: Any,
+    tbl: _Table,
+    src: DataFrame,
+    keys: list[str],
+    when_matched: str,
+    when_not_matched: str,
+) -> MergeResult:
+    table = tbl.name
+    # job 1: the source's keys are non-null and unique
+    any_null = F.lit(False)
+    for k in keys:
+        any_null = any_null | col(k).isNull()
+    with spark_job(f"checking the merge source for {table}"):
+        bad = (
+            src.groupBy(*[col(k) for k in keys])
+            .agg(F.count(F.lit(1)).alias("n"))
+            .where((F.col("n") > 1) | any_null)
+            .limit(1)
+            .collect()
+        )
+    if bad:
+        row = bad[0].asDict()
+        if any(row[k] is None for k in keys):
+            raise ValueError(f"the merge source has null keys in {keys}")
+        raise ValueError(
+            f"the merge source has duplicate keys on {keys} (e.g. {[row[k] for k in keys]}); "
+            "each key may appear once"
+        )
+    # job 2: the target rows the source matches (each at most once)
+    target, by_name = tbl.frame(spark, positions=True)
+    src_keys = src.select(*[col(k) for k in keys])
+    hit = target.select(*[col(k) for k in keys], FILE_COL, ROW_COL).join(
+        src_keys, keys, "left_semi"
+    )
+    counted = hit.withColumn("_n", F.count(F.lit(1)).over(Window.partitionBy(*keys)))
+    with spark_job(f"matching the merge source with {table}"):
+        got = counted.select(FILE_COL, ROW_COL, "_n").toArrow()
+    if got.num_rows and int(np.max(got.column("_n").to_numpy())) > 1:
+        raise ValueError(
+            f"a source key matches two rows of {table} on {keys}; merge needs unique target keys"
+        )
+    matched: dict[str, np.ndarray] = {}
+    if got.num_rows:
+        names = got.column(FILE_COL).to_numpy(zero_copy_only=False)
+        rows = got.column(ROW_COL).to_numpy()
+        for name in np.unique(names):
+            matched[by_name[str(name)]] = np.sort(rows[names == name])
+    # job 3: write updated (U) and inserted (I) rows apart, in one job
+    outputs = []
+    if when_matched == "update" and matched:
+        outputs.append("U")
+    if when_not_matched == "insert":
+        outputs.append("I")
+    written: dict[str, list[str]] = {}
+    if outputs:
+        tkeys = target.select(*[col(k) for k in keys]).withColumn("_m", F.lit(True))
+        rows_df = src.join(tkeys, keys, "left").select(
+            *[col(n) for n in tbl.schema.names],
+            F.when(F.col("_m").isNotNull(), F.lit("U")).otherwise(F.lit("I")).alias(_KIND),
+        )
+        rows_df = rows_df.where(F.col(_KIND).isin(outputs))
+        written = tbl.write(rows_df, f"writing the merge into {table}", split=_KIND)
+    updated = tbl.add(written.get("U", []))
+    inserted = tbl.add(written.get("I", []), on=keys)
+    n_matched = sum(len(v) for v in matched.values())
+    if when_matched in ("update", "delete") and matched:
+        t.delete_rows(table, matched)
+    deleted = n_matched if when_matched == "delete" else 0
+    return MergeResult(inserted=inserted, updated=updated, deleted=deleted)

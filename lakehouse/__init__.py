@@ -17,6 +17,7 @@ travel, rollback, export and expiration.
 
 from __future__ import annotations
 
+from lakehouse.data.scan import ScanFile
 from lakehouse.errors import (
     AlreadyExists,
     ClosedError,
@@ -33,12 +34,17 @@ from lakehouse.errors import (
 from lakehouse.lakehouse import Lakehouse, open
 from lakehouse.model import (
     Column,
+    ColumnStats,
+    CompactResult,
     DataFile,
     Isolation,
     LakehouseDef,
+    MergeResult,
     NamespaceDef,
     ObjectChange,
+    TableChange,
     TableDef,
+    TableStats,
     VersionInfo,
     ViewDef,
 )
@@ -50,7 +56,9 @@ __all__ = [
     "AlreadyExists",
     "ClosedError",
     "Column",
+    "ColumnStats",
     "CommitConflict",
+    "CompactResult",
     "CorruptionError",
     "DataFile",
     "IncompatibleConflict",
@@ -59,13 +67,17 @@ __all__ = [
     "LakehouseDef",
     "LakehouseError",
     "LakehouseView",
+    "MergeResult",
     "NamespaceDef",
     "NamespaceNotEmpty",
     "NotFound",
     "ObjectChange",
     "Options",
     "RetryableConflict",
+    "ScanFile",
+    "TableChange",
     "TableDef",
+    "TableStats",
     "Transaction",
     "TransactionExpired",
     "VersionExpired",

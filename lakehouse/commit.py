@@ -54,8 +54,8 @@ from typing import TYPE_CHECKING, Any
 
 import kvstore
 from lakehouse import codec, keys
-from lakehouse.data import commit as data_commit
 from lakehouse.conflicts import INCOMPATIBLE, Conflict, Intent, check
+from lakehouse.data import commit as data_commit
 from lakehouse.errors import IncompatibleConflict, RetryableConflict, TransactionExpired
 from lakehouse.model import Isolation, ObjectChange, VersionInfo
 

@@ -99,6 +99,7 @@ def data_outcome(mine: Iterable[str], theirs: Iterable[str]) -> str:
                 worst = o
     return worst
 
+
 #: (my operation, their operation) on the same object -> outcome
 WRITE_WRITE: dict[tuple[str, str], str] = {
     ("create", "create"): INCOMPATIBLE,  # the name was taken

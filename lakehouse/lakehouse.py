@@ -280,9 +280,7 @@ class Lakehouse:
             raise TypeError("this lakehouse was opened on a store instance; its data has no URL")
         return self._layout.data_url, dict(self._options.storage_options)
 
-    def changes(
-        self, table: str, start_version: int, end_version: int | None = None
-    ) -> pa.Table:
+    def changes(self, table: str, start_version: int, end_version: int | None = None) -> pa.Table:
         """Rows inserted and deleted by versions ``start_version..end_version`` (inclusive),
         with ``_change_type`` ("insert"/"delete") and ``_version`` columns."""
         from lakehouse.data.changes import changes

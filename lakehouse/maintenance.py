@@ -38,8 +38,8 @@ from typing import TYPE_CHECKING, Any
 
 import kvstore
 from lakehouse import codec, keys
-from lakehouse.errors import AlreadyExists, NotFound, RetryableConflict, VersionExpired
 from lakehouse.commit import CommitOptions
+from lakehouse.errors import AlreadyExists, NotFound, RetryableConflict, VersionExpired
 from lakehouse.model import Isolation, to_epoch_ms
 from lakehouse.txn import Pending, Transaction
 

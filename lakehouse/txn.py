@@ -41,9 +41,9 @@ from lakehouse.errors import AlreadyExists, ClosedError, NamespaceNotEmpty, NotF
 from lakehouse.model import (
     CompactResult,
     DataFile,
-    MergeResult,
     Definition,
     Isolation,
+    MergeResult,
     NamespaceDef,
     TableDef,
     ViewDef,
@@ -520,7 +520,9 @@ class Transaction(ReadOps):
         """Rewrite small files and files with deleted rows into fewer files."""
         return ops.compact(self, table, target_file_bytes)
 
-    def add_files(self, table: str, paths: Sequence[str], *, on: Sequence[str] | None = None) -> int:
+    def add_files(
+        self, table: str, paths: Sequence[str], *, on: Sequence[str] | None = None
+    ) -> int:
         """Register Parquet files already written under the data directory (Spark)."""
         return ops.add_files(self, table, list(paths), on)
 

@@ -177,7 +177,9 @@ def merge(
         if d.schema.get_field_index(k) < 0:
             raise ValueError(f"merge key {k!r} is not a column of {d.qualified_name}")
     if when_matched not in ("update", "delete", "ignore"):
-        raise ValueError(f"when_matched must be 'update', 'delete' or 'ignore', not {when_matched!r}")
+        raise ValueError(
+            f"when_matched must be 'update', 'delete' or 'ignore', not {when_matched!r}"
+        )
     if when_not_matched not in ("insert", "ignore"):
         raise ValueError(f"when_not_matched must be 'insert' or 'ignore', not {when_not_matched!r}")
     src = conform(to_table(data), d.schema, "the merge source")
@@ -312,7 +314,14 @@ def add_files(txn: Transaction, table: str, paths: Iterable[str], on: Sequence[s
         w.keys = tuple(on)
         for f in list(w.added.values()):
             if f.path in paths:
-                raw = scan._one(txn._lh._data, d, (f, BitMap()), [c for c in d.columns if c.name in on], None, [c for c in d.columns if c.name in on])
+                raw = scan._one(
+                    txn._lh._data,
+                    d,
+                    (f, BitMap()),
+                    [c for c in d.columns if c.name in on],
+                    None,
+                    [c for c in d.columns if c.name in on],
+                )
                 w.inserted.append(raw)
     return n
 

@@ -268,14 +268,23 @@ def _writes(
         out.append((prefix + b"D/" + fid.encode(), dvfmt.encode(bm)))
     for fid, f in sorted(w.added.items()):
         out.append((prefix + b"F/" + fid.encode(), record.encode_file(f)))
-        dv = w.added_dvs.get(fid, BitMap()) | w.deletes.get(fid, BitMap()) | extra.get(fid, BitMap())
+        dv = (
+            w.added_dvs.get(fid, BitMap()) | w.deletes.get(fid, BitMap()) | extra.get(fid, BitMap())
+        )
         if dv:
             out.append((prefix + b"D/" + fid.encode(), dvfmt.encode(dv)))
+        elif fid in head and head[fid][1]:  # re-added whole (restore): clear its old DV
+            out.append((prefix + b"D/" + fid.encode(), None))
     removed_ids = {fid for fid in removed_now}
     change = w.change(deleted_base)
     if removed_ids != set(change.removed):
         change = TableChange(
-            change.table, change.ops, change.added, tuple(sorted(removed_ids | set(w.removed))),
-            change.deleted, change.rewrites, change.keys,
+            change.table,
+            change.ops,
+            change.added,
+            tuple(sorted(removed_ids | set(w.removed))),
+            change.deleted,
+            change.rewrites,
+            change.keys,
         )
     return out, change

@@ -80,7 +80,9 @@ def select_columns(d: TableDef, columns: Sequence[str] | None) -> list[Column]:
     out = []
     for n in columns:
         if n not in by_name:
-            raise ValueError(f"table {d.qualified_name} has no column {n!r} (columns: {d.schema.names})")
+            raise ValueError(
+                f"table {d.qualified_name} has no column {n!r} (columns: {d.schema.names})"
+            )
         out.append(by_name[n])
     return out
 

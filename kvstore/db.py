@@ -305,6 +305,8 @@ class DB(MaintenanceMixin):
                 store_id=store_id,
                 **({} if switching else {"wal_dir": self._wal_dir, "wal_id": wal_id}),
                 wal_clean=m.wal_clean if switching else False,
+                # segment wal_replay_from must exist unless the last writer closed cleanly
+                wal_journal=m.wal_journal and not m.wal_clean,
             )
             try:
                 self._mstore.write(claimed)

@@ -97,8 +97,10 @@ class Manifest:
     #: random identity of the store, fixed when it is created ("" for old stores
     #: until their next open)
     store_id: str = ""
-    #: its writer's WAL is a journal: segment ``wal_replay_from`` exists until a
-    #: newer manifest moves on, so a missing one is damage, not "no writes"
+    #: its writer's WAL is a journal whose segment ``wal_replay_from`` must exist
+    #: (created before any manifest named it, deleted only after a newer manifest
+    #: moved on), so a missing one is damage, not "no writes"; a claim made after
+    #: a clean close says False (nothing there is needed)
     wal_journal: bool = False
     #: WAL ids below this hold no data objects any more (only fences, kept)
     wal_swept: int = 0

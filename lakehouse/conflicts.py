@@ -160,7 +160,9 @@ def check(intent: Intent, record: VersionInfo) -> Conflict | None:
     for c in record.changes:
         ref = (c.kind, c.name)
         mine = intent.writes.get(ref)
-        theirs_data_only = c.kind == "table" and c.op == "alter" and c.old_id == c.new_id
+        theirs_data_only = (
+            c.kind == "table" and c.op == "alter" and c.old_id is not None and c.old_id == c.new_id
+        )
         if mine is not None and theirs_data_only:
             continue  # rows only: decided per row (lakehouse.data.rebase)
         my_ops = intent.data_only.get(ref)

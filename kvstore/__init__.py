@@ -92,9 +92,13 @@ def open_reader(
 
     Call :meth:`Reader.refresh` to see newer writes, or pass
     ``refresh_interval`` (seconds) to refresh automatically on reads. A
-    local directory that does not exist raises FileNotFoundError (a reader
-    never creates a store). A writer opened with ``wal_dir`` needs the same
-    ``wal_dir`` here. With ``checkpoint=name`` the view is that checkpoint
+    location without a store (a missing or empty directory, no manifest)
+    raises FileNotFoundError: a reader never creates a store. The WAL is read
+    where the manifest records its writer keeps it (the store, or the
+    writer's ``wal_dir``); ``wal_dir`` here must name that same location, and
+    a WAL that cannot be found raises ValueError (unless its writer closed
+    cleanly). A reader never takes the writer lock and never fences the
+    writer. With ``checkpoint=name`` the view is that checkpoint
     (static; :class:`CheckpointNotFound`, a ``KeyError``, if it does not
     exist).
     """

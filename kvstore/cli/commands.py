@@ -363,7 +363,8 @@ def _grace_hint(ctx: Ctx, pending: int) -> None:
     if pending:
         ctx.line(
             f"{plural(pending, 'unreferenced SST')} kept: pinned by a checkpoint, or replaced "
-            "less than the GC grace period ago (counted from when this command found them); "
+            "less than the GC grace period ago (as the manifest records; files a crash left "
+            "count from when a writer first found them); "
             "`kvstore gc --grace 0` deletes the latter, safe once no reader in another "
             "process can still be using an older manifest"
         )

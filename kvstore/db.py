@@ -408,9 +408,13 @@ class DB(MaintenanceMixin):
         new_l0 = claimed.l0
         self._seq_times.extend(claimed.seq_times)
         swept = claimed.wal_swept
-        if not journal and not switching:  # data objects a crash left below the replay start
-            if sweep_wal_objects(self._wal_store, claimed.wal_swept, claimed.wal_replay_from):
-                swept = max(swept, claimed.wal_replay_from)
+        # data objects a crash left below the replay start (fences stay)
+        if (
+            not journal
+            and not switching
+            and sweep_wal_objects(self._wal_store, claimed.wal_swept, claimed.wal_replay_from)
+        ):
+            swept = max(swept, claimed.wal_replay_from)
         used: int | None = None  # the watermark the replayed SST honours
         if result.records:
             mt = Memtable(0)

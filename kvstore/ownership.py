@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from kvstore.errors import WriterActive
@@ -61,9 +61,7 @@ class Ownership:
         self._session.release()
 
 
-def acquire(
-    store: Any, *, takeover: bool, latest_epoch: Callable[[], int]
-) -> Ownership | None:
+def acquire(store: Any, *, takeover: bool, latest_epoch: Callable[[], int]) -> Ownership | None:
     """Become the live writer of ``store``; None when the store cannot tell liveness.
 
     Raises :class:`WriterActive` when a live writer holds the store and
@@ -95,9 +93,7 @@ def acquire(
 
 
 def _active(where: str, w: WriterRecord) -> WriterActive:
-    opened = (
-        datetime.fromtimestamp(w.opened_ms / 1000, tz=timezone.utc) if w.opened_ms else None
-    )
+    opened = datetime.fromtimestamp(w.opened_ms / 1000, tz=UTC) if w.opened_ms else None
     return WriterActive(
         f"{where} is being written by {w.describe()}; read it with kvstore.open_reader, or "
         "open it with takeover=True (CLI: --takeover) to fence that writer",

@@ -18,12 +18,11 @@ calls exist and raise :class:`ReadOnlyError`.
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Iterator
 from typing import Any
-
-import os
 
 from kvstore import _validate
 from kvstore import readpath as rp
@@ -249,4 +248,3 @@ class Reader:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-

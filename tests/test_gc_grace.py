@@ -63,9 +63,7 @@ def test_grace_counts_from_when_the_file_became_obsolete() -> None:
     db.compact()  # replaces both L0 SSTs; its GC keeps them (grace 60 s)
     assert before <= _ssts(store)
     m = ManifestStore(store).load_latest()
-    assert m is not None and {i for i, _ in m.obsolete} == {
-        paths.parse_sst_name(n) for n in before
-    }
+    assert m is not None and {i for i, _ in m.obsolete} == {paths.parse_sst_name(n) for n in before}
     assert {t for _, t in m.obsolete} == {1_000_000_000}
     db.close()
 
@@ -254,7 +252,5 @@ def test_sweeping_happens_once_per_range() -> None:
 
     store.get = counting_get  # type: ignore[method-assign]
     kvstore.open(store, background_compaction=False).close()
-    swept_reads = [
-        n for n in reads if n.startswith(paths.WAL_DIR) and int(n[4:24]) < m.wal_swept
-    ]
+    swept_reads = [n for n in reads if n.startswith(paths.WAL_DIR) and int(n[4:24]) < m.wal_swept]
     assert swept_reads == []

@@ -75,9 +75,7 @@ class LocalStore:
         self.root = os.path.abspath(os.fspath(root))
         self._fsync = fsync
         if os.path.exists(self.root) and not os.path.isdir(self.root):
-            raise NotADirectoryError(
-                f"not a kvstore: {self.root} is a file, not a directory"
-            )
+            raise NotADirectoryError(f"not a kvstore: {self.root} is a file, not a directory")
         if create and not os.path.isdir(self.root):
             try:
                 os.makedirs(self.root, exist_ok=True)

@@ -1,6 +1,7 @@
-"""``python -m lakehouse.bench``: metadata commit throughput and time-travel cost.
+"""``python -m lakehouse.bench --only meta``: metadata commit throughput and time-travel cost.
 
-Rows (all on local disk under ./bench-data/lakehouse, durable unless noted):
+Rows (all on local disk under the bench root, a temp directory under /tmp by
+default; durable unless noted):
 
 * ``raw append+fdatasync``: one ``write`` of a commit-sized record plus
   ``fdatasync`` on a file in the same directory: what one durable commit
@@ -23,11 +24,11 @@ medians, with the ratios computed per round.
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import shutil
 import statistics
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -338,32 +339,36 @@ def report(res: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m lakehouse.bench", description=__doc__)
-    p.add_argument("--root", default="bench-data/lakehouse")
+#: --quick sizes (a smoke run of a few seconds)
+QUICK = {"commits": 16, "rounds": 1, "iceberg_commits": 0, "versions": 60, "repeat": 5}
+
+
+def add_arguments(p: Any) -> None:
+    """The options of this benchmark, on an argparse parser or argument group."""
     p.add_argument("--commits", type=int, default=1000, help="commits per round and row")
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--iceberg-commits", type=int, default=200, help="0 skips pyiceberg")
     p.add_argument("--versions", type=int, default=10_000)
     p.add_argument("--repeat", type=int, default=200)
-    p.add_argument("--json", help="also write the results to this file")
-    p.add_argument("-v", "--verbose", action="store_true")
-    args = p.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
-    os.makedirs(args.root, exist_ok=True)
-    res = {
-        "throughput": throughput(args.root, args.commits, args.rounds, args.iceberg_commits),
+
+
+def run(args: argparse.Namespace, root: str) -> dict[str, Any]:
+    """Both parts at the sizes of ``args`` (``--quick`` overrides them), under ``root``."""
+    sizes = {k: getattr(args, k) for k in QUICK}
+    if getattr(args, "quick", False):
+        sizes.update(QUICK)
+    os.makedirs(root, exist_ok=True)
+    return {
+        "throughput": throughput(root, sizes["commits"], sizes["rounds"], sizes["iceberg_commits"]),
         "time_travel": [
-            time_travel(args.root, args.versions, tables, args.repeat) for tables in (1000, 100, 1)
+            time_travel(root, sizes["versions"], tables, sizes["repeat"])
+            for tables in (1000, 100, 1)
         ],
     }
-    print(report(res))
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(res, f, indent=2)
-    shutil.rmtree(args.root, ignore_errors=True)
-    return 0
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+def main(argv: list[str] | None = None) -> int:
+    """This benchmark alone (``python -m lakehouse.bench --only meta`` does the same)."""
+    from lakehouse.bench import main as bench_main
+
+    return bench_main(["--only", "meta", *(sys.argv[1:] if argv is None else argv)])

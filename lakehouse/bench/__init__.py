@@ -1,0 +1,68 @@
+"""``python -m lakehouse.bench``: the lakehouse benchmarks, in one run.
+
+* ``meta`` (:mod:`lakehouse.bench.meta`): durable metadata commits against
+  raw append+fdatasync and pyiceberg, and time travel after 10,000 versions;
+* ``data`` (:mod:`lakehouse.bench.data`): table data (appends, reads of the
+  latest and the first version, deletes, concurrent appends) against
+  pylance and deltalake (:mod:`lakehouse.bench.anchors`).
+
+Both run by default; ``--only meta`` or ``--only data`` picks one, and
+``--quick`` shrinks every size to a smoke run of a few seconds. Everything is
+written under ``--root`` (default: a new temporary directory under /tmp,
+local disk), which is removed at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import shutil
+import sys
+import tempfile
+from typing import Any
+
+from lakehouse.bench import data, meta, report
+
+__all__ = ["main", "parser"]
+
+PARTS = ("meta", "data")
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m lakehouse.bench",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("--only", choices=PARTS, help="run one benchmark (default: both)")
+    p.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run")
+    p.add_argument("--root", help="directory for the bench data (default: a temp dir in /tmp)")
+    p.add_argument("--json", help="also write the results to this file")
+    p.add_argument("-v", "--verbose", action="store_true")
+    meta.add_arguments(p.add_argument_group("metadata commits (meta)"))
+    data.add_arguments(p.add_argument_group("table data (data)"))
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(sys.argv[1:] if argv is None else argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
+    root = args.root or tempfile.mkdtemp(prefix="lakehouse-bench-", dir="/tmp")
+    os.makedirs(root, exist_ok=True)
+    parts = [args.only] if args.only else list(PARTS)
+    res: dict[str, Any] = {}
+    try:
+        if "meta" in parts:
+            res.update(meta.run(args, os.path.join(root, "meta")))
+            print(meta.report(res), flush=True)
+        if "data" in parts:
+            res["data"] = data.run(args, os.path.join(root, "data"))
+            print(report.report(res["data"]), flush=True)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(res, f, indent=2)
+    return 0

@@ -713,7 +713,7 @@ def test_second_writer_fences_the_first(url, first_op):
     old.put(b"shared", b"v1")
     old.put(b"unflushed", b"u", durable=False)
     old.flush()
-    new = open_db(url)
+    new = open_db(url, takeover=True)  # fences old (a local store would refuse)
     try:
         with pytest.raises(kvstore.FencedError):
             FENCED_WRITES[first_op](old)
@@ -745,7 +745,7 @@ def test_second_writer_fences_the_first(url, first_op):
 def test_fenced_writer_without_new_writes_closes_cleanly(url):
     old = open_db(url)
     old.put(b"a", b"1")
-    new = open_db(url)
+    new = open_db(url, takeover=True)  # fences old (a local store would refuse)
     old.close()  # the memtable still holds a; closing must not raise
     assert new.get(b"a") == b"1"
     new.put(b"b", b"2")
@@ -757,7 +757,7 @@ def test_fenced_writer_without_new_writes_closes_cleanly(url):
 def test_fenced_writer_write_that_fills_its_memtable_raises_fenced_error(url):
     old = open_db(url, memtable_bytes=4096)
     old.put(b"a", b"1")
-    new = open_db(url)
+    new = open_db(url, takeover=True)  # fences old (a local store would refuse)
     try:
         with pytest.raises(kvstore.FencedError):
             old.put(b"big", b"x" * 8192)  # freezes the memtable (WAL rotation)
@@ -774,7 +774,7 @@ def test_fenced_writer_write_that_fills_its_memtable_raises_fenced_error(url):
 def test_fenced_writes_are_not_visible_after_second_writer_closes(url):
     old = open_db(url)
     old.put(b"k", b"v1")
-    new = open_db(url)
+    new = open_db(url, takeover=True)  # fences old (a local store would refuse)
     with pytest.raises(kvstore.FencedError):
         old.put(b"k", b"stale")
     new.put(b"k", b"v2")

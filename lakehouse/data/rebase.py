@@ -92,34 +92,50 @@ def rebase(
                 version=u,
                 objects=(("table", w.qualified),),
             )
-        _check_rows(w, u, c)
         _check_inserted(ktx, store, d, w, reads, u, c, base)
+    _check_rows(w, theirs)
     prefix = keys.table_state_prefix(w.ns, w.name)
     head = load(ktx.scan_prefix(prefix), prefix) if theirs else base
     return _writes(w, head, theirs)
 
 
-def _check_rows(w: TableWrite, u: int, c: TableChange) -> None:
-    moved = _compacted(c)
+def _check_rows(w: TableWrite, theirs: Sequence[tuple[int, TableChange]]) -> None:
+    """Step 2 over every concurrent version in order, following our rows through
+    their compactions (a row a compaction moved keeps its identity)."""
     mine_moved = {fid for r in w.rewrites for fid, _, _ in r.sources}
-    pure = set(w.ops) <= _PURE_DELETE and set(c.ops) <= _PURE_DELETE
-    for fid in (set(w.deletes) | set(w.removed)) - set(w.added):
-        if fid in mine_moved:
-            continue  # our compaction follows their deletes (see _writes)
-        theirs_removed = fid in c.removed and fid not in moved
-        if not (theirs_removed or fid in c.deleted):
-            continue
-        ours_removed = fid in w.removed
-        if not (theirs_removed or ours_removed):
-            overlap = w.deletes[fid] & dvfmt.decode(c.deleted[fid])
-            if not overlap or pure:
+    touched: dict[str, BitMap | None] = {}  # None: the whole file (removed)
+    for fid, pos in w.deletes.items():
+        if fid not in w.added and fid not in mine_moved:
+            touched[fid] = pos
+    for fid in w.removed:
+        if fid not in mine_moved:
+            touched[fid] = None
+    pure_mine = set(w.ops) <= _PURE_DELETE
+    for u, c in theirs:
+        moved = _compacted(c)
+        pure = pure_mine and set(c.ops) <= _PURE_DELETE
+        for fid, mine_pos in touched.items():
+            theirs_removed = fid in c.removed and fid not in moved
+            if not (theirs_removed or fid in c.deleted):
                 continue
-        raise RetryableConflict(
-            f"version {u} also changed rows of data file {fid} of {w.qualified} that this "
-            f"transaction {'/'.join(w.ops)} changed; re-run it on the latest version",
-            version=u,
-            objects=(("table", w.qualified),),
-        )
+            if not theirs_removed and mine_pos is not None:
+                if pure or not (mine_pos & dvfmt.decode(c.deleted[fid])):
+                    continue
+            raise RetryableConflict(
+                f"version {u} also changed rows of {w.qualified} (data file {fid}) that this "
+                f"transaction ({'/'.join(w.ops)}) changed; re-run it on the latest version",
+                version=u,
+                objects=(("table", w.qualified),),
+            )
+        for r in c.rewrites:  # follow our rows into their compaction's output
+            acc = BitMap()
+            for src, rows, _ in r.sources:
+                if src in touched:
+                    pos = touched.pop(src)
+                    acc |= translate(r, src, BitMap(range(rows)) if pos is None else pos)
+            if acc and r.new_id:
+                touched[r.new_id] = touched.get(r.new_id) or BitMap()
+                touched[r.new_id] |= acc  # type: ignore[operator]
 
 
 def _check_inserted(

@@ -118,9 +118,13 @@ def _check_rows(w: TableWrite, theirs: Sequence[tuple[int, TableChange]]) -> Non
             theirs_removed = fid in c.removed and fid not in moved
             if not (theirs_removed or fid in c.deleted):
                 continue
-            if not theirs_removed and mine_pos is not None:
-                if pure or not (mine_pos & dvfmt.decode(c.deleted[fid])):
-                    continue
+            disjoint = (
+                not theirs_removed
+                and mine_pos is not None
+                and (pure or not (mine_pos & dvfmt.decode(c.deleted[fid])))
+            )
+            if disjoint:
+                continue
             raise RetryableConflict(
                 f"version {u} also changed rows of {w.qualified} (data file {fid}) that this "
                 f"transaction ({'/'.join(w.ops)}) changed; re-run it on the latest version",

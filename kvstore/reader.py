@@ -235,6 +235,20 @@ class Reader:
             raise TypeError("prefix must be bytes, not None")
         return self.scan(p or None, _validate.prefix_end(p) if p else None, reverse=reverse)
 
+    def snapshot(self, seq: int | None = None) -> ReaderSnapshot:
+        """A view fixed at ``seq`` (default: the latest loaded) of what this reader
+        loaded; later refreshes do not move it. Versions below the store's
+        retention watermark may already be compacted away."""
+        self._maybe_refresh()
+        last = self._seq
+        if seq is None:
+            seq = last
+        elif isinstance(seq, bool) or not isinstance(seq, int) or seq < 0:
+            raise TypeError(f"seq must be a non-negative int, not {seq!r}")
+        elif seq > last:
+            raise ValueError(f"seq {seq} is newer than what the reader has loaded ({last})")
+        return ReaderSnapshot(self._state, seq)
+
     def _read_only(self, *_: Any, **__: Any) -> Any:
         raise ReadOnlyError("this is a read-only view; open the store with kvstore.open to write")
 
@@ -244,6 +258,39 @@ class Reader:
         self._closed = True
 
     def __enter__(self) -> Reader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class ReaderSnapshot:
+    """A reader's state at one seq: ``get`` / ``scan`` / ``scan_prefix``, like a Snapshot."""
+
+    def __init__(self, state: rp.State, seq: int) -> None:
+        self._state = state
+        self.seq = seq
+
+    def get(self, key: bytes) -> bytes | None:
+        return rp.get(self._state, _validate.key(key), self.seq)
+
+    def scan(
+        self, start: bytes | None = None, end: bytes | None = None, *, reverse: bool = False
+    ) -> Iterator[tuple[bytes, bytes]]:
+        s = _validate.bound(start, "start")
+        e = _validate.bound(end, "end")
+        return rp.scan(self._state, s, e, _validate.flag(reverse, "reverse"), self.seq)
+
+    def scan_prefix(self, prefix: bytes, *, reverse: bool = False) -> Iterator[tuple[bytes, bytes]]:
+        p = _validate.bound(prefix, "prefix")
+        if p is None:
+            raise TypeError("prefix must be bytes, not None")
+        return self.scan(p or None, _validate.prefix_end(p) if p else None, reverse=reverse)
+
+    def close(self) -> None:
+        """Nothing to release (kept for the Snapshot interface)."""
+
+    def __enter__(self) -> ReaderSnapshot:
         return self
 
     def __exit__(self, *exc: object) -> None:

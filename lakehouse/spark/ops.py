@@ -340,7 +340,10 @@ def _merge(
         )
         rows_df = rows_df.where(F.col(_KIND).isin(outputs))
         written = tbl.write(rows_df, f"writing the merge into {table}", split=_KIND)
-    updated = tbl.add(written.get("U", []))
+    # updated rows are registered with the keys too: the transaction then records a
+    # merge, whose deletions conflict with concurrent changes of the same rows (a
+    # plain delete_rows records deletes, which may overlap other deletes)
+    updated = tbl.add(written.get("U", []), on=keys)
     inserted = tbl.add(written.get("I", []), on=keys)
     n_matched = sum(len(v) for v in matched.values())
     if when_matched in ("update", "delete") and matched:

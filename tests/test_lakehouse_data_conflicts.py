@@ -1198,3 +1198,38 @@ def test_row_changed_in_own_compaction_output(
     with pytest.raises(lakehouse.RetryableConflict):
         me.commit()
     assert rows_of(lh) == theirs_rows
+
+
+COUNTING_READS: dict[str, Callable[[lakehouse.Transaction], int]] = {
+    "read": lambda t: t.read(T).num_rows,
+    "scan_batches": lambda t: t.scan_batches(T).read_all().num_rows,
+    "table_stats": lambda t: t.table_stats(T).rows,
+    "list_data_files": lambda t: sum(f.rows - f.deleted_rows for f in t.list_data_files(T)),
+}
+XFAIL_STATS_NOT_A_READ = pytest.mark.xfail(
+    strict=True,
+    reason="BUG: table_stats / list_data_files reveal the rows (count, bounds) but record no "
+    "data read, so SERIALIZABLE lets two 'count then insert' transactions both commit",
+)
+
+
+@pytest.mark.parametrize(
+    "how",
+    [
+        pytest.param(h, marks=XFAIL_STATS_NOT_A_READ if h in ("table_stats", "list_data_files") else ())
+        for h in sorted(COUNTING_READS)
+    ],
+)
+def test_serializable_count_then_insert(base: Base, how: str) -> None:
+    """Each transaction counts the rows, then appends one if the count allows it:
+    under SERIALIZABLE only one may commit, whichever call did the counting."""
+    lh = base.lh
+    n = lh.table_stats(T).rows
+    a, b = two(lh, SER)
+    for i, t in enumerate((a, b)):
+        assert COUNTING_READS[how](t) == n
+        t.append(T, table_of([(900_000 + i, 0)]))
+    a.commit()
+    with pytest.raises(lakehouse.RetryableConflict):
+        b.commit()
+    assert lh.table_stats(T).rows == n + 1

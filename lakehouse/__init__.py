@@ -23,15 +23,19 @@ from lakehouse.errors import (
     ClosedError,
     CommitConflict,
     CorruptionError,
+    FencedError,
     IncompatibleConflict,
     LakehouseError,
     NamespaceNotEmpty,
     NotFound,
+    ReadOnlyError,
     RetryableConflict,
+    StorageError,
     TransactionExpired,
     VersionExpired,
+    WriterActive,
 )
-from lakehouse.lakehouse import Lakehouse, open
+from lakehouse.lakehouse import Lakehouse, LakehouseReader, open, open_reader
 from lakehouse.model import (
     Column,
     ColumnStats,
@@ -61,11 +65,13 @@ __all__ = [
     "CompactResult",
     "CorruptionError",
     "DataFile",
+    "FencedError",
     "IncompatibleConflict",
     "Isolation",
     "Lakehouse",
     "LakehouseDef",
     "LakehouseError",
+    "LakehouseReader",
     "LakehouseView",
     "MergeResult",
     "NamespaceDef",
@@ -73,8 +79,10 @@ __all__ = [
     "NotFound",
     "ObjectChange",
     "Options",
+    "ReadOnlyError",
     "RetryableConflict",
     "ScanFile",
+    "StorageError",
     "TableChange",
     "TableDef",
     "TableStats",
@@ -83,7 +91,9 @@ __all__ = [
     "VersionExpired",
     "VersionInfo",
     "ViewDef",
+    "WriterActive",
     "open",
+    "open_reader",
 ]
 
 __version__ = "0.1.0"

@@ -16,8 +16,20 @@ Few and coarse, each telling the caller what to do:
                             creates was taken); re-running as is cannot succeed
 ``VersionExpired``          the version was removed by ``expire_versions``
 ``ClosedError``             the lakehouse, transaction or view was closed
-``CorruptionError``         stored metadata failed a format check
+``CorruptionError``         stored metadata or a data file failed a check
+``WriterActive``            another live process writes this lakehouse: read it
+                            with ``lakehouse.open_reader``, or open with
+                            ``takeover=True`` to fence that writer
+``FencedError``             another writer took over; this handle can no
+                            longer commit (nothing it did not commit is visible)
+``ReadOnlyError``           a write through ``lakehouse.open_reader``
+``StorageError``            the storage below failed otherwise
 ==========================  ==================================================
+
+**One hierarchy.** Errors from the kvstore below are raised as their
+lakehouse counterparts (each is also the kvstore class, so code catching
+``kvstore.FencedError`` keeps working): ``except lakehouse.LakehouseError``
+catches everything the lakehouse raises on purpose.
 
 ``CommitConflict`` is the common base of the two conflict kinds. Bad input
 raises Python's own :class:`TypeError` / :class:`ValueError`, with a message
@@ -25,6 +37,13 @@ that names the argument.
 """
 
 from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import kvstore
+from kvstore.reader import ReadOnlyError as _KvReadOnly
 
 
 class LakehouseError(Exception):
@@ -79,9 +98,72 @@ class VersionExpired(LakehouseError):
     """The requested version is older than the oldest retained version."""
 
 
-class ClosedError(LakehouseError):
+class ClosedError(LakehouseError, kvstore.ClosedError):
     """The lakehouse, transaction or view is closed."""
 
 
-class CorruptionError(LakehouseError):
-    """Stored metadata failed a format check (unknown format version, bad JSON)."""
+class CorruptionError(LakehouseError, kvstore.CorruptionError):
+    """Stored metadata or a data file failed a check (format, checksum, missing file)."""
+
+
+class WriterActive(LakehouseError, kvstore.WriterActive):
+    """A live process writes this lakehouse (local directories only)."""
+
+
+class FencedError(LakehouseError, kvstore.FencedError):
+    """Another writer took over the lakehouse; this handle cannot commit any more."""
+
+
+class ReadOnlyError(LakehouseError, _KvReadOnly):
+    """A write through a read-only lakehouse reader."""
+
+
+class StorageError(LakehouseError):
+    """The key-value store below failed (see ``__cause__``)."""
+
+
+_MAP: tuple[tuple[type[Exception], type[LakehouseError]], ...] = (
+    (kvstore.WriterActive, WriterActive),
+    (kvstore.FencedError, FencedError),
+    (kvstore.CorruptionError, CorruptionError),
+    (kvstore.ClosedError, ClosedError),
+    (_KvReadOnly, ReadOnlyError),
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def translated(exc: BaseException) -> BaseException:
+    """The lakehouse error for a kvstore error (others unchanged)."""
+    if isinstance(exc, LakehouseError) or not isinstance(exc, kvstore.KvError):
+        return exc
+    for kv, ours in _MAP:
+        if isinstance(exc, kv):
+            return ours(str(exc))
+    return StorageError(f"{type(exc).__name__}: {exc}")
+
+
+def _wrap(fn: F) -> F:
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except kvstore.KvError as exc:
+            new = translated(exc)
+            if new is exc:
+                raise
+            raise new from exc
+
+    return call  # type: ignore[return-value]
+
+
+def one_hierarchy(cls: type) -> type:
+    """Class decorator: public methods and properties raise lakehouse errors only."""
+    for name, attr in list(vars(cls).items()):
+        if name.startswith("_") and name not in ("__enter__", "__exit__"):
+            continue
+        if isinstance(attr, property):
+            setattr(cls, name, property(_wrap(attr.fget) if attr.fget else None, attr.fset))
+        elif callable(attr) and not isinstance(attr, (staticmethod, classmethod, type)):
+            setattr(cls, name, _wrap(attr))
+    return cls

@@ -35,8 +35,18 @@ import kvstore
 from lakehouse import codec, commit, keys
 from lakehouse.commit import CommitOptions
 from lakehouse.data.scan import ScanFile
-from lakehouse.errors import ClosedError, CorruptionError, NotFound, VersionExpired
-from lakehouse.layout import Layout
+from lakehouse.errors import (
+    AlreadyExists,
+    ClosedError,
+    CorruptionError,
+    NotFound,
+    ReadOnlyError,
+    VersionExpired,
+    WriterActive,
+    one_hierarchy,
+    translated,
+)
+from lakehouse.layout import Layout, refuse_foreign
 from lakehouse.model import (
     DataFile,
     Isolation,
@@ -55,11 +65,15 @@ log = logging.getLogger("lakehouse")
 _RECORD_CACHE_MAX = 200_000
 
 
+@one_hierarchy
 class Lakehouse:
     """An open lakehouse. Use :func:`lakehouse.open`."""
 
-    def __init__(self, db: kvstore.DB, layout: Layout, options: Options) -> None:
+    def __init__(
+        self, db: kvstore.DB, layout: Layout, options: Options, *, read_only: bool = False
+    ) -> None:
         self._db = db
+        self._read_only = read_only
         self._layout = layout
         self._data = layout.data
         self._options = options
@@ -76,14 +90,22 @@ class Lakehouse:
         #: test hook: called inside each commit attempt just before the kvstore commit
         self._before_kv_commit: Callable[[Transaction, int], None] | None = None
         self.definition = self._load_or_create()
-        from lakehouse.maintenance import retry_pending_deletes
+        if not read_only:
+            from lakehouse.maintenance import retry_pending_deletes
 
-        retry_pending_deletes(self)
+            retry_pending_deletes(self)
 
     # -- creation ---------------------------------------------------------------------
     def _load_or_create(self) -> LakehouseDef:
         db = self._db
         if db.get(keys.HEAD) is None:
+            if self._read_only:
+                raise NotFound(f"no lakehouse at {self._layout.label}")
+            if next(iter(db.scan()), None) is not None:
+                raise AlreadyExists(
+                    f"{self._layout.label} holds a key-value store that is not a lakehouse; "
+                    "refusing to write lakehouse keys beside its keys"
+                )
             if not self._options.create:
                 raise NotFound(f"no lakehouse at {self._layout.label}")
             o = self._options
@@ -273,6 +295,26 @@ class Lakehouse:
         self._check_open()
         with self._head_view() as v:
             return v.describe_table(table)
+
+    def _at_head(name: str) -> Any:  # type: ignore[misc]
+        def call(self: Lakehouse, *args: Any, **kwargs: Any) -> Any:
+            self._check_open()
+            with self._head_view() as v:
+                return getattr(v, name)(*args, **kwargs)
+
+        call.__name__ = name
+        call.__doc__ = f"``{name}`` at the latest version (see :class:`LakehouseView`)."
+        return call
+
+    list_namespaces = _at_head("list_namespaces")
+    list_tables = _at_head("list_tables")
+    list_views = _at_head("list_views")
+    describe_namespace = _at_head("describe_namespace")
+    describe_view = _at_head("describe_view")
+    namespace_exists = _at_head("namespace_exists")
+    table_exists = _at_head("table_exists")
+    view_exists = _at_head("view_exists")
+    del _at_head
 
     def data_location(self) -> tuple[str, dict[str, Any]]:
         """Base URL of the data directory and the fsspec options to reach it."""
@@ -468,13 +510,22 @@ def open(url: Any, **options: Any) -> Lakehouse:
     from lakehouse.layout import exists, resolve
 
     opts = Options.from_kwargs(options)
+    refuse_foreign(url, opts.storage_options)
     if not opts.create and not exists(url, opts.storage_options):
         raise NotFound(f"no lakehouse at {url}")
     layout = resolve(url, opts.storage_options, opts.data_store)
     kv = dict(opts.kv_options)
     if opts.storage_options and "storage_options" not in kv:
         kv["storage_options"] = opts.storage_options
-    db = kvstore.open(layout.meta, retention="all", **kv)
+    if opts.takeover:
+        kv["takeover"] = True
+    try:
+        db = kvstore.open(layout.meta, retention="all", **kv)
+    except kvstore.WriterActive as exc:
+        msg = str(exc).replace("kvstore.open_reader", "lakehouse.open_reader")
+        raise WriterActive(msg.replace("(CLI: --takeover)", "(lakehouse CLI: --takeover)")) from exc
+    except kvstore.KvError as exc:
+        raise translated(exc) from exc
     try:
         return Lakehouse(db, layout, opts)
     except BaseException:
@@ -483,3 +534,52 @@ def open(url: Any, **options: Any) -> Lakehouse:
         except Exception:
             pass
         raise
+
+
+def open_reader(url: Any, **options: Any) -> LakehouseReader:
+    """Open a read-only view of the lakehouse at ``url`` that another process may be
+    writing. It never fences that writer; :meth:`LakehouseReader.refresh` moves it to
+    the latest durable version. Options: ``storage_options``, ``data_store``,
+    ``refresh_interval`` (seconds: refresh by itself when older), ``kv_options``."""
+    from lakehouse.layout import exists, resolve
+
+    interval = options.pop("refresh_interval", None)
+    opts = Options.from_kwargs(options)
+    refuse_foreign(url, opts.storage_options)
+    if not exists(url, opts.storage_options):
+        raise NotFound(f"no lakehouse at {url}")
+    layout = resolve(url, opts.storage_options, opts.data_store, create=False)
+    kv = dict(opts.kv_options)
+    if opts.storage_options and "storage_options" not in kv:
+        kv["storage_options"] = opts.storage_options
+    try:
+        reader = kvstore.open_reader(layout.meta, refresh_interval=interval, **kv)
+    except kvstore.KvError as exc:
+        raise translated(exc) from exc
+    return LakehouseReader(reader, layout, opts)
+
+
+@one_hierarchy
+class LakehouseReader(Lakehouse):
+    """A read-only lakehouse (see :func:`open_reader`): the read calls, ``version``,
+    ``history``, ``at_version``/``at_time``, ``refresh`` and ``close``."""
+
+    def __init__(self, reader: Any, layout: Layout, options: Options) -> None:
+        super().__init__(reader, layout, options, read_only=True)
+
+    def refresh(self) -> int:
+        """Load what the writer has made durable since; returns the latest version."""
+        self._check_open()
+        self._db.refresh()
+        return self.version
+
+    def _refuse(self, *args: Any, **kwargs: Any) -> Any:
+        raise ReadOnlyError(
+            "this is a read-only lakehouse reader; open the lakehouse with lakehouse.open to write"
+        )
+
+    begin = rollback = export = expire_versions = remove_orphan_files = _refuse  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else f"version {self.version}"
+        return f"<lakehouse.LakehouseReader {self._layout.label} {state}>"

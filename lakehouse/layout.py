@@ -48,6 +48,8 @@ def resolve(
     url: Any,
     storage_options: dict[str, Any] | None = None,
     data_store: ObjectStore | None = None,
+    *,
+    create: bool = True,
 ) -> Layout:
     """Turn ``lakehouse.open``'s first argument into a :class:`Layout`."""
     if isinstance(url, os.PathLike):
@@ -57,7 +59,14 @@ def resolve(
             raise ValueError("url must not be empty")
         base = url if "://" in url else os.path.abspath(url)
         data_url = _join(base, DATA_DIR)
-        data = data_store if data_store is not None else open_store(data_url, storage_options)
+        if data_store is not None:
+            data = data_store
+        elif create or "://" in data_url or os.path.isdir(data_url):
+            data = open_store(data_url, storage_options)
+        else:  # a reader of a lakehouse without data yet: nothing to read, nothing to create
+            from kvstore.objstore import MemoryStore
+
+            data = MemoryStore()
         if "://" not in data_url:
             data_url = "file://" + data_url
         return Layout(_join(base, META_DIR), data, data_url, url)
@@ -79,6 +88,32 @@ def exists(url: Any, storage_options: dict[str, Any] | None = None) -> bool:
         meta = os.path.join(os.path.abspath(url), META_DIR)
         return os.path.isdir(meta) and bool(open_store(meta).list(""))
     return bool(open_store(_join(url, META_DIR), storage_options).list(""))
+
+
+def refuse_foreign(url: Any, storage_options: dict[str, Any] | None = None) -> None:
+    """Refuse a URL that is itself a kvstore (a plain store, or a lakehouse's ``meta/``)."""
+    from lakehouse.errors import AlreadyExists
+
+    if isinstance(url, os.PathLike):
+        url = os.fspath(url)
+    if not isinstance(url, str):
+        return
+    if url.startswith("file://"):
+        url = url[len("file://") :]
+    if "://" not in url:
+        path = os.path.abspath(url)
+        if os.path.isfile(path):
+            raise AlreadyExists(f"{path} is a file, not a lakehouse directory")
+        found = os.path.isdir(os.path.join(path, "manifest"))
+    else:
+        if url.startswith("memory://"):
+            return  # memory:// lakehouses keep meta/ and data/ under their name
+        found = bool(open_store(url, storage_options).list("manifest/"))
+    if found:
+        raise AlreadyExists(
+            f"{url} is a key-value store (it has manifest/), not a lakehouse; a lakehouse "
+            f"keeps its store under <url>/{META_DIR}/: open the lakehouse's own URL"
+        )
 
 
 class PrefixStore:

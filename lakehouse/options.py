@@ -43,6 +43,8 @@ class Options:
     clock: Callable[[], float] | None = None
     #: sleep function used for backoff; injectable for tests
     sleep: Callable[[float], None] | None = None
+    #: fence a live writer of this (local) lakehouse instead of raising WriterActive
+    takeover: bool = False
     #: where data files live (default: <url>/data)
     data_store: ObjectStore | None = None
     #: fsspec options for s3:// and other remote URLs
@@ -70,7 +72,7 @@ class Options:
             if v < 0 or (name == "transaction_ttl" and v == 0):
                 raise ValueError(f"option {name} must be positive, got {v}")
         check_properties(self.properties, "option properties")
-        for name in ("durable", "create"):
+        for name in ("durable", "create", "takeover"):
             if not isinstance(getattr(self, name), bool):
                 raise TypeError(f"option {name} must be a bool")
         if self.seed is not None:

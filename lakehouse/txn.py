@@ -37,7 +37,7 @@ from lakehouse.data.conform import conform, evolve
 from lakehouse.data.predicate import Predicate, parse_where
 from lakehouse.data.scan import fetch
 from lakehouse.data.table import FileState, TableWrite, file_key_id, load
-from lakehouse.errors import AlreadyExists, ClosedError, NamespaceNotEmpty, NotFound
+from lakehouse.errors import AlreadyExists, ClosedError, NamespaceNotEmpty, NotFound, one_hierarchy
 from lakehouse.model import (
     CompactResult,
     DataFile,
@@ -83,6 +83,7 @@ class Pending:
         return self.ns if self.name is None else f"{self.ns}.{self.name}"
 
 
+@one_hierarchy
 class Transaction(ReadOps):
     """A lakehouse transaction; create with :meth:`Lakehouse.begin`."""
 

@@ -15,10 +15,11 @@ from collections.abc import Callable, Iterator
 
 import kvstore
 from kvstore.objstore import ObjectStore
-from lakehouse.errors import ClosedError
+from lakehouse.errors import ClosedError, one_hierarchy
 from lakehouse.reads import ReadOps
 
 
+@one_hierarchy
 class LakehouseView(ReadOps):
     """The lakehouse as of :attr:`version` (read-only)."""
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import kvstore
-from lakehouse.data.rebase import rebase
+from lakehouse.data.rebase import check_reads, rebase
 from lakehouse.model import TableChange, TableDef, VersionInfo
 
 if TYPE_CHECKING:
@@ -30,4 +30,11 @@ def rebase_all(
         kv, change = rebase(ktx, lh._data, d, w, txn._base_files(ns, t), reads, records)
         writes.extend(kv)
         changes.append(change)
+    for (ns, t), reads in sorted(txn._data_reads.items()):
+        w = txn._table_writes.get((ns, t))
+        if w is not None and not w.is_empty():
+            continue  # checked with its writes above
+        d = txn._lookup("table", ns, t)
+        if isinstance(d, TableDef) and records:
+            check_reads(ktx, lh._data, d, txn._base_files(ns, t), reads, records)
     return writes, changes

@@ -99,6 +99,22 @@ def rebase(
     return _writes(w, head, theirs)
 
 
+def check_reads(
+    ktx: kvstore.Transaction,
+    store: ObjectStore,
+    d: TableDef,
+    base: dict[str, FileState],
+    reads: Sequence[Predicate],
+    records: Sequence[VersionInfo],
+) -> None:
+    """SERIALIZABLE reads of a table this transaction does not write: step 3 only."""
+    w = TableWrite(d.namespace, d.name)
+    for r in records:
+        for c in r.data:
+            if c.table == w.qualified:
+                _check_inserted(ktx, store, d, w, reads, r.version, c, base)
+
+
 def _check_rows(w: TableWrite, theirs: Sequence[tuple[int, TableChange]]) -> None:
     """Step 2 over every concurrent version in order, following our rows through
     their compactions (a row a compaction moved keeps its identity)."""

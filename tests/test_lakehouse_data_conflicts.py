@@ -1271,3 +1271,57 @@ def test_serializable_read_and_overwrite_vs_insert_matching_the_read(base: Base)
         t.append(T, table_of([(57, 2)]))  # matches the read, not the overwrite
     with pytest.raises(lakehouse.RetryableConflict):
         mine.commit()
+
+
+@pytest.mark.parametrize("seed", range(1, 9))
+def test_many_concurrent_disjoint_deletes_and_updates_with_compactions(base: Base, seed: int) -> None:
+    """Twelve transactions begun at one version delete or update disjoint random rows
+    of every file (the large one too), with a compaction planned at that version
+    and another planned after it committed, each committed at a random point in
+    between: all commit, and the rows are exactly those a serial execution gives."""
+    import random
+
+    rng = random.Random(seed)
+    lh = base.lh
+    state = dict(base.head)
+    keys = sorted(state)
+    rng.shuffle(keys)
+    txns: list[tuple[lakehouse.Transaction, Callable[[dict[int, int]], None]]] = []
+    for i in range(12):
+        mine = sorted(keys[i::12][: rng.randint(1, 60)])
+        t = lh.begin()
+        where = pc.field("k").isin(pa.array(mine, pa.int64()))
+        if i % 3 == 0:
+            assert t.update(T, where, {"v": f"v + {i + 1}"}) == len(mine)
+
+            def effect(s: dict[int, int], mine: list[int] = mine, i: int = i) -> None:
+                for k in mine:
+                    s[k] += i + 1
+        else:
+            assert t.delete(T, where) == len(mine)
+
+            def effect(s: dict[int, int], mine: list[int] = mine) -> None:
+                for k in mine:
+                    del s[k]
+
+        txns.append((t, effect))
+    # one compaction planned now (takes every file), committed somewhere in between;
+    # a second one planned right after it committed, committed later still
+    first = lh.begin()
+    first.compact(T, target_file_bytes=1 << 30)
+    at = rng.randrange(len(txns) - 2)
+    txns.insert(at, (first, lambda s: None))
+    later = rng.randrange(at + 2, len(txns) + 1)
+    second: list[lakehouse.Transaction] = []
+    for n, (t, effect) in enumerate(txns):
+        if n == later:
+            second[0].commit()
+        t.commit()
+        effect(state)
+        if t is first:
+            second.append(lh.begin())
+            second[0].compact(T, target_file_bytes=1 << 30)
+    if later == len(txns):
+        second[0].commit()
+    assert_rows(base, sorted(state.items()))
+    assert lh.table_stats(T).rows == len(state)

@@ -78,7 +78,7 @@ __all__ = ["Predicate", "evaluate", "matches", "parse_value", "parse_where"]
 _ARROW_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # compared by identity: Expression == builds an Expression
 class Predicate:
     """A parsed ``where``: a boolean row filter over a table's columns."""
 

@@ -196,7 +196,7 @@ def _check_inserted(
     for p in preds:
         for _, hit in scan.matching_positions(store, d, inserted, p, columns=[]):
             if hit.num_rows:
-                what = "an overwrite" if p in w.guards else "a SERIALIZABLE read"
+                what = "an overwrite" if any(p is g for g in w.guards) else "a SERIALIZABLE read"
                 raise conflict(f"inserted rows matching {what} ({p.text!r})")
     if w.inserted and inserted:
         mine = pa.concat_tables(w.inserted)

@@ -802,15 +802,6 @@ def test_threads_appending_concurrently_all_commit(base: Base) -> None:
 # -- SERIALIZABLE reads with where ----------------------------------------------------------
 
 
-#: a SERIALIZABLE transaction's data reads are checked only for tables it also writes
-XFAIL_READ_OTHER_TABLE = pytest.mark.xfail(
-    strict=True,
-    reason="BUG: SERIALIZABLE data reads of a table the transaction does not write are never "
-    "checked (data.commit.rebase_all only visits written tables; conflicts.check skips "
-    "data-only versions): write skew across tables",
-)
-
-
 def serializable_reader(lh: lakehouse.Lakehouse, write_table: str = T) -> lakehouse.Transaction:
     """Reads the rows with 20 <= k <= 40 and writes something unrelated."""
     txn = lh.begin(SER)
@@ -856,7 +847,7 @@ def add_other_table(base: Base) -> None:
     "write_table",
     [
         pytest.param(T, id="writes-same-table"),
-        pytest.param("ns.other", id="writes-other-table", marks=XFAIL_READ_OTHER_TABLE),
+        pytest.param("ns.other", id="writes-other-table"),
     ],
 )
 @pytest.mark.parametrize("change", sorted(CONCURRENT_CHANGES_MATCHING))
@@ -932,14 +923,10 @@ def _go_off_call(txn: lakehouse.Transaction, me: str) -> None:
 
 @pytest.mark.parametrize("layout", ["one-table", "two-tables"])
 @pytest.mark.parametrize("iso", [SNAP, SER], ids=["snapshot", "serializable"])
-def test_write_skew_over_data(
-    lh: lakehouse.Lakehouse, iso: Any, layout: str, request: pytest.FixtureRequest
-) -> None:
+def test_write_skew_over_data(lh: lakehouse.Lakehouse, iso: Any, layout: str) -> None:
     """Classic write skew: SNAPSHOT lets both doctors go off call; SERIALIZABLE
     does not. ``two-tables``: each doctor's flag lives in its own table, each
     transaction reads both tables and writes only its own."""
-    if iso is SER and layout == "two-tables":
-        request.applymarker(XFAIL_READ_OTHER_TABLE)
     with lh.begin() as t:
         t.create_namespace("ns")
         if layout == "one-table":
@@ -1235,18 +1222,9 @@ def test_serializable_count_then_insert(base: Base, how: str) -> None:
     assert lh.table_stats(T).rows == n + 1
 
 
-XFAIL_PREDICATE_EQ = pytest.mark.xfail(
-    strict=True,
-    raises=ValueError,
-    reason="BUG: rebase._check_inserted tests `p in w.guards`, which compares Predicate "
-    "dataclasses holding pyarrow Expressions with ==: ValueError ('An Expression cannot be "
-    "evaluated to python True or False') instead of RetryableConflict",
-)
-
-
-@XFAIL_PREDICATE_EQ
 @pytest.mark.parametrize("iso", [SNAP, SER], ids=["snapshot", "serializable"])
 def test_two_overwrites_in_one_transaction_vs_insert_matching_the_second(base: Base, iso: Any) -> None:
+    """(found: comparing predicates raised ValueError instead; fixed in a51e473)"""
     lh = base.lh
     files0 = data_files(lh)
     mine = lh.begin(iso)
@@ -1261,7 +1239,6 @@ def test_two_overwrites_in_one_transaction_vs_insert_matching_the_second(base: B
     assert data_files(lh) - files0 == {f.path for f in lh.list_data_files(T)} - files0
 
 
-@XFAIL_PREDICATE_EQ
 def test_serializable_read_and_overwrite_vs_insert_matching_the_read(base: Base) -> None:
     lh = base.lh
     mine = lh.begin(SER)

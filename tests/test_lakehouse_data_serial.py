@@ -92,7 +92,7 @@ def random_where(rng: random.Random) -> str:
     return f"v > {rng.randrange(0, 4000)}"
 
 
-def make_program(rng: random.Random, cross_table: bool, overwrite_mixed: bool = False) -> list[Step]:
+def make_program(rng: random.Random, cross_table: bool) -> list[Step]:
     if rng.random() < 0.08:
         return [Step("compact", rng.choice(TABLES))]
     steps: list[Step] = []
@@ -116,10 +116,6 @@ def make_program(rng: random.Random, cross_table: bool, overwrite_mixed: bool = 
             keys = tuple(sorted(rng.sample(range(KEY_SPACE), rng.randint(1, 3))))
             wm = rng.choices(["update", "delete", "ignore"], weights=[6, 1, 1])[0]
             steps.append(Step("merge", table, keys=keys, when_matched=wm))
-    if not overwrite_mixed:
-        # an overwrite alone on its table (see test_..._overwrites_mixed_with_reads)
-        for ow in [s for s in steps if s.kind == "overwrite"][:1]:
-            steps = [s for s in steps if s.table != ow.table or s is ow]
     if not cross_table:
         written = {s.table for s in steps if s.kind != "read"}
         for table in sorted({s.table for s in steps if s.kind == "read"} - written):
@@ -182,14 +178,9 @@ class History:
     conflicts: int
 
 
-def run_history(
-    lh: lakehouse.Lakehouse, seed: int, n: int, cross_table: bool, overwrite_mixed: bool = False
-) -> History:
+def run_history(lh: lakehouse.Lakehouse, seed: int, n: int, cross_table: bool) -> History:
     rng = random.Random(seed)
-    runs = [
-        Run(i, make_program(random.Random(seed * 1_000 + i), cross_table, overwrite_mixed))
-        for i in range(n)
-    ]
+    runs = [Run(i, make_program(random.Random(seed * 1_000 + i), cross_table)) for i in range(n)]
     todo = list(runs)
     open_: list[tuple[Run, Any, int]] = []  # (run, txn, next step)
     max_open = 5
@@ -295,20 +286,17 @@ def lakehouses() -> Iterator[tuple[lakehouse.Lakehouse, lakehouse.Lakehouse]]:
         b.close()
 
 
-SEEDS = [1, 2, 3]
-CROSS_TABLE_SEEDS = [1, 2, 3, 4, 5]
-#: seeds whose histories hit the overwrite bug first, then clean ones
-MIXED_OVERWRITE_SEEDS = [3, 5, 8, 1, 2]
+#: 3, 5 and 8 found overwrites beside reads failing with ValueError (fixed in a51e473)
+SEEDS = [1, 3, 5]
+CROSS_TABLE_SEEDS = [1, 2]
 N = 60
 
 
-def _one(
-    lakehouses: tuple[Any, Any], seed: int, cross_table: bool, overwrite_mixed: bool = False
-) -> History:
+def _one(lakehouses: tuple[Any, Any], seed: int, cross_table: bool) -> History:
     lh, replay = lakehouses
     setup(lh)
     setup(replay)
-    h = run_history(lh, seed, N, cross_table, overwrite_mixed)
+    h = run_history(lh, seed, N, cross_table)
     outcomes = {o: sum(r.outcome == o for r in h.runs) for o in ("committed", "conflict", "read-only")}
     assert outcomes["committed"] >= N // 4, outcomes
     replay_and_check(lh, replay, h)
@@ -323,37 +311,11 @@ def test_serializable_history_equals_serial_replay(lakehouses: Any, seed: int) -
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: SERIALIZABLE data reads of a table the transaction does not write are never "
-    "checked at commit (write skew across tables)",
-)
-def test_serializable_cross_table_history_equals_serial_replay() -> None:
-    """Several seeds in one test (stops at the first non-serializable history)."""
-    for seed in CROSS_TABLE_SEEDS:
-        tag = uuid.uuid4().hex
-        with lakehouse.open(f"memory://serial-x{tag}-orig") as a, lakehouse.open(
-            f"memory://serial-x{tag}-replay"
-        ) as b:
-            _one((a, b), seed, cross_table=True)
-
-
-@pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    raises=ValueError,
-    reason="BUG: a transaction with an overwrite and another predicate on the same table "
-    "(a read, delete, update or merge) fails its commit with ValueError from comparing "
-    "pyarrow Expressions (`p in w.guards` in rebase._check_inserted) when a concurrent "
-    "insert matches that predicate",
-)
-def test_serializable_history_with_overwrites_mixed_with_reads() -> None:
-    for seed in MIXED_OVERWRITE_SEEDS:
-        tag = uuid.uuid4().hex
-        with lakehouse.open(f"memory://serial-o{tag}-orig") as a, lakehouse.open(
-            f"memory://serial-o{tag}-replay"
-        ) as b:
-            _one((a, b), seed, cross_table=False, overwrite_mixed=True)
+@pytest.mark.parametrize("seed", CROSS_TABLE_SEEDS)
+def test_serializable_cross_table_history_equals_serial_replay(lakehouses: Any, seed: int) -> None:
+    """Transactions may read one table and write only the other (found: such reads
+    were not checked at commit; fixed in bf6a36d)."""
+    _one(lakehouses, seed, cross_table=True)
 
 
 def test_replay_check_catches_a_lost_update(lakehouses: Any) -> None:

@@ -13,13 +13,14 @@ import pyarrow as pa
 import pytest
 
 import lakehouse
-import lakehouse.spark as lhs
 from lakehouse import Isolation, NotFound
-from lakehouse.spark import SparkJobError
 
-pytest.importorskip("pyspark")
-from pyspark.sql import functions as F  # noqa: E402
-from pyspark.sql import types as T  # noqa: E402
+pytest.importorskip("pyspark", reason="pyspark is not installed (the spark extra)")
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+import lakehouse.spark as lhs
+from lakehouse.spark import SparkJobError
 
 pytest_plugins = ["spark_fixtures"]
 pytestmark = pytest.mark.spark
@@ -90,7 +91,12 @@ def test_spark_and_python_writes_in_one_transaction_make_one_version(spark, lh):
         assert lhs.write(lh, orders(spark, 0, 100), "sales.orders", txn=txn) is None
         txn.append("sales.orders", pa.table({"order_id": pa.array([1000, 1001], pa.int64())}))
         txn.create_table("sales.totals", pa.schema([("customer", pa.string()), ("n", pa.int64())]))
-        lhs.write(lh, spark.createDataFrame([("c1", 3)], "customer string, n long"), "sales.totals", txn=txn)
+        lhs.write(
+            lh,
+            spark.createDataFrame([("c1", 3)], "customer string, n long"),
+            "sales.totals",
+            txn=txn,
+        )
         assert lh.version == before  # nothing visible before the commit
     assert lh.version == before + 1
     assert lh.table_stats("sales.orders").rows == 102
@@ -110,13 +116,13 @@ def test_overwrite_all_and_where(spark, lh):
     lhs.write(lh, orders(spark, 100, 150), "sales.orders", mode="overwrite")
     assert ids(lhs.read(lh, spark, "sales.orders")) == list(range(100, 150))
     # replace only the rows with order_id < 120; the new rows must match too
-    lhs.write(
-        lh, orders(spark, 0, 5), "sales.orders", mode="overwrite", where="order_id < 120"
-    )
+    lhs.write(lh, orders(spark, 0, 5), "sales.orders", mode="overwrite", where="order_id < 120")
     assert ids(lhs.read(lh, spark, "sales.orders")) == [0, 1, 2, 3, 4, *range(120, 150)]
     v = lh.version
     with pytest.raises(ValueError, match="overwrite condition"):
-        lhs.write(lh, orders(spark, 0, 500), "sales.orders", mode="overwrite", where="order_id < 120")
+        lhs.write(
+            lh, orders(spark, 0, 500), "sales.orders", mode="overwrite", where="order_id < 120"
+        )
     assert lh.version == v
     assert lh.table_stats("sales.orders").rows == 35
 
@@ -149,13 +155,13 @@ def test_schema_matching_before_any_job(spark, lh, ansi):
     old = spark.conf.get("spark.sql.ansi.enabled")
     spark.conf.set("spark.sql.ansi.enabled", ansi)
     try:
-        with pytest.raises(ValueError, match="'order_id'.*missing"):
+        with pytest.raises(ValueError, match=r"'order_id'.*missing"):
             lhs.write(lh, base.drop("order_id"), "sales.orders")
         with pytest.raises(ValueError, match="'extra'"):
             lhs.write(lh, base.withColumn("extra", F.lit(1)), "sales.orders")
-        with pytest.raises(ValueError, match="'qty'.*cannot be cast safely"):
+        with pytest.raises(ValueError, match=r"'qty'.*cannot be cast safely"):
             lhs.write(lh, base.withColumn("qty", F.col("qty").cast("long")), "sales.orders")
-        with pytest.raises(ValueError, match="'customer'.*cannot be cast safely"):
+        with pytest.raises(ValueError, match=r"'customer'.*cannot be cast safely"):
             lhs.write(lh, base.withColumn("customer", F.lit(1)), "sales.orders")
         with pytest.raises(ValueError, match="'total'"):
             lhs.write(lh, base.withColumn("total", F.col("total").cast("double")), "sales.orders")
@@ -168,10 +174,13 @@ def test_schema_matching_before_any_job(spark, lh, ansi):
 
 def test_safe_widening_and_missing_nullable_columns(spark, lh):
     df = spark.createDataFrame(
-        [(1, 2), (2, None)], T.StructType([
-            T.StructField("order_id", T.IntegerType(), False),
-            T.StructField("qty", T.ShortType(), True),
-        ])
+        [(1, 2), (2, None)],
+        T.StructType(
+            [
+                T.StructField("order_id", T.IntegerType(), False),
+                T.StructField("qty", T.ShortType(), True),
+            ]
+        ),
     ).withColumn("total", F.lit(7).cast("decimal(5,1)"))
     lhs.write(lh, df, "sales.orders")
     t = lh.read("sales.orders").sort_by("order_id")
@@ -185,7 +194,7 @@ def test_null_in_non_nullable_column_fails_and_leaves_nothing(spark, lh):
     df = orders(spark, 0, 50).withColumn(
         "order_id", F.when(F.col("order_id") == 42, F.lit(None)).otherwise(F.col("order_id"))
     )
-    with pytest.raises(ValueError, match="'order_id'.*not nullable"):
+    with pytest.raises(ValueError, match=r"'order_id'.*not nullable"):
         lhs.write(lh, df, "sales.orders")
     assert lh.version == 1
     assert data_files_on_disk(lh) == []
@@ -198,9 +207,11 @@ def test_failed_job_commits_nothing_and_leaves_no_file(spark, lh):
             raise RuntimeError("executor blew up")
         return x
 
-    bad = orders(spark, 0, 1000, customer="x").withColumn(
-        "order_id", F.udf(explode, "long")(F.col("order_id"))
-    ).repartition(4)
+    bad = (
+        orders(spark, 0, 1000, customer="x")
+        .withColumn("order_id", F.udf(explode, "long")(F.col("order_id")))
+        .repartition(4)
+    )
     lhs.write(lh, orders(spark, 5000, 5010), "sales.orders")
     v = lh.version
     with pytest.raises(SparkJobError, match="nothing was committed") as info:
@@ -224,8 +235,10 @@ def test_task_retry_leaves_no_duplicate(spark, lh):
             raise RuntimeError("first attempt dies")
         return x
 
-    df = orders(spark, 0, 400).repartition(2).withColumn(
-        "order_id", F.udf(flaky, "long")(F.col("order_id"))
+    df = (
+        orders(spark, 0, 400)
+        .repartition(2)
+        .withColumn("order_id", F.udf(flaky, "long")(F.col("order_id")))
     )
     lhs.write(lh, df, "sales.orders")
     assert ids(lhs.read(lh, spark, "sales.orders")) == list(range(400))
@@ -267,7 +280,12 @@ def test_read_after_rename_and_widening(spark, lh):
     with lh.begin() as txn:
         txn.alter_table("sales.orders", rename_columns={"customer": "buyer"})
     with lh.begin() as txn:
-        wider = pa.schema([f.with_type(pa.int64()) if f.name == "qty" else f for f in txn.describe_table("sales.orders").schema])
+        wider = pa.schema(
+            [
+                f.with_type(pa.int64()) if f.name == "qty" else f
+                for f in txn.describe_table("sales.orders").schema
+            ]
+        )
         txn.alter_table("sales.orders", schema=wider)
     df = lhs.read(lh, spark, "sales.orders")
     assert dict(df.dtypes)["qty"] == "bigint" and "buyer" in df.columns
@@ -342,7 +360,9 @@ def test_merge_upsert(spark, lh):
 def test_merge_delete_and_ignore(spark, lh):
     lhs.write(lh, orders(spark, 0, 20), "sales.orders")
     src = orders(spark, 15, 25, customer="z")
-    r = lhs.merge(lh, src, "sales.orders", "order_id", when_matched="delete", when_not_matched="ignore")
+    r = lhs.merge(
+        lh, src, "sales.orders", "order_id", when_matched="delete", when_not_matched="ignore"
+    )
     assert (r.inserted, r.updated, r.deleted) == (0, 0, 5)
     assert ids(lhs.read(lh, spark, "sales.orders")) == list(range(15))
     r = lhs.merge(lh, src, "sales.orders", "order_id", when_matched="ignore")
@@ -361,7 +381,9 @@ def test_merge_bad_input(spark, lh):
     with pytest.raises(ValueError, match="when_matched"):
         lhs.merge(lh, orders(spark, 0, 3), "sales.orders", on="order_id", when_matched="x")
     with pytest.raises(ValueError, match="'extra'"):
-        lhs.merge(lh, orders(spark, 0, 3).withColumn("extra", F.lit(1)), "sales.orders", on="order_id")
+        lhs.merge(
+            lh, orders(spark, 0, 3).withColumn("extra", F.lit(1)), "sales.orders", on="order_id"
+        )
     # a source key matching two target rows
     lhs.write(lh, orders(spark, 0, 1), "sales.orders")
     with pytest.raises(ValueError, match="unique target keys"):
@@ -381,7 +403,7 @@ def test_concurrent_merges_inserting_the_same_key_conflict(spark, lh):
     assert ids(lhs.read(lh, spark, "sales.orders")) == list(range(5))
 
 
-# -- Spark SQL ---------------------------------------------------------------------------------------
+# -- Spark SQL ----------------------------------------------------------------------
 def test_register_views_and_time_travel_in_sql(spark, lh):
     lhs.write(lh, orders(spark, 0, 10), "sales.orders")
     v = lh.version

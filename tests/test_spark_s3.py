@@ -13,11 +13,12 @@ import pyarrow as pa
 import pytest
 
 import lakehouse
+
+pytest.importorskip("pyspark", reason="pyspark is not installed (the spark extra)")
+from pyspark.sql import functions as F
+
 import lakehouse.spark as lhs
 from lakehouse.spark import SparkJobError
-
-pytest.importorskip("pyspark")
-from pyspark.sql import functions as F  # noqa: E402
 
 pytest_plugins = ["spark_fixtures"]
 pytestmark = [pytest.mark.spark, pytest.mark.s3]
@@ -57,7 +58,9 @@ def ids(frame):
 
 def s3_data_files(s3_client, bucket):
     out = []
-    for page in s3_client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix="lh/data/"):
+    for page in s3_client.get_paginator("list_objects_v2").paginate(
+        Bucket=bucket, Prefix="lh/data/"
+    ):
         out += [o["Key"] for o in page.get("Contents", [])]
     return sorted(out)
 
@@ -134,6 +137,6 @@ def test_bad_data_on_s3_is_value_error(spark, lh):
     df = rows(spark, 0, 20).withColumn(
         "id", F.when(F.col("id") == 7, F.lit(None)).otherwise(F.col("id"))
     )
-    with pytest.raises(ValueError, match="'id'.*not nullable"):
+    with pytest.raises(ValueError, match=r"'id'.*not nullable"):
         lhs.write(lh, df, "ns.t")
     assert lh.version == 1

@@ -1,0 +1,177 @@
+"""Crash sweep over table-data commits: append, delete, merge, compaction.
+
+As tests/test_lakehouse_crash.py does for definitions: a faultless run counts
+the storage mutations an operation makes (data files written under the
+store's ``lakehouse-data/`` prefix, then the kvstore's WAL and, with a tiny
+memtable, its flush); then for every crash point k a copy of the store is
+opened through ``FaultyStore(crash_before=k)``, the operation dies there, and
+the inner store is reopened. The table must be exactly the old rows at the
+old version or exactly the new rows at the new version; an acknowledged
+commit is never lost; the files a crash left behind are orphans that
+``remove_orphan_files`` deletes without touching a live file; the lakehouse
+keeps working.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+import lakehouse
+from kvstore.objstore import FaultyStore, LocalStore, MemoryStore, SimulatedCrash
+
+pytestmark = pytest.mark.slow
+
+SCHEMA = pa.schema([pa.field("k", pa.int64(), nullable=False), ("v", pa.string())])
+T = "ns.t"
+KV = {
+    "background_flush": False,
+    "background_compaction": False,
+    "memtable_bytes": 1024,  # commits also flush the memtable
+    "l0_compaction_trigger": 2,
+    "l0_slowdown_ssts": 2,
+    "l0_max_ssts": 3,
+}
+
+
+@pytest.fixture(autouse=True)
+def _quiet_logs():
+    logger = logging.getLogger("kvstore")
+    old = logger.level
+    logger.setLevel(logging.CRITICAL)
+    yield
+    logger.setLevel(old)
+
+
+def batch(keys: list[int], tag: str) -> pa.Table:
+    return pa.table({"k": keys, "v": [f"{tag}{k}" for k in keys]}, schema=SCHEMA)
+
+
+def rows(view) -> list[tuple[int, str]]:
+    t = view.read(T)
+    return sorted(zip(t.column("k").to_pylist(), t.column("v").to_pylist(), strict=True))
+
+
+def state(view) -> tuple[list[tuple[int, str]], frozenset[str]]:
+    """The rows and the files holding them (a compaction changes only the files)."""
+    return rows(view), frozenset(f.path for f in view.list_data_files(T))
+
+
+def same(got, want, new: bool) -> bool:
+    """Equal states; a new version's new files are named afresh by each run."""
+    if not new:
+        return got == want
+    return got[0] == want[0] and len(got[1]) == len(want[1])
+
+
+def build(lh) -> None:
+    with lh.begin() as txn:
+        txn.create_namespace("ns")
+        txn.create_table(T, SCHEMA)
+    for i in range(3):
+        with lh.begin() as txn:
+            txn.append(T, batch(list(range(i * 10, i * 10 + 10)), "a"))
+    with lh.begin() as txn:
+        txn.delete(T, "k % 7 = 0")
+
+
+OPS: dict[str, Callable[[lakehouse.Transaction], object]] = {
+    "append": lambda txn: txn.append(T, batch(list(range(100, 120)), "n")),
+    "delete": lambda txn: txn.delete(T, "k >= 5 AND k < 25"),
+    "merge": lambda txn: txn.merge(T, batch([1, 2, 3, 200, 201], "m"), on="k"),
+    "compact": lambda txn: txn.compact(T),
+}
+
+
+class Memory:
+    def __init__(self, tmp: Path) -> None:
+        self.base = MemoryStore()
+
+    def fresh(self):
+        return self.base
+
+    def copy(self):
+        c = MemoryStore()
+        for name, data in self.base.raw().items():
+            c.put(name, data)
+        return c
+
+
+class Local:
+    def __init__(self, tmp: Path) -> None:
+        self.tmp, self.n = tmp, 0
+
+    def fresh(self):
+        return LocalStore(self.tmp / "base", fsync=False)
+
+    def copy(self):
+        self.n += 1
+        d = self.tmp / f"copy{self.n}"
+        shutil.copytree(self.tmp / "base", d)
+        return LocalStore(d, fsync=False)
+
+
+def live_files(lh) -> set[str]:
+    return {f.path for f in lh.list_data_files(T)}
+
+
+def sweep(backend, op: str) -> dict[str, int]:
+    with lakehouse.open(backend.fresh(), kv_options=KV) as lh:
+        build(lh)
+        v0 = lh.version
+        old = state(lh.at_version(v0))
+    probe = FaultyStore(backend.copy())
+    lh = lakehouse.open(probe, kv_options=KV)
+    start = probe.mutations
+    with lh.begin() as txn:
+        OPS[op](txn)
+    new = state(lh)
+    end = probe.mutations
+    lh.close()
+    assert new != old and end > start
+    outcomes = {"old": 0, "new": 0}
+    for k in range(start + 1, end + 1):
+        inner = backend.copy()
+        faulty = FaultyStore(inner, crash_before=k)
+        lh = lakehouse.open(faulty, kv_options=KV)
+        acknowledged = False
+        try:
+            with lh.begin() as txn:
+                OPS[op](txn)
+            acknowledged = True
+        except SimulatedCrash:
+            pass
+        with lakehouse.open(inner, kv_options=KV) as re:
+            v = re.version
+            assert v in (v0, v0 + 1), f"{op}, crash point {k}: version {v}"
+            if acknowledged:
+                assert v == v0 + 1, f"{op}, crash point {k}: acknowledged commit lost"
+            assert same(state(re), new if v == v0 + 1 else old, v == v0 + 1), f"{op}, {k}"
+            assert state(re.at_version(v0)) == old
+            live = live_files(re) | {f.path for f in re.at_version(v0).list_data_files(T)}
+            removed = re.remove_orphan_files(older_than=dt.timedelta(0))
+            assert not set(removed) & live, f"{op}, crash point {k}: a live file was removed"
+            assert same(state(re), new if v == v0 + 1 else old, v == v0 + 1)
+            with re.begin() as txn:  # and it keeps working
+                txn.append(T, batch([999], "z"))
+            assert (999, "z999") in rows(re)
+            outcomes["new" if v == v0 + 1 else "old"] += 1
+    return outcomes
+
+
+@pytest.mark.parametrize("op", sorted(OPS))
+def test_crash_sweep_data_operation_memory(tmp_path, op):
+    outcomes = sweep(Memory(tmp_path), op)
+    assert outcomes["old"] >= 1 and outcomes["new"] >= 1
+
+
+@pytest.mark.parametrize("op", ["append", "compact"])
+def test_crash_sweep_data_operation_local(tmp_path, op):
+    outcomes = sweep(Local(tmp_path), op)
+    assert outcomes["old"] >= 1

@@ -353,21 +353,6 @@ class DB(MaintenanceMixin):
                 upto_id=upto,
                 cut_damage=self._opts.accept_wal_loss,
             )
-        if source is not None and live_segment_missing(claimed, result.ids):
-            where = source.describe()
-            if not self._opts.accept_wal_loss:
-                raise CorruptionError(
-                    f"WAL segment {claimed.wal_replay_from}, where manifest {m.id} says "
-                    f"replay starts, is missing from {where}: the acknowledged writes after "
-                    f"seq {claimed.last_flushed_seq} it held are lost (accept_wal_loss=True "
-                    "opens with what is left)",
-                    object_name=paths.wal_segment_name(claimed.wal_replay_from),
-                )
-            log.error(
-                "opening without WAL segment %d (missing from %s; accept_wal_loss)",
-                claimed.wal_replay_from,
-                where,
-            )
         gap = missing_seq((r.seq for r in result.records), claimed.last_flushed_seq)
         if gap is not None:
             if not self._opts.accept_wal_loss:
@@ -379,6 +364,21 @@ class DB(MaintenanceMixin):
                     "with what is left)"
                 )
             log.error("opening without the WAL records from seq %d on (accept_wal_loss)", gap)
+        elif source is not None and live_segment_missing(claimed, result.ids):
+            where = source.describe()
+            if not self._opts.accept_wal_loss:
+                raise CorruptionError(
+                    f"WAL records from seq {claimed.last_flushed_seq + 1} on are missing: "
+                    f"segment {claimed.wal_replay_from}, where manifest {m.id} says replay "
+                    f"starts, is gone from {where}, with the acknowledged writes it held "
+                    "(accept_wal_loss=True opens with what is left)",
+                    object_name=paths.wal_segment_name(claimed.wal_replay_from),
+                )
+            log.error(
+                "opening without WAL segment %d (missing from %s; accept_wal_loss)",
+                claimed.wal_replay_from,
+                where,
+            )
         self._wal_objects = result.data_ids if not journal and not switching else []
         last_seq = max([claimed.last_flushed_seq] + [r.seq for r in result.records])
         for meta in claimed.all_ssts():

@@ -60,6 +60,12 @@ class Ownership:
         self._open_done()
         self._session.release()
 
+    def drop_lock(self) -> None:
+        """Let the OS lock go and leave the file, as a killed process does (for
+        tests that simulate a crash inside one process)."""
+        self._open_done()
+        self._session.drop_lock()
+
 
 def acquire(store: Any, *, takeover: bool, latest_epoch: Callable[[], int]) -> Ownership | None:
     """Become the live writer of ``store``; None when the store cannot tell liveness.

@@ -206,10 +206,15 @@ def test_reads_never_fence_a_running_writer(store: str, capsys: pytest.CaptureFi
     assert run(capsys, "get", store, "live")[1] == "2\n"
 
 
-def test_writes_fence_a_running_writer(store: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_writes_refuse_a_running_writer_unless_takeover(
+    store: str, capsys: pytest.CaptureFixture[str]
+) -> None:
     db = kvstore.open(store, background_compaction=False, fsync=False)
     try:
-        assert run(capsys, "put", store, "k", "from the cli")[0] == 0
+        code, _, err = run(capsys, "put", store, "k", "from the cli")
+        assert code == 1 and "is being written by pid" in err and "--takeover" in err
+        db.put(b"k", b"still the app's")  # refused without a word to the app
+        assert run(capsys, "put", store, "k", "from the cli", "--takeover")[0] == 0
         with pytest.raises(kvstore.FencedError):
             db.put(b"k", b"from the app")
     finally:
@@ -248,6 +253,7 @@ def test_a_writer_wal_dir_is_found_through_the_manifest(
     db.put(b"unflushed", b"1")
     db._wal._journal.close()  # a crash: nothing flushed, nothing closed
     db._closed = True
+    db._ownership.drop_lock()  # a dead process holds no lock
     assert run(capsys, "get", url, "unflushed") == (0, "1\n", "")
     code, _, err = run(capsys, "put", url, "k", "v", "--wal-dir", str(tmp_path / "typo"))
     assert code == 1 and "does not exist" in err
@@ -546,6 +552,7 @@ def test_a_hole_in_the_wal_is_reported_by_verify_and_info(
     newest = db._manifest.id
     db._wal._journal.close()  # a crash
     db._closed = True
+    db._ownership.drop_lock()  # a dead process holds no lock
     os.remove(path / paths.manifest_name(newest))
     code, doc = run_json(capsys, "verify", str(path))
     assert code == 3 and doc["damaged_objects"] == ["wal/"], doc
@@ -632,6 +639,7 @@ def test_write_commands_refuse_to_leave_a_lost_wal_behind_unless_told(
     db.put(b"only-in-the-journal", b"1")
     db._wal._journal.close()  # a crash; then the machine with the journal is gone
     db._closed = True
+    db._ownership.drop_lock()  # a dead process holds no lock
     shutil.rmtree(wal)
     code, _, err = run(capsys, "put", url, "k", "v")
     assert code == 1 and "accept_wal_loss" in err

@@ -833,6 +833,7 @@ def _store_with_a_lost_manifest(path: Path) -> None:
     newest = db._manifest.id
     db._wal._journal.close()  # a crash: 21..25 stay in the WAL only
     db._closed = True
+    db._ownership.drop_lock()  # a dead process holds no lock
     os.remove(path / paths.manifest_name(newest))
 
 
@@ -871,6 +872,7 @@ def test_accept_wal_loss_cuts_a_damaged_newest_segment_and_only_that(tmp_path: P
         db.put(b"nd%d" % i, b"w" * 3000, durable=False)  # written out, never synced
     db._wal._journal.close()  # the power goes
     db._closed = True
+    db._ownership.drop_lock()  # a dead process holds no lock
     data = bytearray(seg.read_bytes())
     synced_end = data.rindex(b"v" * 100) + 100  # past the last durable frame
     page = (synced_end // 4096 + 1) * 4096  # a later page reached the disk, this one did not
@@ -891,6 +893,7 @@ def test_accept_wal_loss_cuts_a_damaged_newest_segment_and_only_that(tmp_path: P
     db.put(b"z", b"3")  # a frame in the newest segment
     db._wal._journal.close()
     db._closed = True
+    db._ownership.drop_lock()  # a dead process holds no lock
     older = path / "wal" / sorted(os.listdir(path / "wal"))[-2]
     raw = bytearray(older.read_bytes())
     raw[20] ^= 0xFF  # inside its first frame, followed by more data
@@ -916,6 +919,7 @@ def test_accept_wal_loss_cuts_the_live_segment_behind_an_empty_one(
     seg = path / "wal" / sorted(os.listdir(path / "wal"))[-1]
     w1._wal._journal.close()
     w1._closed = True
+    w1._ownership.drop_lock()  # a dead process holds no lock
 
     def crash(self: kvstore.DB, m: Manifest) -> None:
         raise kvstore.objstore.SimulatedCrash("crash before the final manifest")

@@ -122,7 +122,8 @@ def test_fenced_writer_gc_raises_and_deletes_nothing(make_store: StoreFactory) -
     try:
         a.put(b"k0", b"v0")
         a.flush()
-        b = open_db(make_store(), gc_grace_seconds=0)  # fences a, which does not know yet
+        # fences a, which does not know yet (takeover: a local store refuses otherwise)
+        b = open_db(make_store(), gc_grace_seconds=0, takeover=True)
         for i in range(5):
             b.put(b"k%d" % i, b"new%d" % i)
         b.flush()
@@ -158,7 +159,7 @@ def test_fenced_writer_background_gc_deletes_nothing(make_store: StoreFactory) -
     try:
         a.put(b"k0", b"v0")
         a.flush()
-        b = open_db(make_store())  # fences a; a stays idle
+        b = open_db(make_store(), takeover=True)  # fences a; a stays idle
         for i in range(5):
             b.put(b"k%d" % i, b"new%d" % i)
         b.flush()
@@ -214,7 +215,7 @@ def test_fence_probe_survives_manifest_gc(kind: str, durable: bool, tmp_path: An
         b = c = None
         try:
             a.put(b"k", b"a1")
-            b = open_db(make_store())  # fences a
+            b = open_db(make_store(), takeover=True)  # fences a
             b.put(b"k", b"b1")
             b.collect_garbage(grace_seconds=0)  # a's manifests (and a's id+1 before the fix)
             assert a._manifest.id not in {
@@ -242,7 +243,7 @@ def test_fence_probe_along_a_chain_of_writers(kind: str, durable: bool, tmp_path
         dbs: list[kvstore.DB] = []
         try:
             for name in (b"a", b"b", b"c"):  # each fences the one before
-                db = open_db(make_store())
+                db = open_db(make_store(), takeover=True)
                 dbs.append(db)
                 db.put(b"k", name)
                 db.put(b"from-" + name, b"1")
@@ -514,7 +515,7 @@ def test_age_retention_keeps_replayed_versions_after_a_crash(make_store: StoreFa
         # the process dies before any flush: k@1 and k@2 are only in the WAL. The
         # handle is abandoned (no close); the next open fences it.
         for session in (2, 3):
-            db = open_db(make_store(), retention=3600)
+            db = open_db(make_store(), retention=3600, takeover=True)
             try:
                 with db.snapshot(seq=s1) as snap:
                     assert snap.get(b"k") == b"v1", session

@@ -246,7 +246,7 @@ def test_recovery_with_age_retention_refuses_snapshots_below_the_replay_watermar
     read ``v1``, a version that was never current at seq 3), and
     ``retention_watermark`` equals the oldest readable seq."""
     clock = Clock()
-    opts = Options(retention=10, **QUIET)
+    opts = Options(retention=10, takeover=True, **QUIET)  # reopened beside the "dead" one
     crashed = kvstore.DB(LocalStore(tmp_path / "db", fsync=False), opts, clock=clock)
     db = None
     try:
@@ -343,9 +343,9 @@ def test_gc_concurrent_with_delete_checkpoint_keeps_its_files_for_a_fresh_grace(
 
         orig_advance = db._advance_manifest
 
-        def advance_then_gc(change: Any) -> Any:
+        def advance_then_gc(change: Any, **kw: Any) -> Any:
             nonlocal gc_thread
-            m = orig_advance(change)
+            m = orig_advance(change, **kw)
             if gc_thread is None:  # the checkpoint is gone from the manifest; pins not released
                 gc_thread = threading.Thread(target=gc)
                 gc_thread.start()
@@ -439,7 +439,7 @@ def test_stale_high_epoch_cell_costs_one_listing_and_still_fences(tmp_path: Path
         assert calls[0] <= 3, f"load_latest called {calls[0]} times for 2000 puts"
         a.put(b"synced", b"1")  # durable: everything before it is in the WAL
 
-        b = kvstore.open(LocalStore(path, fsync=False), **QUIET)  # fences a
+        b = kvstore.open(LocalStore(path, fsync=False), takeover=True, **QUIET)  # fences a
         assert b.get(b"k1999") == b"v" and b.get(b"synced") == b"1"
         with pytest.raises(kvstore.FencedError):
             a.put(b"lost", b"x", durable=False)

@@ -63,6 +63,8 @@ def crash(db: kvstore.DB) -> None:
     journal = getattr(db._wal, "_journal", None)
     if journal is not None:
         journal.close()
+    if db._ownership is not None:  # a dead process holds no lock
+        db._ownership.drop_lock()
     db._closed = True
 
 
@@ -188,7 +190,7 @@ def test_a_writer_at_another_wal_location_fences_the_old_one_through_its_cell(tm
     try:
         a.put(b"a", b"1")
         a.flush()
-        with kvstore.open(path, wal_dir=tmp_path / "w2", **QUIET) as b:
+        with kvstore.open(path, wal_dir=tmp_path / "w2", takeover=True, **QUIET) as b:
             with pytest.raises(kvstore.FencedError):
                 a.put(b"lost?", b"no")
             b.put(b"b", b"2")
@@ -262,7 +264,7 @@ def test_a_live_old_writer_is_fenced_before_its_wal_is_read(tmp_path, monkeypatc
         return got
 
     monkeypatch.setattr(kvstore.DB, "_check_wal_location", w1_writes_meanwhile)
-    w2 = kvstore.open(path, wal_dir=tmp_path / "b", **QUIET)
+    w2 = kvstore.open(path, wal_dir=tmp_path / "b", takeover=True, **QUIET)  # W1 is live
     monkeypatch.setattr(kvstore.DB, "_check_wal_location", real)
     try:
         assert w2.get(b"k") == b"acked-by-w1"

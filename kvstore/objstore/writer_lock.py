@@ -160,6 +160,10 @@ class WriterSession:
             os.ftruncate(fd, 0)
             os.pwrite(fd, data, 0)
 
+    def drop_lock(self) -> None:
+        """Drop the lock but leave the file, as a process that dies does."""
+        self._held.close()
+
     def release(self) -> None:
         """Delete the lock file and drop the lock (idempotent)."""
         if self._held.fd is None:

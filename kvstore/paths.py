@@ -7,6 +7,8 @@ Layout under the store root::
     wal/00000000000000000007.wal              immutable WAL objects (object stores)
     sst/<26-char ULID>.sst                    sorted string tables (never reused)
     writer.epoch                              local only: 8-byte fencing hint (mmap)
+    writer.lock, writers/<nonce>.lock         local only: the live writer's OS locks
+                                              (files, not objects: objstore/writer_lock.py)
 
 Names sort lexically in numeric order (ids are zero-padded to 20 digits).
 """

@@ -179,3 +179,55 @@ def test_object_stores_keep_fencing_on_open() -> None:
 def test_takeover_is_a_checked_option(tmp_path: Path) -> None:
     with pytest.raises(TypeError, match="takeover"):
         kvstore.open(tmp_path / "db", takeover="yes")
+
+
+BUSY_WRITER = r"""
+import sys, time, kvstore
+db = kvstore.open(sys.argv[1], memtable_bytes=64 << 10)
+print("READY", flush=True)
+end = time.monotonic() + float(sys.argv[2])
+n = 0
+while time.monotonic() < end:
+    n += 1
+    db.put(b"k%06d" % n, b"v%d" % n)
+    db.put(b"last", b"%d" % n)
+db.close()
+print("DONE", n, flush=True)
+"""
+
+
+def test_readers_and_cli_reads_beside_a_busy_writer_process(tmp_path: Path) -> None:
+    """One writer process commits while this process reads (open_reader, refresh)
+    and runs CLI read commands: nobody fences the writer, and a reader converges
+    on everything it wrote after a refresh."""
+    path = tmp_path / "db"
+    proc = subprocess.Popen(
+        [sys.executable, "-c", BUSY_WRITER, str(path), "2.0"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "READY"
+    with kvstore.open_reader(path) as reader:
+        seen = 0
+        while proc.poll() is None:
+            seq = reader.refresh()
+            assert seq >= seen  # never goes back
+            seen = seq
+            last = reader.get(b"last")
+            if last is not None:  # everything up to it is there too
+                assert reader.get(b"k%06d" % int(last)) == b"v%d" % int(last)
+            for argv in (("get", str(path), "last"), ("info", str(path))):
+                p = _cli(*argv)
+                assert p.returncode in (0, 4), p.stderr  # 4: "last" not written yet
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        assert "FencedError" not in err
+        total = int(out.split()[-1])
+        reader.refresh()
+        assert reader.get(b"last") == b"%d" % total
+        assert len(list(reader.scan_prefix(b"k"))) == total
+    with kvstore.open(path) as db:  # the writer closed: free
+        assert db.get(b"last") == b"%d" % total

@@ -186,21 +186,20 @@ def _reads(
     times: dict[str, dict[str, list[float]]] = {
         k: {s.name: [] for s in systems} for k in ("latest", "first", "first_small")
     }
+    for rep in range(sz.reads):
+        for s in rotate(systems, rep):
+            t, rows = timed(s.read_latest)
+            _check_rows(s, rows, total, "read latest")
+            times["latest"][s.name].append(t)
+    # version 1 of both tables back to back, the one read first alternating,
+    # apart from the big reads above (they leave caches cold)
     pairs = list(zip(systems, small))
-    for rep in range(max(sz.reads, sz.tt_reads)):
+    for rep in range(sz.tt_reads):
         for s, s2 in rotate(pairs, rep):
-            if rep < sz.reads:
-                t, rows = timed(s.read_latest)
-                _check_rows(s, rows, total, "read latest")
-                times["latest"][s.name].append(t)
-            if rep >= sz.tt_reads:
-                continue
-            t, rows = timed(s.read_first)
-            _check_rows(s, rows, sz.rows, "read of the first version")
-            times["first"][s.name].append(t)
-            t, rows = timed(s2.read_first)
-            _check_rows(s2, rows, sz.rows, "read of the first version (2 versions)")
-            times["first_small"][s.name].append(t)
+            for which in (("first", s), ("first_small", s2))[:: 1 if rep % 2 else -1]:
+                t, rows = timed(which[1].read_first)
+                _check_rows(which[1], rows, sz.rows, f"read of the first version ({which[0]})")
+                times[which[0]][s.name].append(t)
     return {k: {n: statistics.median(v) for n, v in d.items()} for k, d in times.items()}
 
 
@@ -276,18 +275,31 @@ def one_round(root: str, names: list[str], batches: list[pa.Table], sz: Sizes) -
         made.append(make_system(name, path))
         return made[-1]
 
+    phases: dict[str, float] = {}
+    clock = [time.perf_counter()]
+
+    def lap(name: str) -> None:
+        now = time.perf_counter()
+        phases[name] = now - clock[0]
+        clock[0] = now
+
     try:
         main = [new(n, "big") for n in names]
         extra = [new(NOFSYNC, "big")] if "ours" in names else []
         out: dict[str, Any] = {"append_per_s": _appends(main + extra, batches, sz)}
+        lap("appends")
         for s in extra:
             s.close()
         small = [new(n, "small") for n in names]
         out["read_s"] = _reads(main, small, batches, sz)
+        lap("reads")
         out["delete_s"], out["delete_files"] = _deletes(main, batches, sz)
+        lap("deletes")
         out["concurrent"] = {}
         for k, n in enumerate(names):
             out["concurrent"][n] = _concurrent(new(n, f"concurrent{k}"), batches, sz)
+            lap(f"concurrent {n}")
+        out["phase_s"] = phases
         return out
     finally:
         for s in made:
@@ -358,6 +370,7 @@ def run(args: argparse.Namespace, root: str) -> dict[str, Any]:
     rounds = []
     for r in range(sz.rounds):
         rounds.append(one_round(os.path.join(root, f"round{r}"), rotate(names, r), batches, sz))
-        log.info("data round %d: %s", r + 1, rounds[-1]["append_per_s"])
+        log.info("data round %d: appends/s %s; seconds %s", r + 1,
+                 rounds[-1]["append_per_s"], rounds[-1]["phase_s"])  # fmt: skip
     return {"sizes": asdict(sz), "systems": names, "missing": missing, "rounds": rounds,
             "summary": summarise(rounds, names)}  # fmt: skip

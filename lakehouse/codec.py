@@ -52,7 +52,7 @@ def _load(data: bytes, what: str) -> dict[str, Any]:
         )
     try:
         obj = json.loads(data[1:])
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise CorruptionError(f"{what}: bad JSON: {exc}") from None
     if not isinstance(obj, dict):
         raise CorruptionError(f"{what}: expected a JSON object")
@@ -90,7 +90,7 @@ def decode_lakehouse(data: bytes) -> LakehouseDef:
             properties=dict(o["properties"]),
             created_ms=int(o["created_ms"]),
         )
-    except (KeyError, ValueError, TypeError) as exc:
+    except (KeyError, ValueError, TypeError, IndexError, AttributeError) as exc:
         raise CorruptionError(f"lakehouse definition: {exc!r}") from None
 
 
@@ -176,7 +176,7 @@ def _decode_def(data: bytes) -> Definition:
                 properties=dict(o["properties"]),
                 dialect=o["dialect"],
             )
-    except (KeyError, ValueError, TypeError) as exc:
+    except (KeyError, ValueError, TypeError, IndexError, AttributeError) as exc:
         raise CorruptionError(f"definition: {exc!r}") from None
     raise CorruptionError(f"definition of unknown kind {kind!r}")
 
@@ -198,7 +198,7 @@ def decode_app(data: bytes) -> tuple[int, int]:
     o = _load(data, "idempotent-write record")
     try:
         return int(o["app_version"]), int(o["version"])
-    except (KeyError, ValueError, TypeError) as exc:
+    except (KeyError, ValueError, TypeError, IndexError, AttributeError) as exc:
         raise CorruptionError(f"idempotent-write record: {exc!r}") from None
 
 
@@ -252,5 +252,5 @@ def decode_record(data: bytes) -> VersionInfo:
             data=tuple(record.decode_change(c) for c in o.get("data", ())),
             app=None if o.get("app") is None else (str(o["app"][0]), int(o["app"][1])),
         )
-    except (KeyError, ValueError, TypeError) as exc:
+    except (KeyError, ValueError, TypeError, IndexError, AttributeError) as exc:
         raise CorruptionError(f"version record: {exc!r}") from None

@@ -223,7 +223,7 @@ def decode_file(data: bytes) -> DataFile:
             columns=cols,
             raw_stats=stats,
         )
-    except (KeyError, ValueError, TypeError) as exc:
+    except (KeyError, ValueError, TypeError, IndexError, AttributeError) as exc:
         raise CorruptionError(f"data file record: {exc!r}") from None
 
 
@@ -259,7 +259,7 @@ def decode_change(o: Any) -> TableChange:
             ),
             keys=tuple(_str(x) for x in o["keys"]),
         )
-    except (KeyError, ValueError, TypeError, binascii.Error) as exc:
+    except (KeyError, ValueError, TypeError, IndexError, AttributeError, binascii.Error) as exc:
         raise CorruptionError(f"table change in a version record: {exc!r}") from None
 
 
@@ -273,7 +273,7 @@ def _load(data: bytes, what: str) -> dict[str, Any]:
         raise CorruptionError(f"{what}: unknown format byte {bytes(data[:1])!r}")
     try:
         obj = json.loads(bytes(data[1:]))
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise CorruptionError(f"{what}: bad JSON: {exc}") from None
     if not isinstance(obj, dict):
         raise CorruptionError(f"{what}: expected a JSON object")

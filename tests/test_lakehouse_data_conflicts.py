@@ -102,7 +102,7 @@ def make_base(lh: lakehouse.Lakehouse) -> Base:
     with lh.begin() as txn:
         txn.create_namespace("ns")
         txn.create_table(T, SCHEMA)
-    states = {lh.version: []}
+    states: dict[int, Rows] = {lh.version: []}
     cur: Rows = []
     v_a = 0
     for keys in (A_KEYS, B_KEYS, C_KEYS, D_KEYS, E_KEYS):
@@ -379,7 +379,11 @@ def compact_compact_disjoint(base: Base) -> tuple[list[Op], list[Op]]:
     def side(deleted: tuple[int, int], offset: int) -> list[Op]:
         where = f"k = {deleted[0]} OR k = {deleted[1]}"
         return [
-            Op("delete", lambda t: t.delete(T, where), lambda s, _: [x for x in s if x[0] not in deleted]),
+            Op(
+                "delete",
+                lambda t: t.delete(T, where),
+                lambda s, _: [x for x in s if x[0] not in deleted],
+            ),
             Op("compact", lambda t: t.compact(T, target_file_bytes=2000), lambda s, _: s),
         ]
 
@@ -512,7 +516,9 @@ def test_schema_change_commits_over_concurrent_data_change(base: Base, theirs: s
 # -- named scenarios ----------------------------------------------------------------------
 
 
-def two(lh: lakehouse.Lakehouse, iso: Any = SNAP) -> tuple[lakehouse.Transaction, lakehouse.Transaction]:
+def two(
+    lh: lakehouse.Lakehouse, iso: Any = SNAP
+) -> tuple[lakehouse.Transaction, lakehouse.Transaction]:
     a, b = lh.begin(iso), lh.begin(iso)
     assert a.version == b.version
     return a, b
@@ -527,7 +533,9 @@ ORDERS = pytest.mark.parametrize("a_first", [True, False], ids=["a-first", "b-fi
 
 @ORDERS
 @pytest.mark.parametrize("iso", [SNAP, SER], ids=["snapshot", "serializable"])
-def test_disjoint_deletes_and_updates_of_one_file_both_commit(base: Base, a_first: bool, iso: Any) -> None:
+def test_disjoint_deletes_and_updates_of_one_file_both_commit(
+    base: Base, a_first: bool, iso: Any
+) -> None:
     lh = base.lh
     before = base.head
     files_before = {f.path for f in lh.list_data_files(T)}
@@ -657,7 +665,7 @@ def test_threads_merging_the_same_new_keys_insert_each_key_once(base: Base) -> N
     lh = base.lh
     keys = list(range(1001, 1041, 2))
     errors: list[BaseException] = []
-    conflicts_seen = Counter()
+    conflicts_seen: Counter[int] = Counter()
 
     def writer(i: int) -> None:
         try:
@@ -670,7 +678,7 @@ def test_threads_merging_the_same_new_keys_insert_each_key_once(base: Base) -> N
                 except lakehouse.RetryableConflict:
                     conflicts_seen[i] += 1
             raise AssertionError("writer never committed")
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=writer, args=(i,)) for i in range(8)]
@@ -789,7 +797,7 @@ def test_threads_appending_concurrently_all_commit(base: Base) -> None:
             for j in range(10):
                 with lh.begin() as t:
                     t.append(T, table_of([(200_000 + 100 * i + j, i)]))
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=writer, args=(i,)) for i in range(6)]
@@ -875,9 +883,13 @@ def test_serializable_read_conflicts_with_changes_to_rows_it_read(
     assert_files_live(lh)
 
 
-@pytest.mark.parametrize("write_table", [T, "ns.other"], ids=["writes-same-table", "writes-other-table"])
+@pytest.mark.parametrize(
+    "write_table", [T, "ns.other"], ids=["writes-same-table", "writes-other-table"]
+)
 @pytest.mark.parametrize("change", sorted(CONCURRENT_CHANGES_UNRELATED))
-def test_serializable_read_ignores_unrelated_changes(base: Base, change: str, write_table: str) -> None:
+def test_serializable_read_ignores_unrelated_changes(
+    base: Base, change: str, write_table: str
+) -> None:
     lh = base.lh
     add_other_table(base)
     if change == "other-table" and write_table == "ns.other":
@@ -1026,7 +1038,9 @@ def test_multi_table_commit_aborts_as_a_whole(base: Base, iso: Any) -> None:
 
 
 @ORDERS
-def test_two_multi_table_transactions_on_disjoint_rows_both_commit(base: Base, a_first: bool) -> None:
+def test_two_multi_table_transactions_on_disjoint_rows_both_commit(
+    base: Base, a_first: bool
+) -> None:
     lh = base.lh
     add_other_table(base)
     with lh.begin() as t:
@@ -1140,9 +1154,13 @@ SERIALIZABLE_PREDICATES = [
 
 
 @pytest.mark.parametrize(
-    "where,row,conflicts_", SERIALIZABLE_PREDICATES, ids=[f"{w}-{r}" for w, r, _ in SERIALIZABLE_PREDICATES]
+    "where,row,conflicts_",
+    SERIALIZABLE_PREDICATES,
+    ids=[f"{w}-{r}" for w, r, _ in SERIALIZABLE_PREDICATES],
 )
-def test_serializable_read_predicates(base: Base, where: str, row: tuple[int, Any], conflicts_: bool) -> None:
+def test_serializable_read_predicates(
+    base: Base, where: str, row: tuple[int, Any], conflicts_: bool
+) -> None:
     """The read's predicate decides, with SQL null semantics, by row values."""
     lh = base.lh
     reader = lh.begin(SER)
@@ -1206,7 +1224,9 @@ XFAIL_STATS_NOT_A_READ = pytest.mark.xfail(
 @pytest.mark.parametrize(
     "how",
     [
-        pytest.param(h, marks=XFAIL_STATS_NOT_A_READ if h in ("table_stats", "list_data_files") else ())
+        pytest.param(
+            h, marks=XFAIL_STATS_NOT_A_READ if h in ("table_stats", "list_data_files") else ()
+        )
         for h in sorted(COUNTING_READS)
     ],
 )
@@ -1226,7 +1246,9 @@ def test_serializable_count_then_insert(base: Base, how: str) -> None:
 
 
 @pytest.mark.parametrize("iso", [SNAP, SER], ids=["snapshot", "serializable"])
-def test_two_overwrites_in_one_transaction_vs_insert_matching_the_second(base: Base, iso: Any) -> None:
+def test_two_overwrites_in_one_transaction_vs_insert_matching_the_second(
+    base: Base, iso: Any
+) -> None:
     """(found: comparing predicates raised ValueError instead; fixed in a51e473)"""
     lh = base.lh
     files0 = data_files(lh)
@@ -1254,7 +1276,9 @@ def test_serializable_read_and_overwrite_vs_insert_matching_the_read(base: Base)
 
 
 @pytest.mark.parametrize("seed", range(1, 9))
-def test_many_concurrent_disjoint_deletes_and_updates_with_compactions(base: Base, seed: int) -> None:
+def test_many_concurrent_disjoint_deletes_and_updates_with_compactions(
+    base: Base, seed: int
+) -> None:
     """Twelve transactions begun at one version delete or update disjoint random rows
     of every file (the large one too), with a compaction planned at that version
     and another planned after it committed, each committed at a random point in
@@ -1273,15 +1297,14 @@ def test_many_concurrent_disjoint_deletes_and_updates_with_compactions(base: Bas
         where = pc.field("k").isin(pa.array(mine, pa.int64()))
         if i % 3 == 0:
             assert t.update(T, where, {"v": f"v + {i + 1}"}) == len(mine)
-
-            def effect(s: dict[int, int], mine: list[int] = mine, i: int = i) -> None:
-                for k in mine:
-                    s[k] += i + 1
         else:
             assert t.delete(T, where) == len(mine)
 
-            def effect(s: dict[int, int], mine: list[int] = mine) -> None:
-                for k in mine:
+        def effect(s: dict[int, int], mine: list[int] = mine, i: int = i) -> None:
+            for k in mine:
+                if i % 3 == 0:
+                    s[k] += i + 1
+                else:
                     del s[k]
 
         txns.append((t, effect))
@@ -1293,11 +1316,11 @@ def test_many_concurrent_disjoint_deletes_and_updates_with_compactions(base: Bas
     txns.insert(at, (first, lambda s: None))
     later = rng.randrange(at + 2, len(txns) + 1)
     second: list[lakehouse.Transaction] = []
-    for n, (t, effect) in enumerate(txns):
+    for n, (t, apply_effect) in enumerate(txns):
         if n == later:
             second[0].commit()
         t.commit()
-        effect(state)
+        apply_effect(state)
         if t is first:
             second.append(lh.begin())
             second[0].compact(T, target_file_bytes=1 << 30)
@@ -1338,7 +1361,9 @@ def test_data_change_vs_table_dropped_meanwhile(
             )
         )
     op = build_op(mine, MINE, R1, base)
-    res = run_pair(base, [op], [], SNAP, theirs_fn=_drop if theirs == "drop" else _drop_and_recreate)
+    res = run_pair(
+        base, [op], [], SNAP, theirs_fn=_drop if theirs == "drop" else _drop_and_recreate
+    )
     lh = base.lh
     assert isinstance(res.error, lakehouse.CommitConflict), f"{mine} committed into {theirs}"
     if theirs == "drop":

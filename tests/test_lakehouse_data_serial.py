@@ -26,7 +26,6 @@ tables the transaction does not write).
 from __future__ import annotations
 
 import random
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -178,12 +177,13 @@ class History:
     conflicts: int
 
 
-def run_history(lh: lakehouse.Lakehouse, seed: int, n: int, cross_table: bool) -> History:
+def run_history(
+    lh: lakehouse.Lakehouse, seed: int, n: int, cross_table: bool, max_open: int = 5
+) -> History:
     rng = random.Random(seed)
     runs = [Run(i, make_program(random.Random(seed * 1_000 + i), cross_table)) for i in range(n)]
     todo = list(runs)
     open_: list[tuple[Run, Any, int]] = []  # (run, txn, next step)
-    max_open = 5
     conflicts = 0
     while todo or open_:
         choices = []
@@ -297,7 +297,9 @@ def _one(lakehouses: tuple[Any, Any], seed: int, cross_table: bool) -> History:
     setup(lh)
     setup(replay)
     h = run_history(lh, seed, N, cross_table)
-    outcomes = {o: sum(r.outcome == o for r in h.runs) for o in ("committed", "conflict", "read-only")}
+    outcomes = {
+        o: sum(r.outcome == o for r in h.runs) for o in ("committed", "conflict", "read-only")
+    }
     assert outcomes["committed"] >= N // 4, outcomes
     replay_and_check(lh, replay, h)
     return h

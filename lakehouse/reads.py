@@ -178,11 +178,13 @@ class ReadOps:
     def table_stats(self, table: str) -> TableStats:
         """Rows a read returns, files, rows marked deleted in them, bytes."""
         d = self.describe_table(table)
+        self._note_data_read(d, None)  # a count reveals every row
         return scan.stats(self._table_files(d.namespace, d.name))
 
     def list_data_files(self, table: str) -> list[DataFile]:
         """The table's data files with rows, bytes, deleted rows and column bounds."""
         d = self.describe_table(table)
+        self._note_data_read(d, None)  # counts and bounds reveal the rows
         names = {c.id: (c.name, d.schema.field(c.name).type) for c in d.columns}
         return [
             replace(f, deleted_rows=len(dv), stats=record.user_stats(f, names))

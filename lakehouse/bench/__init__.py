@@ -48,7 +48,9 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(sys.argv[1:] if argv is None else argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
+    logging.basicConfig(level=logging.WARNING)
+    if args.verbose:
+        logging.getLogger("lakehouse.bench").setLevel(logging.INFO)
     root = args.root or tempfile.mkdtemp(prefix="lakehouse-bench-", dir="/tmp")
     os.makedirs(root, exist_ok=True)
     parts = [args.only] if args.only else list(PARTS)

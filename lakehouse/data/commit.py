@@ -6,12 +6,30 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import kvstore
+from lakehouse import codec, keys
+from lakehouse.errors import IncompatibleConflict
 from lakehouse.data.rebase import check_reads, rebase
 from lakehouse.model import TableChange, TableDef, VersionInfo
 
 if TYPE_CHECKING:
     from lakehouse.lakehouse import Lakehouse
     from lakehouse.txn import Transaction
+
+
+def _same_table(ktx: kvstore.Transaction, txn: Transaction, d: TableDef) -> None:
+    """Rows belong to one incarnation of a table: a table dropped and created again
+    under the same name meanwhile is another table (IncompatibleConflict)."""
+    base = txn._base_bytes.get(("table", d.qualified_name))
+    if base is None:
+        return  # created by this transaction
+    raw = ktx.get(keys.table_key(d.namespace, d.name))
+    head = None if raw is None else codec.decode_def(raw)
+    if not isinstance(head, TableDef) or head.table_id != d.table_id:
+        raise IncompatibleConflict(
+            f"table {d.qualified_name} was dropped (and maybe created again) after this "
+            "transaction began; its row changes cannot apply to another table",
+            objects=(("table", d.qualified_name),),
+        )
 
 
 def rebase_all(
@@ -26,6 +44,8 @@ def rebase_all(
         d = txn._lookup("table", ns, t)
         if not isinstance(d, TableDef):
             continue  # dropped later in the same transaction
+        if records:
+            _same_table(ktx, txn, d)
         reads = txn._data_reads.get((ns, t), [])
         kv, change = rebase(ktx, lh._data, d, w, txn._base_files(ns, t), reads, records)
         writes.extend(kv)

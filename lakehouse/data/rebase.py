@@ -50,7 +50,7 @@ from lakehouse.model import DataFile, Rewrite, TableChange, TableDef, VersionInf
 if TYPE_CHECKING:
     from kvstore.objstore import ObjectStore
 
-_PURE_DELETE = frozenset({"delete", "append"})
+_PURE_DELETE = frozenset({"delete", "append", "compact"})  # compaction moves rows only
 
 
 def translate(r: Rewrite, src: str, positions: BitMap) -> BitMap:
@@ -62,6 +62,20 @@ def translate(r: Rewrite, src: str, positions: BitMap) -> BitMap:
             return BitMap(offset + p - dv.rank(p) for p in positions if p not in dv)
         offset += rows - len(dv)
     raise KeyError(src)
+
+
+def untranslate(r: Rewrite, positions: BitMap) -> dict[str, BitMap]:
+    """Where positions of compaction ``r``'s output came from: ``{source: positions}``."""
+    out: dict[str, BitMap] = {}
+    offset = 0
+    for fid, rows, raw in r.sources:
+        live = BitMap(range(rows)) - dvfmt.decode(raw)
+        n = len(live)
+        mine = [q - offset for q in positions if offset <= q < offset + n]
+        if mine:
+            out[fid] = BitMap(live[i] for i in mine)
+        offset += n
+    return out
 
 
 def _compacted(change: TableChange) -> set[str]:
@@ -126,6 +140,11 @@ def _check_rows(w: TableWrite, theirs: Sequence[tuple[int, TableChange]]) -> Non
     for fid in w.removed:
         if fid not in mine_moved:
             touched[fid] = None
+    for r in w.rewrites:  # rows we changed in our own compaction's output: their sources
+        pos = w.deletes.get(r.new_id)
+        if pos:
+            for src, p in untranslate(r, pos).items():
+                touched[src] = (touched.get(src) or BitMap()) | p
     pure_mine = set(w.ops) <= _PURE_DELETE
     for u, c in theirs:
         moved = _compacted(c)

@@ -198,15 +198,25 @@ def read(
     *,
     version: int | None = None,
     timestamp: Any = None,
+    txn: Any = None,
 ) -> DataFrame:
     """``table`` at the latest version, at ``version`` or as of ``timestamp`` (aware
-    datetime or epoch ms), as a lazy DataFrame without deleted rows."""
+    datetime or epoch ms), as a lazy DataFrame without deleted rows.
+
+    With ``txn``: the rows as that transaction sees them (its own writes
+    included); a SERIALIZABLE transaction records the read, so a concurrent
+    commit that changes the table makes it conflict.
+    """
     if version is not None and timestamp is not None:
         raise ValueError("give version or timestamp, not both")
+    if txn is not None and (version is not None or timestamp is not None):
+        raise ValueError("a transaction reads at its own version; drop version/timestamp")
     if not isinstance(table, str):
         raise TypeError(f"table must be a str such as 'ns.table', not {type(table).__name__}")
     configure(spark)
     loc = location_of(lh)
+    if txn is not None:
+        return scan_frame(spark, txn.scan_plan(table), txn.describe_table(table).schema, loc)
     with _view(lh, version, timestamp) as view:
         schema = view.describe_table(table).schema
         plan = view.scan_plan(table)

@@ -1,0 +1,372 @@
+"""Commands on the lakehouse itself, its tree and its versions.
+
+``init``, ``info``, ``list``/``show``, ``describe``, ``history``, the
+``ns``/``table``/``view`` groups, ``rollback``, ``export`` and ``expire``.
+Each takes a :class:`~lakehouse.cli.target.Ctx` and returns an exit status.
+Reads open with :func:`lakehouse.open_reader`; writes with the single writer
+(see :mod:`lakehouse.cli.target`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from typing import Any
+
+import lakehouse
+from kvstore.cli.codec import human_bytes, human_ms, plural
+from kvstore.objstore import local_path
+from lakehouse.cli.parse import parse_props
+from lakehouse.cli.render import (
+    describe_text,
+    history_text,
+    table_json,
+    tree,
+    tree_text,
+    version_json,
+    view_json,
+)
+from lakehouse.cli.target import EXIT_OK, CliError, Ctx, transact, usage
+from lakehouse.model import LakehouseDef
+from lakehouse.reads import ReadOps
+
+
+def _rows(rows: list[tuple[str, str]]) -> Iterator[str]:
+    width = max((len(a) for a, _ in rows), default=0)
+    for a, b in rows:
+        yield f"{a:<{width}}  {b}"
+
+
+# ---------------------------------------------------------------------------
+# init / info
+# ---------------------------------------------------------------------------
+def _asked(ctx: Ctx) -> dict[str, Any]:
+    """The creation settings given on the command line (and only those)."""
+    a = ctx.args
+    asked: dict[str, Any] = {}
+    if a.isolation is not None:
+        asked["default_isolation"] = a.isolation
+    if a.max_name_length is not None:
+        asked["max_name_length"] = a.max_name_length
+    if a.transaction_ttl is not None:
+        asked["transaction_ttl"] = a.transaction_ttl
+    if a.property is not None:
+        asked["properties"] = parse_props(a.property)
+    return asked
+
+
+def _differences(d: LakehouseDef, asked: dict[str, Any]) -> list[str]:
+    out = []
+    iso = asked.get("default_isolation")
+    if iso is not None and d.default_isolation.value != iso:
+        out.append(f"default isolation {d.default_isolation.value} (asked: {iso})")
+    n = asked.get("max_name_length")
+    if n is not None and d.max_name_length != n:
+        out.append(f"max name length {d.max_name_length} (asked: {n})")
+    ttl = asked.get("transaction_ttl")
+    if ttl is not None and float(d.transaction_ttl) != float(ttl):
+        out.append(f"transaction TTL {d.transaction_ttl:g} s (asked: {ttl:g} s)")
+    props = asked.get("properties")
+    if props is not None and dict(d.properties) != props:
+        out.append(f"properties {dict(d.properties)} (asked: {props})")
+    return out
+
+
+def _init_doc(url: str, d: LakehouseDef, version: int, created: bool) -> dict[str, Any]:
+    return {
+        "url": url,
+        "id": d.id,
+        "version": version,
+        "created": created,
+        "default_isolation": d.default_isolation.value,
+        "max_name_length": d.max_name_length,
+        "transaction_ttl": d.transaction_ttl,
+        "properties": dict(d.properties),
+    }
+
+
+def cmd_init(ctx: Ctx) -> int:
+    """Create the lakehouse; on an existing one, check the settings asked for match."""
+    t = ctx.target
+    asked = _asked(ctx)
+    try:
+        reader: lakehouse.LakehouseReader | None = lakehouse.open_reader(
+            t.url, storage_options=t.storage_options
+        )
+    except lakehouse.NotFound:
+        reader = None
+    if reader is None:
+        with lakehouse.open(t.url, create=True, **t.writer_options(), **asked) as lh:
+            d, version = lh.definition, lh.version
+        created = version == 0 and not _differences(d, asked)
+    else:
+        with reader:
+            d, version = reader.definition, reader.version
+        created = False
+    diffs = _differences(d, asked)
+    if diffs:
+        raise CliError(
+            f"a lakehouse already exists at {t.url} with other settings: {'; '.join(diffs)}; "
+            "they are fixed when a lakehouse is created (nothing was changed)",
+            kind="AlreadyExists",
+        )
+    ctx.doc(_init_doc(t.url, d, version, created))
+    if created:
+        ctx.line(f"lakehouse {d.id} at {t.url}, version {version} (created)")
+    else:
+        ctx.line(f"lakehouse {d.id} at {t.url}, version {version} (it existed; nothing changed)")
+    return EXIT_OK
+
+
+def summarize(r: lakehouse.LakehouseReader, url: str) -> dict[str, Any]:
+    """Everything ``info`` reports, as plain JSON-able data."""
+    d = r.definition
+    with r.at_version(r.version) as v:
+        namespaces = v.list_namespaces()
+        tables = [f"{ns}.{t}" for ns in namespaces for t in v.list_tables(ns)]
+        views = sum(len(v.list_views(ns)) for ns in namespaces)
+        stats = [v.table_stats(t) for t in tables]
+        head = v.version
+    last = r.version_info(head)
+    data_url: str | None
+    try:
+        data_url = r.data_location()[0]
+    except TypeError:
+        data_url = None
+    return {
+        "url": url,
+        "id": d.id,
+        "created_ms": d.created_ms,
+        "version": head,
+        "oldest_version": r.oldest_version,
+        "last_commit_ms": last.created_ms,
+        "default_isolation": d.default_isolation.value,
+        "max_name_length": d.max_name_length,
+        "transaction_ttl": d.transaction_ttl,
+        "properties": dict(d.properties),
+        "namespaces": len(namespaces),
+        "tables": len(tables),
+        "views": views,
+        "data": {
+            "rows": sum(s.rows for s in stats),
+            "files": sum(s.files for s in stats),
+            "deleted_rows": sum(s.deleted_rows for s in stats),
+            "bytes": sum(s.bytes for s in stats),
+        },
+        "data_url": data_url,
+    }
+
+
+def _info_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
+    data = s["data"]
+    data_text = (
+        f"{plural(data['rows'], 'row')} in {plural(data['files'], 'file')}, "
+        f"{human_bytes(data['bytes'])}"
+    )
+    if data["deleted_rows"]:
+        data_text += f" ({plural(data['deleted_rows'], 'more row')} marked deleted)"
+    kept = s["version"] - s["oldest_version"] + 1
+    rows = [
+        ("lakehouse", s["url"]),
+        ("id", s["id"]),
+        ("created", human_ms(s["created_ms"])),
+        ("version", f"{s['version']} (oldest retained {s['oldest_version']}, {kept} kept)"),
+        ("last commit", human_ms(s["last_commit_ms"])),
+        ("default isolation", s["default_isolation"]),
+        ("max name length", str(s["max_name_length"])),
+        ("transaction TTL", f"{s['transaction_ttl']:g} s"),
+        ("properties", " ".join(f"{k}={v}" for k, v in s["properties"].items()) or "none"),
+        ("namespaces", str(s["namespaces"])),
+        ("tables", str(s["tables"])),
+        ("views", str(s["views"])),
+        ("table data", data_text),
+    ]
+    if s["data_url"]:
+        rows.append(("data location", s["data_url"]))
+    return rows
+
+
+def cmd_info(ctx: Ctx) -> int:
+    with ctx.target.open_reader() as r:
+        s = summarize(r, ctx.target.url)
+    ctx.doc(s)
+    for text in _rows(_info_rows(s)):
+        ctx.line(text)
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------
+# the tree and its objects
+# ---------------------------------------------------------------------------
+def cmd_show(ctx: Ctx) -> int:
+    """``list`` and ``show``: the whole tree (at ``--version`` / ``--at``)."""
+    with ctx.target.open_reader() as r, ctx.view(r) as view:
+        t = tree(view)
+    ctx.doc({"version": view.version, "tree": t})
+    ctx.line(f"version {view.version}\n{tree_text(t)}")
+    return EXIT_OK
+
+
+def describe_any(view: ReadOps, name: str, kind: str | None = None) -> dict[str, Any]:
+    if kind == "namespace" or (kind is None and "." not in name):
+        d = view.describe_namespace(name)
+        return {"kind": "namespace", "name": d.name, "properties": dict(d.properties)}
+    if kind == "table" or (kind is None and view.table_exists(name)):
+        return table_json(view.describe_table(name))
+    if kind == "view" or (kind is None and view.view_exists(name)):
+        return view_json(view.describe_view(name))
+    ns = name.split(".", 1)[0]
+    view.describe_namespace(ns)  # NotFound naming the namespace, if that is what is missing
+    raise lakehouse.NotFound(f"no table or view named {name}")
+
+
+_KINDS = {"ns": "namespace", "table": "table", "view": "view"}
+
+
+def cmd_describe(ctx: Ctx) -> int:
+    kind = _KINDS.get(ctx.args.command)  # `table describe` etc. say what they want
+    with ctx.target.open_reader() as r, ctx.view(r) as view:
+        obj = describe_any(view, ctx.args.name, kind)
+    ctx.doc(obj)
+    ctx.line(describe_text(obj))
+    return EXIT_OK
+
+
+def cmd_names(ctx: Ctx) -> int:
+    """``ns list``, ``table list NS``, ``view list NS``."""
+    cmd = ctx.args.command
+    with ctx.target.open_reader() as r, ctx.view(r) as view:
+        if cmd == "ns":
+            names = view.list_namespaces()
+        elif cmd == "table":
+            names = view.list_tables(ctx.args.name)
+        else:
+            names = view.list_views(ctx.args.name)
+    ctx.doc(names)
+    ctx.line("\n".join(names) if names else "(none)")
+    return EXIT_OK
+
+
+def cmd_write_object(ctx: Ctx) -> int:
+    """``ns|table|view create|alter|drop``: one transaction, one new version."""
+    a = ctx.args
+    cmd, action, name = a.command, a.action, a.name
+
+    def work(txn: lakehouse.Transaction) -> None:
+        if cmd == "ns":
+            if action == "create":
+                txn.create_namespace(name, parse_props(a.property))
+            elif action == "drop":
+                txn.drop_namespace(name)
+            else:
+                txn.alter_namespace(
+                    name, set_properties=parse_props(a.set), remove_properties=a.unset
+                )
+        elif cmd == "table":
+            if action == "create":
+                txn.create_table(
+                    name,
+                    a.schema,
+                    parse_props(a.property),
+                    primary_key=a.primary_key,
+                    sort_keys=a.sort_key,
+                )
+            elif action == "drop":
+                txn.drop_table(name)
+            else:
+                txn.alter_table(
+                    name,
+                    set_properties=parse_props(a.set),
+                    remove_properties=a.unset,
+                    schema=a.schema,
+                    rename_columns=parse_props(a.rename_column) or None,
+                )
+        elif action == "create":
+            txn.create_view(name, a.sql, parse_props(a.property), referenced=a.reads)
+        elif action == "drop":
+            txn.drop_view(name)
+        else:
+            txn.alter_view(
+                name, sql=a.sql, set_properties=parse_props(a.set), remove_properties=a.unset
+            )
+
+    with ctx.target.open_writer() as lh:
+        version, _ = transact(lh, work)
+        if version is None:  # an alter that changed nothing
+            version = lh.version
+    kind = _KINDS[cmd]
+    ctx.doc({"version": version, "op": action, "kind": kind, "name": name})
+    ctx.line(f"version {version}: {action} {kind} {name}")
+    return EXIT_OK
+
+
+# ---------------------------------------------------------------------------
+# versions
+# ---------------------------------------------------------------------------
+def cmd_history(ctx: Ctx) -> int:
+    with ctx.target.open_reader() as r:
+        hist = r.history(limit=ctx.args.limit)
+    ctx.doc([version_json(v) for v in hist])
+    ctx.line(history_text(hist) if hist else "(no versions)")
+    return EXIT_OK
+
+
+def cmd_rollback(ctx: Ctx) -> int:
+    target = ctx.args.version
+    with ctx.target.open_writer() as lh:
+        v = lh.rollback(target)
+    ctx.doc({"version": v, "rollback_of": target})
+    ctx.line(f"version {v}: state of version {target} restored")
+    return EXIT_OK
+
+
+def _check_dest(ctx: Ctx, dest: str) -> None:
+    """Refuse a destination that is the source or a non-empty directory, before
+    opening anything (a lakehouse there would be fenced by the export's open)."""
+    src, dst = local_path(ctx.target.url), local_path(dest)
+    if src is not None and dst is not None:
+        if os.path.abspath(src) == os.path.abspath(dst):
+            raise CliError(f"cannot export {ctx.target.url} onto itself", kind="AlreadyExists")
+    elif ctx.target.url.rstrip("/") == dest.rstrip("/"):
+        raise CliError(f"cannot export {ctx.target.url} onto itself", kind="AlreadyExists")
+    if dst is not None and os.path.exists(dst):
+        if not os.path.isdir(dst):
+            raise CliError(f"export destination {dest} is a file", kind="AlreadyExists")
+        if os.listdir(dst):
+            raise CliError(
+                f"export destination {dest} is not empty; export writes a new lakehouse "
+                "into an empty or missing directory",
+                kind="AlreadyExists",
+            )
+
+
+def cmd_export(ctx: Ctx) -> int:
+    a = ctx.args
+    _check_dest(ctx, a.dest)
+    summary: dict[str, Any] | None = None
+    with ctx.target.open_reader() as r:
+        try:  # export only reads its source: from a reader, when the reader can
+            summary = r.export(a.dest, version=a.version, kind=a.kind)
+        except lakehouse.ReadOnlyError:
+            summary = None
+    if summary is None:
+        with ctx.target.open_writer() as lh:
+            summary = lh.export(a.dest, version=a.version, kind=a.kind)
+    ctx.doc(summary)
+    ctx.line(
+        f"exported version {summary['source_version']} to {a.dest} ({a.kind}): "
+        f"{summary['objects']} objects, {summary['files_copied']} files copied"
+    )
+    return EXIT_OK
+
+
+def cmd_expire(ctx: Ctx) -> int:
+    a = ctx.args
+    if a.keep_last is None and a.older_than is None:
+        raise usage("give --keep-last N, --older-than AGE, or both")
+    with ctx.target.open_writer() as lh:
+        oldest = lh.expire_versions(keep_last=a.keep_last, older_than=a.older_than)
+        head = lh.version
+    ctx.doc({"oldest_version": oldest, "version": head})
+    ctx.line(f"oldest retained version: {oldest} (latest: {head})")
+    return EXIT_OK

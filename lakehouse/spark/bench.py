@@ -1,0 +1,184 @@
+"""Benchmark: lakehouse.spark against plain Spark Parquet, same run, as ratios.
+
+Run with ``python -m lakehouse.spark.bench [--rows 3000000] [--repeats 5]``.
+
+One cached DataFrame of ``rows`` order-like rows (8 columns: ids, an int,
+a decimal, a double, a string, a timestamp) is written and read repeatedly;
+each repeat runs the plain and the lakehouse variant back to back, so load
+on the machine hits both alike. Measured:
+
+* ``write``: :func:`lakehouse.spark.write` into a new table (files written,
+  footers read, transaction committed) vs ``df.write.parquet(dir)``;
+* ``read``: :func:`lakehouse.spark.read` of that table materialised
+  (``write.format("noop")``), planning included, vs
+  ``spark.read.parquet(<the same files>)`` materialised;
+* ``read, 1% deleted``: the same after :func:`lakehouse.spark.delete` of 1%
+  of the rows (deletion vectors, applied by the broadcast anti-join) vs the
+  plain read of the same files (which returns the deleted rows too).
+
+Reports the median, min and max seconds of each and the ratio of medians
+(plus the spread of per-repeat ratios).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from typing import Any
+
+ORDERS_DDL = (
+    "order_id long, customer_id long, product_id int, quantity int, "
+    "total decimal(12,2), discount double, status string, placed_at timestamp"
+)
+
+
+def orders_frame(spark: Any, rows: int, partitions: int = 4, seed: int = 7) -> Any:
+    """``rows`` synthetic orders (deterministic for a seed)."""
+    from pyspark.sql import functions as F
+
+    statuses = F.array(*[F.lit(s) for s in ("placed", "paid", "shipped", "delivered", "cancelled")])
+    return spark.range(0, rows, numPartitions=partitions).select(
+        F.col("id").alias("order_id"),
+        (F.abs(F.hash(F.col("id"), F.lit(seed))) % 200_000).alias("customer_id"),
+        (F.abs(F.hash(F.col("id"), F.lit(seed + 1))) % 5_000).cast("int").alias("product_id"),
+        (F.abs(F.hash(F.col("id"), F.lit(seed + 2))) % 9 + 1).cast("int").alias("quantity"),
+        (F.rand(seed) * 500).cast("decimal(12,2)").alias("total"),
+        F.round(F.rand(seed + 3) * 0.3, 2).alias("discount"),
+        F.element_at(statuses, (F.abs(F.hash(F.col("id"))) % 5 + 1).cast("int")).alias("status"),
+        F.timestamp_seconds(F.lit(1_735_689_600) + F.col("id") % 7_776_000).alias("placed_at"),
+    )
+
+
+def _timed(fn: Callable[[], Any]) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+def _summary(plain: list[float], lake: list[float]) -> dict[str, Any]:
+    ratios = [b / a for a, b in zip(plain, lake)]
+    return {
+        "plain_s": {"median": statistics.median(plain), "min": min(plain), "max": max(plain)},
+        "lakehouse_s": {"median": statistics.median(lake), "min": min(lake), "max": max(lake)},
+        "ratio": statistics.median(lake) / statistics.median(plain),
+        "ratio_range": [min(ratios), max(ratios)],
+    }
+
+
+def run(
+    rows: int = 3_000_000, repeats: int = 5, root: str | None = None, spark: Any = None
+) -> dict[str, Any]:
+    """Run the benchmark; returns a dict of results (see module doc)."""
+    import pyarrow as pa
+
+    import lakehouse
+    import lakehouse.spark as lhs
+
+    own_spark = spark is None
+    if spark is None:
+        spark = lhs.local_session("lakehouse-spark-bench")
+    tmp = root or tempfile.mkdtemp(prefix="lh-spark-bench-")
+    try:
+        df = orders_frame(spark, rows).cache()
+        df.count()
+        lh = lakehouse.open(os.path.join(tmp, "lh"))
+        from lakehouse.spark.types import arrow_schema
+
+        schema = arrow_schema(df.schema)
+        schema = schema.set(0, pa.field("order_id", pa.int64(), nullable=False))
+
+        def noop(frame: Any) -> None:
+            frame.write.format("noop").mode("overwrite").save()
+
+        w_plain: list[float] = []
+        w_lake: list[float] = []
+        r_plain: list[float] = []
+        r_lake: list[float] = []
+        d_plain: list[float] = []
+        d_lake: list[float] = []
+        for i in range(repeats + 1):  # round 0 warms the JVM up and is not counted
+            table = f"bench.orders{i}"
+            with lh.begin() as txn:
+                if i == 0:
+                    txn.create_namespace("bench")
+                txn.create_table(table, schema)
+            plain_dir = os.path.join(tmp, f"plain{i}")
+            wp = _timed(lambda: df.write.parquet(plain_dir))  # noqa: B023
+            wl = _timed(lambda: lhs.write(lh, df, table))  # noqa: B023
+            urls = [f.url for f in lh.scan_plan(table)]
+            rp = _timed(lambda: noop(spark.read.parquet(*urls)))  # noqa: B023
+            rl = _timed(lambda: noop(lhs.read(lh, spark, table)))  # noqa: B023
+            deleted = lhs.delete(lh, spark, table, "order_id % 100 = 7")
+            dp = _timed(lambda: noop(spark.read.parquet(*urls)))  # noqa: B023
+            dl = _timed(lambda: noop(lhs.read(lh, spark, table)))  # noqa: B023
+            if i:
+                w_plain.append(wp)
+                w_lake.append(wl)
+                r_plain.append(rp)
+                r_lake.append(rl)
+                d_plain.append(dp)
+                d_lake.append(dl)
+            shutil.rmtree(plain_dir, ignore_errors=True)
+            with lh.begin() as txn:
+                txn.drop_table(table)
+        lh.expire_versions(keep_last=1)
+        lh.close()
+        df.unpersist()
+        return {
+            "rows": rows,
+            "repeats": repeats,
+            "cores": spark.sparkContext.defaultParallelism,
+            "deleted_rows": deleted,
+            "write": _summary(w_plain, w_lake),
+            "read": _summary(r_plain, r_lake),
+            "read_1pct_deleted": _summary(d_plain, d_lake),
+        }
+    finally:
+        if root is None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        if own_spark:
+            spark.stop()
+
+
+def format_table(res: dict[str, Any]) -> str:
+    lines = [
+        f"{res['rows']:,} rows, {res['repeats']} repeats, local[{res['cores']}]",
+        f"{'':20} {'plain s (median, min-max)':>28} {'lakehouse s':>24} {'ratio':>7} {'range':>13}",
+    ]
+    for key, label in (
+        ("write", "write"),
+        ("read", "read"),
+        ("read_1pct_deleted", "read, 1% deleted"),
+    ):
+        r = res[key]
+        p, q = r["plain_s"], r["lakehouse_s"]
+        lo, hi = r["ratio_range"]
+        lines.append(
+            f"{label:20} {p['median']:>9.2f} ({p['min']:.2f}-{p['max']:.2f}) "
+            f"{q['median']:>14.2f} ({q['min']:.2f}-{q['max']:.2f}) "
+            f"{r['ratio']:>6.2f}x {lo:>5.2f}-{hi:.2f}"
+        )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(prog="python -m lakehouse.spark.bench", description=__doc__)
+    ap.add_argument("--rows", type=int, default=3_000_000)
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--json", help="also write the results to this file")
+    args = ap.parse_args(argv)
+    res = run(args.rows, args.repeats)
+    print(format_table(res))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(res, f, indent=2)
+
+
+if __name__ == "__main__":
+    main()

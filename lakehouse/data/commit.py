@@ -7,8 +7,8 @@ from typing import TYPE_CHECKING
 
 import kvstore
 from lakehouse import codec, keys
-from lakehouse.errors import IncompatibleConflict
 from lakehouse.data.rebase import check_reads, rebase
+from lakehouse.errors import IncompatibleConflict
 from lakehouse.model import TableChange, TableDef, VersionInfo
 
 if TYPE_CHECKING:

@@ -6,27 +6,32 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: demo test lint bench clean
+.PHONY: demo demo-metadata test lint bench clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
 $(VENV)/.demo-installed: $(BIN)/python pyproject.toml setup.py kvstore/_speedups.c constraints.txt
-	$(BIN)/pip install -q -c constraints.txt -e .
+	$(BIN)/pip install -q -c constraints.txt -e '.[spark]'
 	touch $@
 
 $(VENV)/.test-installed: $(BIN)/python pyproject.toml setup.py kvstore/_speedups.c constraints.txt
-	$(BIN)/pip install -q -c constraints.txt -e '.[test,bench]'
+	$(BIN)/pip install -q -c constraints.txt -e '.[test,bench,spark]'
 	touch $@
 
+# The main job: a PySpark pipeline building a lakehouse with data (lakehouse/spark_demo.py).
+# `make demo-metadata` runs the earlier metadata-only narration (lakehouse/demo.py).
 demo: $(VENV)/.demo-installed
+	$(BIN)/python -m lakehouse.spark_demo
+
+demo-metadata: $(VENV)/.demo-installed
 	$(BIN)/python -m lakehouse.demo
 
 # The whole suite, then the format, corruption, compaction and model-based tests
 # again on the pure-Python code paths (what runs where the C accelerator is not built).
 PURE_TESTS := tests/test_formats.py tests/test_state_machine.py tests/test_corruption.py \
-	tests/test_compaction.py fuzz
+	tests/test_compaction.py fuzz/fuzz_decoders.py
 
 test: $(VENV)/.test-installed
 	$(BIN)/python -m pytest -q
@@ -39,6 +44,7 @@ lint: $(VENV)/.test-installed
 
 bench: $(VENV)/.test-installed
 	$(BIN)/python -m kvstore.bench
+	$(BIN)/python -m lakehouse.bench
 
 clean:
 	rm -rf $(VENV) build *.egg-info kvstore/*.so .pytest_cache .mypy_cache .ruff_cache

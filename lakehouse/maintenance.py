@@ -134,6 +134,7 @@ def export(
     if version is None:
         version = lh.version
     d = lh.definition
+    _check_export_destination(lh, dest_url)
     with lh.at_version(version) as view:
         state = _state(view._snap.scan_prefix)
     dest = open_lakehouse(
@@ -187,6 +188,37 @@ def export(
         "files_copied": copied,
         "bytes_copied": copied_bytes,
     }
+
+
+def _check_export_destination(lh: Lakehouse, dest_url: Any) -> None:
+    """An export goes to an empty place that is not this lakehouse, and touches
+    nothing (no writer is fenced) when it is refused."""
+    import os
+
+    from kvstore.objstore import open_store
+
+    if isinstance(dest_url, os.PathLike):
+        dest_url = os.fspath(dest_url)
+    if not isinstance(dest_url, str):
+        if dest_url.list(""):
+            raise AlreadyExists(f"{dest_url.describe()} is not empty; export into an empty place")
+        return
+    own = lh.url
+    norm = (lambda u: u.rstrip("/") if "://" in u else os.path.abspath(u))  # noqa: E731
+    if isinstance(own, str) and norm(dest_url.removeprefix("file://")) == norm(
+        own.removeprefix("file://")
+    ):
+        raise AlreadyExists(f"cannot export {own} onto itself")
+    local = "://" not in dest_url or dest_url.startswith("file://")
+    if local:
+        path = dest_url.removeprefix("file://")
+        if os.path.isfile(path):
+            raise AlreadyExists(f"{path} is a file; export into an empty directory")
+        if os.path.isdir(path) and os.listdir(path):
+            raise AlreadyExists(f"{path} is not empty; export into an empty directory")
+    elif not dest_url.startswith("memory://"):
+        if open_store(dest_url, lh._options.storage_options).list(""):
+            raise AlreadyExists(f"{dest_url} is not empty; export into an empty location")
 
 
 # ---------------------------------------------------------------------------

@@ -204,7 +204,7 @@ def _check_export_destination(lh: Lakehouse, dest_url: Any) -> None:
             raise AlreadyExists(f"{dest_url.describe()} is not empty; export into an empty place")
         return
     own = lh.url
-    norm = (lambda u: u.rstrip("/") if "://" in u else os.path.abspath(u))  # noqa: E731
+    norm = lambda u: u.rstrip("/") if "://" in u else os.path.abspath(u)  # noqa: E731
     if isinstance(own, str) and norm(dest_url.removeprefix("file://")) == norm(
         own.removeprefix("file://")
     ):
@@ -216,9 +216,10 @@ def _check_export_destination(lh: Lakehouse, dest_url: Any) -> None:
             raise AlreadyExists(f"{path} is a file; export into an empty directory")
         if os.path.isdir(path) and os.listdir(path):
             raise AlreadyExists(f"{path} is not empty; export into an empty directory")
-    elif not dest_url.startswith("memory://"):
-        if open_store(dest_url, lh._options.storage_options).list(""):
-            raise AlreadyExists(f"{dest_url} is not empty; export into an empty location")
+    elif not dest_url.startswith("memory://") and open_store(
+        dest_url, lh._options.storage_options
+    ).list(""):
+        raise AlreadyExists(f"{dest_url} is not empty; export into an empty location")
 
 
 # ---------------------------------------------------------------------------

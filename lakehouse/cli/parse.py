@@ -170,29 +170,29 @@ def parse_seconds(text: str) -> float:
     return value
 
 
-def _int(text: str, minimum: int, what: str) -> int:
+def _int(text: str, minimum: int) -> int:
     try:
         value = int(text)
     except ValueError:
-        raise ValueError(f"{what} must be an integer, got {text!r}") from None
+        value = minimum - 1
     if value < minimum:
-        raise ValueError(f"{what} must be >= {minimum}, got {value}")
+        raise ValueError(f"must be an integer >= {minimum}, got {text!r}")
     return value
 
 
 def count(text: str) -> int:
     """An integer >= 0 (``--limit``, ``-n``)."""
-    return _int(text, 0, "the count")
+    return _int(text, 0)
 
 
 def positive(text: str) -> int:
     """An integer >= 1."""
-    return _int(text, 1, "the number")
+    return _int(text, 1)
 
 
 def version(text: str) -> int:
     """A lakehouse version number (>= 0)."""
-    return _int(text, 0, "a version")
+    return _int(text, 0)
 
 
 def parse_columns(text: str) -> list[str]:
@@ -208,4 +208,3 @@ def where(text: str) -> str:
     if not text.strip():
         raise ValueError("the WHERE condition is empty")
     return text
-

@@ -171,22 +171,31 @@ def _files(n: int) -> str:
 
 def version_summary(v: VersionInfo) -> str:
     """What a version changed, in one line: objects, then rows per table."""
-    text = v.summary()
-    data = []
+    data_tables = {c.table for c in v.data}
+    items = [
+        str(c)
+        for c in v.changes  # a data change "alters" its table without changing its definition
+        if not (c.kind == "table" and c.op == "alter" and c.name in data_tables)
+        or c.old_id != c.new_id
+    ]
     for c in v.data:
-        parts = [", ".join(c.ops) or "data"]
+        detail = []
         if c.added:
-            parts.append(f"+{_files(len(c.added))}")
+            detail.append(f"+{_files(len(c.added))}")
         if c.removed:
-            parts.append(f"-{_files(len(c.removed))}")
+            detail.append(f"-{_files(len(c.removed))}")
         if c.deleted:
-            parts.append(f"rows deleted in {_files(len(c.deleted))}")
-        data.append(f"{c.table}: {' '.join(parts)}")
-    if data:
-        text += " [" + "; ".join(data) + "]"
+            detail.append(f"rows deleted in {_files(len(c.deleted))}")
+        ops = "/".join(c.ops) or "data change"
+        items.append(f"{ops} {c.table}" + (f" ({', '.join(detail)})" if detail else ""))
+    body = ", ".join(items) or "no changes"
+    if v.rollback_of is not None:
+        body = f"rollback to version {v.rollback_of}: {body}"
+    elif v.source is not None:
+        body = f"export of version {v.source.get('version')}: {body}"
     if v.app is not None:
-        text += f" (app {v.app[0]} #{v.app[1]})"
-    return text
+        body += f" (app {v.app[0]} #{v.app[1]})"
+    return body
 
 
 def history_text(hist: list[VersionInfo]) -> str:
@@ -199,9 +208,7 @@ def history_text(hist: list[VersionInfo]) -> str:
         ]
         for v in hist
     ]
-    return table_text(
-        rows, ["version", "created_at (UTC)", "isolation", "changes"], right=[True]
-    )
+    return table_text(rows, ["version", "created_at (UTC)", "isolation", "changes"], right=[True])
 
 
 def tree(view: ReadOps) -> dict[str, Any]:
@@ -281,10 +288,16 @@ def data_file_lines(f: DataFile, size: str) -> list[str]:
     lines = [f.path, f"  rows {f.rows}{deleted}, {size}"]
     if f.stats:
         rows = [
-            [name, cell(s.min, width=24), cell(s.max, width=24), "?" if s.null_count is None
-             else s.null_count]
+            [
+                name,
+                cell(s.min, width=24),
+                cell(s.max, width=24),
+                "?" if s.null_count is None else s.null_count,
+            ]
             for name, s in f.stats.items()
         ]
-        table = table_text(rows, ["column", "min", "max", "nulls"], right=[False, False, False, True])
+        table = table_text(
+            rows, ["column", "min", "max", "nulls"], right=[False, False, False, True]
+        )
         lines += ["  " + line for line in table.splitlines()]
     return lines

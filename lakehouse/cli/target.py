@@ -101,7 +101,7 @@ class Ctx:
         """A remark for the human on stderr (even under --json)."""
         sys.stderr.write(f"{PROG}: {text}\n")
 
-    def view(self, reader: lakehouse.LakehouseReader) -> LakehouseView:
+    def view(self, reader: lakehouse.Lakehouse) -> LakehouseView:
         """The version ``--version V`` / ``--at TIME`` selects (default: the latest)."""
         v = getattr(self.args, "version", None)
         at = getattr(self.args, "at", None)

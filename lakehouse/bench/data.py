@@ -224,6 +224,7 @@ def _deletes(
             files[s.name]["live_files_replaced"] += len(live - s.live_files())
     if "ours" in files and any(files["ours"].values()):
         raise AssertionError(f"our delete rewrote data files: {files['ours']}")
+    log.info("delete seconds: %s", times)
     return {n: statistics.median(v) for n, v in times.items()}, files
 
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import kvstore
 from lakehouse import codec, keys
 from lakehouse.data.rebase import check_reads, rebase
+from lakehouse.data.table import FileState, LazyFiles
 from lakehouse.errors import IncompatibleConflict
 from lakehouse.model import TableChange, TableDef, VersionInfo
 
@@ -32,6 +33,15 @@ def _same_table(ktx: kvstore.Transaction, txn: Transaction, d: TableDef) -> None
         )
 
 
+def _base(txn: Transaction, ns: str, t: str) -> Mapping[str, FileState]:
+    """The table's files at the transaction's begin version: loaded already if a read
+    needed them all, else looked up one by one."""
+    loaded = txn._base_file_cache.get((ns, t))
+    if loaded is not None:
+        return loaded
+    return LazyFiles(txn._snap.get, keys.table_state_prefix(ns, t))
+
+
 def rebase_all(
     lh: Lakehouse, ktx: kvstore.Transaction, txn: Transaction, records: Sequence[VersionInfo]
 ) -> tuple[list[tuple[bytes, bytes | None]], list[TableChange]]:
@@ -47,7 +57,7 @@ def rebase_all(
         if records:
             _same_table(ktx, txn, d)
         reads = txn._data_reads.get((ns, t), [])
-        kv, change = rebase(ktx, lh._data, d, w, txn._base_files(ns, t), reads, records)
+        kv, change = rebase(ktx, lh._data, d, w, _base(txn, ns, t), reads, records)
         writes.extend(kv)
         changes.append(change)
     for (ns, t), reads in sorted(txn._data_reads.items()):
@@ -56,5 +66,5 @@ def rebase_all(
             continue  # checked with its writes above
         d = txn._lookup("table", ns, t)
         if isinstance(d, TableDef) and records:
-            check_reads(ktx, lh._data, d, txn._base_files(ns, t), reads, records)
+            check_reads(ktx, lh._data, d, _base(txn, ns, t), reads, records)
     return writes, changes

@@ -32,7 +32,7 @@ the transaction changed:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
@@ -43,7 +43,7 @@ from lakehouse import conflicts, keys
 from lakehouse.data import dv as dvfmt
 from lakehouse.data import record, scan
 from lakehouse.data.predicate import Predicate, matches
-from lakehouse.data.table import FileState, TableWrite, load
+from lakehouse.data.table import FileState, LazyFiles, TableWrite
 from lakehouse.errors import RetryableConflict
 from lakehouse.model import DataFile, Rewrite, TableChange, TableDef, VersionInfo
 
@@ -91,7 +91,7 @@ def rebase(
     store: ObjectStore,
     d: TableDef,
     w: TableWrite,
-    base: dict[str, FileState],
+    base: Mapping[str, FileState],
     reads: Sequence[Predicate],
     records: Sequence[VersionInfo],
 ) -> tuple[list[tuple[bytes, bytes | None]], TableChange]:
@@ -109,7 +109,7 @@ def rebase(
         _check_inserted(ktx, store, d, w, reads, u, c, base)
     _check_rows(w, theirs)
     prefix = keys.table_state_prefix(w.ns, w.name)
-    head = load(ktx.scan_prefix(prefix), prefix) if theirs else base
+    head = LazyFiles(ktx.get, prefix) if theirs else base
     return _writes(w, head, theirs)
 
 
@@ -117,7 +117,7 @@ def check_reads(
     ktx: kvstore.Transaction,
     store: ObjectStore,
     d: TableDef,
-    base: dict[str, FileState],
+    base: Mapping[str, FileState],
     reads: Sequence[Predicate],
     records: Sequence[VersionInfo],
 ) -> None:
@@ -185,7 +185,7 @@ def _check_inserted(
     reads: Sequence[Predicate],
     u: int,
     c: TableChange,
-    base: dict[str, FileState],
+    base: Mapping[str, FileState],
 ) -> None:
     preds = list(w.guards) + list(reads)
     new_ids = [fid for fid in c.added if fid not in _outputs(c)]
@@ -246,7 +246,7 @@ def _check_inserted(
 
 
 def _writes(
-    w: TableWrite, head: dict[str, FileState], theirs: list[tuple[int, TableChange]]
+    w: TableWrite, head: Mapping[str, FileState], theirs: list[tuple[int, TableChange]]
 ) -> tuple[list[tuple[bytes, bytes | None]], TableChange]:
     prefix = keys.table_state_prefix(w.ns, w.name)
     out: list[tuple[bytes, bytes | None]] = []

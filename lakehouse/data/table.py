@@ -16,7 +16,7 @@ concurrent commits are merged (see :mod:`lakehouse.data.rebase`).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import pyarrow as pa
@@ -44,6 +44,42 @@ def load(items: Iterable[tuple[bytes, bytes]], prefix: bytes) -> dict[str, FileS
         else:
             dvs[kind[1]] = dvfmt.decode(v)
     return {fid: (f, dvs.get(fid, BitMap())) for fid, f in recs.items()}
+
+
+class LazyFiles(Mapping[str, FileState]):
+    """A table's files looked up one by one (two point reads each), for commits
+    that touch a few files of a table with many: no O(files) scan per commit."""
+
+    def __init__(self, get: Callable[[bytes], bytes | None], prefix: bytes) -> None:
+        self._get = get
+        self._prefix = prefix
+        self._cache: dict[str, FileState | None] = {}
+
+    def _lookup(self, fid: str) -> FileState | None:
+        if fid not in self._cache:
+            raw = self._get(self._prefix + b"F/" + fid.encode())
+            if raw is None:
+                self._cache[fid] = None
+            else:
+                dv = self._get(self._prefix + b"D/" + fid.encode())
+                bm = BitMap() if dv is None else dvfmt.decode(dv)
+                self._cache[fid] = (record.decode_file(raw), bm)
+        return self._cache[fid]
+
+    def __getitem__(self, fid: str) -> FileState:
+        hit = self._lookup(fid)
+        if hit is None:
+            raise KeyError(fid)
+        return hit
+
+    def __contains__(self, fid: object) -> bool:
+        return isinstance(fid, str) and self._lookup(fid) is not None
+
+    def __iter__(self) -> Iterator[str]:
+        raise TypeError("LazyFiles cannot be listed; scan the table state instead")
+
+    def __len__(self) -> int:
+        raise TypeError("LazyFiles cannot be counted; scan the table state instead")
 
 
 def file_key_id(f: DataFile) -> str:

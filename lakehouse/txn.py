@@ -22,7 +22,7 @@ import logging
 import threading
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -32,11 +32,10 @@ from kvstore.objstore import ObjectStore
 from lakehouse import codec, keys
 from lakehouse.commit import CommitOptions
 from lakehouse.data import files as datafiles
-from lakehouse.data import ops
-from lakehouse.data.conform import conform, evolve
+from lakehouse.data import ops, txnfiles
+from lakehouse.data.conform import evolve
 from lakehouse.data.predicate import Predicate, parse_where
-from lakehouse.data.scan import fetch
-from lakehouse.data.table import FileState, TableWrite, file_key_id, load
+from lakehouse.data.table import FileState, TableWrite, load
 from lakehouse.errors import AlreadyExists, ClosedError, NamespaceNotEmpty, NotFound, one_hierarchy
 from lakehouse.model import (
     CompactResult,
@@ -453,25 +452,10 @@ class Transaction(ReadOps):
         return datafiles.file_path(d.table_id, self._lh._now_ms(), self._lh._rng_bits(64))
 
     def _write_data_file(self, d: TableDef, rows: Any, w: TableWrite) -> DataFile:
-        data = datafiles.encode_parquet(rows)
-        _, path = self._new_file_name(d)
-        f = datafiles.describe(path, data, d.columns)
-        w.owned.append(path)  # before the write: a failed put may still leave bytes
-        self._lh._inflight.add(path)
-        self._lh._data.put_if_absent(path, data)
-        w.add(f, owned=False)
-        return f
+        return txnfiles.write_data_file(self, d, rows, w)
 
     def _adopt_data_file(self, d: TableDef, path: str, w: TableWrite) -> DataFile:
-        if not isinstance(path, str) or path.startswith("/") or "://" in path:
-            raise ValueError(f"data file paths are relative to the data directory, not {path!r}")
-        data = fetch(self._lh._data, path)
-        f = datafiles.describe(path, data, d.columns)
-        schema = datafiles.open_parquet(data, path).schema_arrow
-        conform(schema.empty_table(), d.schema, f"data file {path}")
-        w.add(f, owned=True)
-        self._lh._inflight.add(path)
-        return f
+        return txnfiles.adopt_data_file(self, d, path, w)
 
     def _release_owned(self) -> None:
         """The commit is decided: our files are no longer in flight."""
@@ -480,13 +464,7 @@ class Transaction(ReadOps):
 
     def _discard_owned(self) -> None:
         self._release_owned()
-        for w in self._table_writes.values():
-            for path in w.owned:
-                try:
-                    self._lh._data.delete(path)
-                except OSError as exc:  # left for remove_orphan_files
-                    log.warning("could not delete %s of an aborted transaction: %s", path, exc)
-            w.owned.clear()
+        txnfiles.discard(self._lh._data, self._table_writes.values())
 
     # -- table data: public operations (see lakehouse.data.ops) ---------------------------------
     def append(self, table: str, data: Any) -> int:
@@ -545,46 +523,11 @@ class Transaction(ReadOps):
 
     def restore_table(self, table: str, version: int) -> None:
         """Make ``table`` (schema, properties, rows) what it was at ``version``."""
-        self._check_usable()
-        ns, t = self._qualified(table, "table name")
-        with self._lh.at_version(version) as old:
-            d = old.describe_table(table)
-            old_files = old._table_files(ns, t)
-        cur = self._lookup("table", ns, t)
-        if cur is not None:
-            self._require("table", ns, t)
-        else:
-            self._check_free(ns, t)
-        self._touch("table", ns, t).final = d
-        w = self._table_write(ns, t)
-        w.note("restore")
-        for f, _ in self._table_files(ns, t) if cur is not None else []:
-            w.remove(file_key_id(f), f)
-        for f, dv in old_files:
-            fid = file_key_id(f)
-            w.removed.pop(fid, None)
-            w.add(f, owned=False, dv=dv)
+        txnfiles.restore_table(self, table, version)
 
     def clone_table(self, source: str, target: str, *, version: int | None = None) -> None:
         """Create ``target`` sharing ``source``'s data files (no copy)."""
-        self._check_usable()
-        sns, st = self._qualified(source, "table name")
-        ns, t = self._qualified(target, "table name")
-        if version is None:
-            d = self.describe_table(source)
-            files = self._table_files(sns, st)
-            self._note_data_read(d, None)
-        else:
-            with self._lh.at_version(version) as old:
-                d = old.describe_table(source)
-                files = old._table_files(sns, st)
-        self._check_free(ns, t)
-        table_id = uuid.UUID(int=self._lh._rng_bits(128), version=4).hex
-        self._touch("table", ns, t).final = replace(d, namespace=ns, name=t, table_id=table_id)
-        w = self._table_write(ns, t)
-        w.note("append")
-        for f, dv in files:
-            w.add(f, owned=False, dv=dv)
+        txnfiles.clone_table(self, source, target, version)
 
     # -- outcome -----------------------------------------------------------------------------
     def commit(self) -> int:

@@ -1,0 +1,107 @@
+"""A transaction's data files and whole-table operations (restore, clone).
+
+Files a transaction writes are *owned* by it from the moment their name is
+chosen: registered as in flight with the lakehouse (so
+``remove_orphan_files`` never takes them), and deleted again if the
+transaction does not commit. Files it adopts (written by Spark executors)
+become owned the same way. Files it re-adds (restore, clone) belong to
+older versions and are never deleted by it.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Iterable
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from kvstore.objstore import ObjectStore
+from lakehouse.data import files as datafiles
+from lakehouse.data.conform import conform
+from lakehouse.data.scan import fetch
+from lakehouse.data.table import TableWrite, file_key_id
+from lakehouse.model import DataFile, TableDef
+
+if TYPE_CHECKING:
+    from lakehouse.txn import Transaction
+
+log = logging.getLogger("lakehouse")
+
+
+def write_data_file(txn: Transaction, d: TableDef, rows: Any, w: TableWrite) -> DataFile:
+    """Write ``rows`` as a new Parquet file of table ``d`` (durable before this returns)."""
+    data = datafiles.encode_parquet(rows)
+    _, path = txn._new_file_name(d)
+    f = datafiles.describe(path, data, d.columns)
+    w.owned.append(path)  # before the write: a failed put may still leave bytes
+    txn._lh._inflight.add(path)
+    txn._lh._data.put_if_absent(path, data)
+    w.add(f, owned=False)
+    return f
+
+
+def adopt_data_file(txn: Transaction, d: TableDef, path: str, w: TableWrite) -> DataFile:
+    """Register a Parquet file someone else wrote under the data directory."""
+    if not isinstance(path, str) or path.startswith("/") or "://" in path:
+        raise ValueError(f"data file paths are relative to the data directory, not {path!r}")
+    data = fetch(txn._lh._data, path)
+    f = datafiles.describe(path, data, d.columns)
+    schema = datafiles.open_parquet(data, path).schema_arrow
+    conform(schema.empty_table(), d.schema, f"data file {path}")
+    w.add(f, owned=True)
+    txn._lh._inflight.add(path)
+    return f
+
+
+def discard(store: ObjectStore, writes: Iterable[TableWrite]) -> None:
+    """Delete the files of a transaction that did not commit (best effort)."""
+    for w in writes:
+        for path in w.owned:
+            try:
+                store.delete(path)
+            except OSError as exc:  # left for remove_orphan_files
+                log.warning("could not delete %s of an aborted transaction: %s", path, exc)
+        w.owned.clear()
+
+
+def restore_table(txn: Transaction, table: str, version: int) -> None:
+    """The table's definition, files and deletion vectors as of ``version``."""
+    txn._check_usable()
+    ns, t = txn._qualified(table, "table name")
+    with txn._lh.at_version(version) as old:
+        d = old.describe_table(table)
+        old_files = old._table_files(ns, t)
+    cur = txn._lookup("table", ns, t)
+    if cur is None:
+        txn._check_free(ns, t)
+    txn._touch("table", ns, t).final = d
+    w = txn._table_write(ns, t)
+    w.note("restore")
+    for f, _ in txn._table_files(ns, t) if cur is not None else []:
+        w.remove(file_key_id(f), f)
+    for f, dv in old_files:
+        w.removed.pop(file_key_id(f), None)
+        w.add(f, owned=False, dv=dv)
+
+
+def clone_table(txn: Transaction, source: str, target: str, version: int | None) -> None:
+    """A new table ``target`` sharing ``source``'s files (at ``version``, or now)."""
+    txn._check_usable()
+    sns, st = txn._qualified(source, "table name")
+    ns, t = txn._qualified(target, "table name")
+    if version is None:
+        d = txn.describe_table(source)
+        files = txn._table_files(sns, st)
+        txn._note_data_read(d, None)
+    else:
+        with txn._lh.at_version(version) as old:
+            d = old.describe_table(source)
+            files = old._table_files(sns, st)
+    txn._check_free(ns, t)
+    table_id = uuid.UUID(int=txn._lh._rng_bits(128), version=4).hex
+    txn._touch("table", ns, t).final = replace(d, namespace=ns, name=t, table_id=table_id)
+    w = txn._table_write(ns, t)
+    w.note("append")
+    for f, dv in files:
+        w.add(f, owned=False, dv=dv)

@@ -570,7 +570,7 @@ class LakehouseReader(Lakehouse):
     def refresh(self) -> int:
         """Load what the writer has made durable since; returns the latest version."""
         self._check_open()
-        self._db.refresh()
+        self._db.refresh()  # type: ignore[attr-defined]  # a kvstore Reader
         return self.version
 
     def _refuse(self, *args: Any, **kwargs: Any) -> Any:
@@ -578,7 +578,7 @@ class LakehouseReader(Lakehouse):
             "this is a read-only lakehouse reader; open the lakehouse with lakehouse.open to write"
         )
 
-    begin = rollback = export = expire_versions = remove_orphan_files = _refuse  # type: ignore[assignment]
+    begin = rollback = export = expire_versions = remove_orphan_files = _refuse
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"version {self.version}"

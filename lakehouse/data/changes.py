@@ -56,8 +56,8 @@ def changes(lh: Lakehouse, table: str, start: int, end: int | None = None) -> pa
     if end > head:
         raise NotFound(f"version {end} does not exist; the latest is {head}")
     ns, t = split_qualified(table, "table name", lh.definition.max_name_length)
-    with lh.at_version(end) as v:
-        d = v.describe_table(table)
+    with lh.at_version(end) as view:
+        d = view.describe_table(table)
     assert isinstance(d, TableDef)
     cols = list(d.columns)
     schema = scan.output_schema(d, cols)

@@ -61,8 +61,8 @@ def rebase_all(
         writes.extend(kv)
         changes.append(change)
     for (ns, t), reads in sorted(txn._data_reads.items()):
-        w = txn._table_writes.get((ns, t))
-        if w is not None and not w.is_empty():
+        wr = txn._table_writes.get((ns, t))
+        if wr is not None and not wr.is_empty():
             continue  # checked with its writes above
         d = txn._lookup("table", ns, t)
         if isinstance(d, TableDef) and records:

@@ -141,9 +141,9 @@ def _check_rows(w: TableWrite, theirs: Sequence[tuple[int, TableChange]]) -> Non
         if fid not in mine_moved:
             touched[fid] = None
     for r in w.rewrites:  # rows we changed in our own compaction's output: their sources
-        pos = w.deletes.get(r.new_id)
-        if pos:
-            for src, p in untranslate(r, pos).items():
+        mine_out = w.deletes.get(r.new_id)
+        if mine_out:
+            for src, p in untranslate(r, mine_out).items():
                 touched[src] = (touched.get(src) or BitMap()) | p
     pure_mine = set(w.ops) <= _PURE_DELETE
     for u, c in theirs:
@@ -170,8 +170,8 @@ def _check_rows(w: TableWrite, theirs: Sequence[tuple[int, TableChange]]) -> Non
             acc = BitMap()
             for src, rows, _ in r.sources:
                 if src in touched:
-                    pos = touched.pop(src)
-                    acc |= translate(r, src, BitMap(range(rows)) if pos is None else pos)
+                    was = touched.pop(src)
+                    acc |= translate(r, src, BitMap(range(rows)) if was is None else was)
             if acc and r.new_id:
                 touched[r.new_id] = touched.get(r.new_id) or BitMap()
                 touched[r.new_id] |= acc  # type: ignore[operator]

@@ -114,7 +114,7 @@ def footer_stats(
     columns and columns whose bounds are missing or inexact get no bounds
     (only their null count when every row group has one).
     """
-    out = []
+    out: list[tuple[int, Any, Any, int | None]] = []
     schema = metadata.schema
     by_name: dict[str, int] = {}
     for j in range(metadata.num_columns):
@@ -122,8 +122,8 @@ def footer_stats(
         if "." not in path:
             by_name[path] = j
     for name, cid in ids.items():
-        j = by_name.get(name)
-        if j is None:
+        jj = by_name.get(name)
+        if jj is None:
             out.append((cid, None, None, None))
             continue
         lo: Any = None
@@ -131,7 +131,7 @@ def footer_stats(
         nulls: int | None = 0
         bounded = True
         for r in range(metadata.num_row_groups):
-            col = metadata.row_group(r).column(j)
+            col = metadata.row_group(r).column(jj)
             st = col.statistics if col.is_stats_set else None
             if st is None:
                 bounded, nulls = False, None

@@ -70,10 +70,12 @@ def file_id_of(path: str) -> str:
 
 
 # -- writing ---------------------------------------------------------------------------
-def encode_parquet(table: pa.Table) -> bytes:
+def encode_parquet(table: pa.Table) -> tuple[bytes, Any]:
+    """Parquet bytes of ``table`` and their footer (no need to parse it back)."""
     buf = io.BytesIO()
-    pq.write_table(table, buf, compression="zstd", write_statistics=True)
-    return buf.getvalue()
+    footer: list[Any] = []
+    pq.write_table(table, buf, compression="zstd", write_statistics=True, metadata_collector=footer)
+    return buf.getvalue(), footer[0]
 
 
 def describe(path: str, data: bytes, columns: Sequence[Column]) -> DataFile:

@@ -31,9 +31,9 @@ log = logging.getLogger("lakehouse")
 
 def write_data_file(txn: Transaction, d: TableDef, rows: Any, w: TableWrite) -> DataFile:
     """Write ``rows`` as a new Parquet file of table ``d`` (durable before this returns)."""
-    data = datafiles.encode_parquet(rows)
+    data, footer = datafiles.encode_parquet(rows)
     _, path = txn._new_file_name(d)
-    f = datafiles.describe(path, data, d.columns)
+    f = datafiles.describe_footer(path, len(data), footer, rows.schema, d.columns)
     w.owned.append(path)  # before the write: a failed put may still leave bytes
     txn._lh._inflight.add(path)
     txn._lh._data.put_if_absent(path, data)

@@ -130,8 +130,9 @@ def daily_revenue(orders: Any) -> Any:
 
 
 def main(root: str = "demo-data", scale: float = 1.0) -> None:
-    import lakehouse.spark as lhs
     from pyspark.sql import functions as F
+
+    import lakehouse.spark as lhs
 
     total_t = time.perf_counter()
     clock: dict[str, float] = {}
@@ -176,7 +177,8 @@ def main(root: str = "demo-data", scale: float = 1.0) -> None:
     with step("customers", clock):
         v = lhs.write(lh, customers, "shop.customers")
     say(
-        f"2. Loaded {lh.table_stats('shop.customers').rows:,} customers in {clock['customers']:.1f}s (version {v})."
+        f"2. Loaded {lh.table_stats('shop.customers').rows:,} customers in "
+        f"{clock['customers']:.1f}s (version {v})."
     )
     loads = [(0, n(1_000_000), 0), (1, n(800_000), 1), (2, n(600_000), 2), (3, n(600_000), 3)]
     next_id = 0
@@ -191,7 +193,8 @@ def main(root: str = "demo-data", scale: float = 1.0) -> None:
                 lh, orders_for_days(spark, starts[i], rows, day * 7, 7, 11 + i), "shop.orders"
             )
         say(
-            f"   Load {i + 1}: {rows:,} orders (week {day + 1}) in {clock[f'load{i}']:.1f}s -> version {v}."
+            f"   Load {i + 1}: {rows:,} orders (week {day + 1}) in {clock[f'load{i}']:.1f}s "
+            f"-> version {v}."
         )
     results: dict[int, Any] = {}
 
@@ -212,14 +215,15 @@ def main(root: str = "demo-data", scale: float = 1.0) -> None:
     for i in (2, 3):
         ver, took = results[i]
         say(
-            f"   Load {i + 1}: {loads[i][1]:,} orders from a driver thread in {took:.1f}s -> version {ver}."
+            f"   Load {i + 1}: {loads[i][1]:,} orders from a driver thread in {took:.1f}s "
+            f"-> version {ver}."
         )
     say(
-        f"   Loads 3 and 4 ran at once ({clock['concurrent']:.1f}s together): appends never conflict;"
+        f"   Loads 3 and 4 ran at once ({clock['concurrent']:.1f}s together): appends never "
+        "conflict;"
     )
-    say(
-        f"   orders now holds {lh.table_stats('shop.orders').rows:,} rows in {lh.table_stats('shop.orders').files} files."
-    )
+    st = lh.table_stats("shop.orders")
+    say(f"   orders now holds {st.rows:,} rows in {st.files} files.")
     say()
 
     # 3. a multi-table SERIALIZABLE transaction --------------------------------------------------
@@ -233,6 +237,10 @@ def main(root: str = "demo-data", scale: float = 1.0) -> None:
             "customer_id": pa.array([7] * 50, pa.int64()),
             "status": pa.array(["placed"] * 50),
             "country": pa.array(["DE"] * 50),
+            "total": pa.array([10] * 50, pa.decimal128(12, 2)),
+            "placed_at": pa.array(
+                [(START + 27 * DAY_S) * 1_000_000] * 50, pa.timestamp("us", "UTC")
+            ),
         }
     )
     attempt = 0
@@ -250,7 +258,7 @@ def main(root: str = "demo-data", scale: float = 1.0) -> None:
                 v_serial = txn.commit()
                 break
             except lakehouse.RetryableConflict as exc:
-                say(f"3. SERIALIZABLE attempt {attempt} refused: {str(exc)[:110]}...")
+                say(f"3. SERIALIZABLE attempt {attempt} refused (RetryableConflict): {exc}.")
                 say(
                     "   (a late load of 50 orders committed meanwhile; the aggregate would miss it)"
                 )
@@ -258,17 +266,21 @@ def main(root: str = "demo-data", scale: float = 1.0) -> None:
     rec = lh.version_info(v_serial)
     days = lh.table_stats("shop.daily_revenue").rows
     say(
-        f"   Attempt {attempt} committed version {v_serial} in {clock['serializable']:.1f}s (both attempts):"
+        f"   Attempt {attempt} committed version {v_serial} in {clock['serializable']:.1f}s "
+        "(both attempts):"
     )
     say(
-        f"   {rows5:,} new orders and {days} (day, country) aggregate rows, one version: {rec.summary()}"
+        f"   {rows5:,} new orders and {days} (day, country) aggregate rows, one version: "
+        f"{rec.summary()}"
     )
     lhs.register_views(lh, spark)
     totals = spark.sql(
-        "SELECT (SELECT sum(orders) FROM `shop.daily_revenue`) AS agg, (SELECT count(*) FROM `shop.orders`) AS facts"
+        "SELECT (SELECT sum(orders) FROM `shop.daily_revenue`) AS agg, "
+        "(SELECT count(*) FROM `shop.orders`) AS facts"
     ).first()
     say(
-        f"   Check in Spark SQL: sum(daily_revenue.orders) = {totals.agg:,} = count(orders) = {totals.facts:,}."
+        f"   Check in Spark SQL: sum(daily_revenue.orders) = {totals.agg:,} = count(orders) = "
+        f"{totals.facts:,}."
     )
     say()
     v_before_changes = lh.version
@@ -292,7 +304,8 @@ def main(root: str = "demo-data", scale: float = 1.0) -> None:
         )
         res = lhs.merge(lh, fixed, "shop.orders", on="order_id", when_not_matched="ignore")
     say(
-        f"   Price correction for product 42: {res.updated:,} orders updated in {clock['update']:.1f}s."
+        f"   Price correction for product 42: {res.updated:,} orders updated in "
+        f"{clock['update']:.1f}s."
     )
     orders = lhs.read(lh, spark, "shop.orders")  # after the price correction
     changes = (
@@ -303,7 +316,8 @@ def main(root: str = "demo-data", scale: float = 1.0) -> None:
     with step("merge", clock):
         res = lhs.merge(lh, changes, "shop.orders", on=["order_id"])
     say(
-        f"   Change batch merged in {clock['merge']:.1f}s: {res.updated:,} shipped orders now delivered, "
+        f"   Change batch merged in {clock['merge']:.1f}s: {res.updated:,} shipped orders now "
+        "delivered, "
         f"{res.inserted:,} late orders inserted."
     )
     say()
@@ -316,7 +330,8 @@ def main(root: str = "demo-data", scale: float = 1.0) -> None:
     }
     now = {r.status: r.n for r in spark.sql(q.format("shop.orders")).collect()}
     say(
-        f"5. Spark SQL over temp views ({len(names)} registered, e.g. `shop.orders@v{v_before_changes}`):"
+        f"5. Spark SQL over temp views ({len(names)} registered, e.g. "
+        f"`shop.orders@v{v_before_changes}`):"
     )
     say(f"   {'status':10} {'v' + str(v_before_changes):>10} {'now':>10}")
     for s in STATUSES:
@@ -340,23 +355,25 @@ def main(root: str = "demo-data", scale: float = 1.0) -> None:
         lhs.read(lh, spark, "shop.orders").groupBy("order_id").count().where("count > 1").count()
     )
     say(
-        f"6. Load 6 ({n(200_000):,} rows, version {lh.version}) fails the quality check: {found:,} rows with"
+        f"6. Load 6 ({n(200_000):,} rows, version {lh.version}) fails the quality check: "
+        f"{found:,} rows with"
     )
     say(f"   quantity <= 0 and {dupes:,} duplicate order ids. lh.rollback({good}):")
     restored = lh.rollback(good)
     say(
-        f"   version {restored} ({lh.version_info(restored).summary()}); {lh.table_stats('shop.orders').rows:,} rows again."
+        f"   version {restored} ({lh.version_info(restored).summary()}); "
+        f"{lh.table_stats('shop.orders').rows:,} rows again."
     )
     say()
 
     # 7. compaction and expiration ---------------------------------------------------------------
     before = lh.table_stats("shop.orders")
-    with step("compact", clock):
-        with lh.begin() as txn:
-            cres = txn.compact("shop.orders")
+    with step("compact", clock), lh.begin() as txn:
+        cres = txn.compact("shop.orders")
     after = lh.table_stats("shop.orders")
     say(
-        f"7. Compaction rewrote {cres.files_removed} files into {cres.files_added} ({cres.rows:,} rows) "
+        f"7. Compaction rewrote {cres.files_removed} files into {cres.files_added} "
+        f"({cres.rows:,} rows) "
         f"in {clock['compact']:.1f}s:"
     )
     say(
@@ -366,9 +383,10 @@ def main(root: str = "demo-data", scale: float = 1.0) -> None:
     data_dir = lh.data_location()[0][len("file://") :]
     count_files: Callable[[], int] = lambda: sum(len(f) for _, _, f in os.walk(data_dir))  # noqa: E731
     files_before = count_files()
-    oldest = lh.expire_versions(keep_last=2)
+    oldest = lh.expire_versions(keep_last=1)
     say(
-        f"   expire_versions(keep_last=2): versions {oldest}..{lh.version} remain; data files on disk "
+        f"   expire_versions(keep_last=1): versions {oldest}..{lh.version} remain; data files "
+        "on disk "
         f"{files_before} -> {count_files()}."
     )
     try:

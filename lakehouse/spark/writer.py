@@ -243,11 +243,12 @@ def write_python(
     schema: pa.Schema,
     what: str,
     split: str | None = None,
+    job: str | None = None,
 ) -> dict[str, list[str]]:
     """Write ``df`` through pyarrow in Python tasks; returns the relative paths of the
     files of the successful attempts by ``split`` value (everything else the job
-    wrote is deleted)."""
-    job = uuid.uuid4().hex
+    wrote is deleted). ``job``: the job id (default: a fresh uuid4 hex)."""
+    job = job or uuid.uuid4().hex
     fn = _task_writer(loc, table_dir, job, schema, split)
     done: dict[str, list[str]] = {}
     try:

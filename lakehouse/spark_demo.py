@@ -397,8 +397,8 @@ def main(root: str = "demo-data", scale: float = 1.0) -> None:
     say("Timings: " + ", ".join(f"{k} {v:.1f}s" for k, v in clock.items()))
     say(f"Done in {time.perf_counter() - total_t:.0f}s. Latest version {lh.version}; tables:")
     for t in ("shop.customers", "shop.orders", "shop.daily_revenue"):
-        s = lh.table_stats(t)
-        say(f"   {t:20} {s.rows:>10,} rows {s.files:>4} files {s.bytes / 1e6:>8.1f} MB")
+        ts_ = lh.table_stats(t)
+        say(f"   {t:20} {ts_.rows:>10,} rows {ts_.files:>4} files {ts_.bytes / 1e6:>8.1f} MB")
     lh.close()
     spark.stop()
 

@@ -1176,21 +1176,12 @@ def test_serializable_read_predicates(
         assert lh.read(T, where=where).num_rows == before
 
 
-XFAIL_OWN_COMPACTION = pytest.mark.xfail(
-    strict=True,
-    reason="BUG: rows a transaction changes in the output of its own compaction are not "
-    "checked against concurrent changes of the same rows in the sources (rebase._check_rows "
-    "skips deletes of files in w.added): duplicated rows, lost updates and deletes (SNAPSHOT)",
-)
-
-
 @pytest.mark.parametrize("theirs", ["delete", "update", "merge"])
 @pytest.mark.parametrize("mine", ["delete", "update", "merge"])
-def test_row_changed_in_own_compaction_output(
-    base: Base, mine: str, theirs: str, request: pytest.FixtureRequest
-) -> None:
+def test_row_changed_in_own_compaction_output(base: Base, mine: str, theirs: str) -> None:
     """Mine compacts, then changes row 20 (now in its own new file); theirs changes
-    row 20 in the old file and commits first. Same outcome as without the compaction."""
+    row 20 in the old file and commits first. Same outcome as without the compaction
+    (found: the overlap went unseen, duplicating or resurrecting rows; fixed in e860aee)."""
     lh = base.lh
     me = lh.begin()
     me.compact(T, target_file_bytes=SMALL_TARGET)
@@ -1202,7 +1193,6 @@ def test_row_changed_in_own_compaction_output(
         me.commit()
         assert_rows(base, theirs_rows)
         return
-    request.applymarker(XFAIL_OWN_COMPACTION)
     with pytest.raises(lakehouse.RetryableConflict):
         me.commit()
     assert rows_of(lh) == theirs_rows
@@ -1214,25 +1204,16 @@ COUNTING_READS: dict[str, Callable[[lakehouse.Transaction], int]] = {
     "table_stats": lambda t: t.table_stats(T).rows,
     "list_data_files": lambda t: sum(f.rows - f.deleted_rows for f in t.list_data_files(T)),
 }
-XFAIL_STATS_NOT_A_READ = pytest.mark.xfail(
-    strict=True,
-    reason="BUG: table_stats / list_data_files reveal the rows (count, bounds) but record no "
-    "data read, so SERIALIZABLE lets two 'count then insert' transactions both commit",
-)
 
 
 @pytest.mark.parametrize(
     "how",
-    [
-        pytest.param(
-            h, marks=XFAIL_STATS_NOT_A_READ if h in ("table_stats", "list_data_files") else ()
-        )
-        for h in sorted(COUNTING_READS)
-    ],
+    [pytest.param(h) for h in sorted(COUNTING_READS)],
 )
 def test_serializable_count_then_insert(base: Base, how: str) -> None:
     """Each transaction counts the rows, then appends one if the count allows it:
-    under SERIALIZABLE only one may commit, whichever call did the counting."""
+    under SERIALIZABLE only one may commit, whichever call did the counting (found:
+    table_stats and list_data_files recorded no read; fixed in e860aee)."""
     lh = base.lh
     n = lh.table_stats(T).rows
     a, b = two(lh, SER)
@@ -1345,21 +1326,11 @@ def _drop_and_recreate(t: lakehouse.Transaction) -> None:
 
 @pytest.mark.parametrize("theirs", ["drop", "drop-and-recreate"])
 @pytest.mark.parametrize("mine", conflicts.DATA_OPS)
-def test_data_change_vs_table_dropped_meanwhile(
-    base: Base, mine: str, theirs: str, request: pytest.FixtureRequest
-) -> None:
+def test_data_change_vs_table_dropped_meanwhile(base: Base, mine: str, theirs: str) -> None:
     """The table mine changes was dropped (or dropped and re-created: another table
     under the same name) by a concurrent commit: mine does not commit, nothing of
-    it shows, its files are deleted."""
-    if theirs == "drop-and-recreate" and mine == "compact":
-        request.applymarker(
-            pytest.mark.xfail(
-                strict=True,
-                reason="BUG: a compaction commits into the re-created table (DATA_VS_SCHEMA "
-                "treats drop+create in one version as a definition change), adding the old "
-                "table's compacted file with every row deleted",
-            )
-        )
+    it shows, its files are deleted (found: a compaction committed into the
+    re-created table, adding a dead file of the old one; fixed in e860aee)."""
     op = build_op(mine, MINE, R1, base)
     res = run_pair(
         base, [op], [], SNAP, theirs_fn=_drop if theirs == "drop" else _drop_and_recreate
@@ -1419,7 +1390,7 @@ def test_snapshot_counters_lose_no_increment(lh: lakehouse.Lakehouse, seed: int)
     open_: list[tuple[lakehouse.Transaction, list[int]]] = []
     started = 0
     while started < 60 or open_:
-        if started < 60 and (len(open_) < 4 and rng.random() < 0.5 or not open_):
+        if started < 60 and ((len(open_) < 4 and rng.random() < 0.5) or not open_):
             t = lh.begin()
             started += 1
             if rng.random() < 0.15:

@@ -209,12 +209,16 @@ def cmd_verify(ctx: Ctx) -> int:
             f"({plural(m.blocks, 'block')}, {plural(m.entries, 'entry', 'entries')}), "
             f"{plural(m.wal_segments, 'WAL segment')}: {human_bytes(m.bytes)}"
         )
-    scope = "every retained version" if ctx.args.all_versions else f"version {r.version}"
-    ctx.line(
-        f"lakehouse: {plural(r.versions, 'version record')}; at {scope}: "
-        f"{plural(r.tables, 'table')}, {plural(r.views, 'view')}, "
-        f"{plural(r.data_files, 'data file')} ({plural(r.rows, 'row')}, {human_bytes(r.bytes)})"
-    )
+    if r.version is None:
+        ctx.line("lakehouse: could not be read")
+    else:
+        scope = "every retained version" if ctx.args.all_versions else f"version {r.version}"
+        ctx.line(
+            f"lakehouse: {plural(r.versions, 'version record')}; at {scope}: "
+            f"{plural(r.tables, 'table')}, {plural(r.views, 'view')}, "
+            f"{plural(r.data_files, 'data file')} ({plural(r.rows, 'row')}, "
+            f"{human_bytes(r.bytes)})"
+        )
     for n in r.notes:
         ctx.line(f"note: {n}")
     if r.ok:

@@ -177,7 +177,7 @@ def cmd_append(ctx: Ctx) -> int:
     schema = _check_table(ctx)
     data = load_file(a.file, a.format, schema)
     with ctx.target.open_writer() as lh:
-        version, n = transact(lh, lambda txn: txn.append(a.table, data))
+        version, n = transact(lh, lambda txn: txn.append(a.table, data), keep=bool)
     ctx.doc({"version": version, "table": a.table, "appended": n})
     if version is None:
         ctx.line(f"{a.file} holds no rows; nothing appended")
@@ -190,7 +190,7 @@ def cmd_delete(ctx: Ctx) -> int:
     a = ctx.args
     _check_table(ctx, a.where)
     with ctx.target.open_writer() as lh:
-        version, n = transact(lh, lambda txn: txn.delete(a.table, a.where))
+        version, n = transact(lh, lambda txn: txn.delete(a.table, a.where), keep=bool)
     ctx.doc({"version": version, "table": a.table, "deleted": n})
     if version is None:
         ctx.line(f"no rows of {a.table} match; nothing deleted")

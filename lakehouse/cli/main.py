@@ -19,6 +19,7 @@ from lakehouse.cli.target import (
     CliError,
     Ctx,
     Target,
+    one_line,
 )
 
 __all__ = ["build_parser", "main"]
@@ -28,6 +29,7 @@ __all__ = ["build_parser", "main"]
 # main
 # ---------------------------------------------------------------------------
 def _fail(as_json: bool, kind: str, message: str, code: int) -> int:
+    message = one_line(message)
     sys.stderr.write(f"{PROG}: {message}\n")
     if as_json:
         doc = {"error": {"type": kind, "message": message, "exit_code": code}}

@@ -180,7 +180,12 @@ def build_parser() -> Parser:
         q.add_argument("url", metavar="URL", help="the lakehouse")
         return q
 
-    q = add("init", w.cmd_init, "Create a lakehouse (on an existing one: check its settings).")
+    q = add(
+        "init",
+        w.cmd_init,
+        "Create a lakehouse (on an existing one: check its settings).",
+        writes=True,
+    )
     q.add_argument("--isolation", choices=["snapshot", "serializable"], help="default: snapshot")
     q.add_argument("--max-name-length", type=p.arg(p.positive), metavar="N", help="default: 255")
     q.add_argument(

@@ -33,6 +33,11 @@ PROG = "lakehouse"
 T = TypeVar("T")
 
 
+def one_line(text: str) -> str:
+    """``text`` as one printable line (library messages may hold newlines or control bytes)."""
+    return " ".join("".join(ch if ch.isprintable() else " " for ch in text).split())
+
+
 class CliError(Exception):
     """An expected failure: printed as one line, exit status ``code``, JSON type ``kind``."""
 
@@ -116,17 +121,23 @@ def usage(message: str) -> CliError:
 
 
 def transact(
-    lh: lakehouse.Lakehouse, work: Callable[[lakehouse.Transaction], T]
+    lh: lakehouse.Lakehouse,
+    work: Callable[[lakehouse.Transaction], T],
+    keep: Callable[[T], bool] | None = None,
 ) -> tuple[int | None, T]:
     """Run ``work`` in one transaction and commit it: ``(version, what work returned)``.
 
-    The version is the one the commit created, or None when the transaction
-    changed nothing (no version is created then)."""
+    The version is the one the commit created, or None when nothing was
+    committed: the transaction changed nothing, or ``keep(result)`` said it
+    is not worth a version (a delete that matched no row)."""
     txn = lh.begin()
     try:
         result = work(txn)
     except BaseException:
         txn.rollback()
         raise
+    if keep is not None and not keep(result):
+        txn.rollback()
+        return None, result
     version = txn.commit()
     return (None if version == txn.version else version), result

@@ -28,13 +28,14 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+import kvstore
 import lakehouse
 from kvstore.cli.store import CliError as KvCliError
 from kvstore.cli.store import Target as KvTarget
 from kvstore.cli.verify import Problem, VerifyReport
 from kvstore.cli.verify import verify as verify_kvstore
 from kvstore.objstore import ObjectStore, open_store
-from lakehouse.cli.target import CliError, Target
+from lakehouse.cli.target import CliError, Target, one_line
 from lakehouse.layout import resolve
 from lakehouse.model import DataFile
 
@@ -56,7 +57,7 @@ class Report:
     notes: list[str] = field(default_factory=list)
 
     def problem(self, obj: str, kind: str, message: str) -> None:
-        self.problems.append(Problem(obj, kind, message))
+        self.problems.append(Problem(obj, kind, one_line(message)))
 
     @property
     def ok(self) -> bool:
@@ -106,7 +107,7 @@ def _check_versions(r: lakehouse.LakehouseReader, report: Report) -> list[int]:
     for v in range(r.oldest_version, r.version + 1):
         try:
             r.version_info(v)
-        except lakehouse.CorruptionError as exc:
+        except kvstore.CorruptionError as exc:
             report.problem(f"version {v}", "corrupt", str(exc))
             continue
         except lakehouse.VersionExpired:  # expired meanwhile by the writer
@@ -128,35 +129,35 @@ def _check_tree(
         view = r.at_version(version)
     except lakehouse.VersionExpired:
         return
-    except lakehouse.CorruptionError as exc:
+    except kvstore.CorruptionError as exc:
         report.problem(where, "corrupt", str(exc))
         return
     with view:
         report.trees += 1
         try:
             namespaces = view.list_namespaces()
-        except lakehouse.CorruptionError as exc:
+        except kvstore.CorruptionError as exc:
             report.problem(f"{where}: namespaces", "corrupt", str(exc))
             return
         for ns in namespaces:
             try:
                 view.describe_namespace(ns)
                 tables, views = view.list_tables(ns), view.list_views(ns)
-            except lakehouse.CorruptionError as exc:
+            except kvstore.CorruptionError as exc:
                 report.problem(f"{where}: namespace {ns}", "corrupt", str(exc))
                 continue
             for name in views:
                 try:
                     view.describe_view(f"{ns}.{name}")
                     report.views += 1
-                except lakehouse.CorruptionError as exc:
+                except kvstore.CorruptionError as exc:
                     report.problem(f"{where}: view {ns}.{name}", "corrupt", str(exc))
             for name in tables:
                 table = f"{ns}.{name}"
                 try:
                     view.describe_table(table)
                     listed = view.list_data_files(table)
-                except lakehouse.CorruptionError as exc:
+                except kvstore.CorruptionError as exc:
                     report.problem(f"{where}: table {table}", "corrupt", str(exc))
                     continue
                 report.tables += 1
@@ -243,12 +244,16 @@ def verify(
     _check_meta(target, report)
     try:
         r = target.open_reader()
-    except lakehouse.CorruptionError as exc:
+    except kvstore.CorruptionError as exc:
         report.problem("lakehouse", "corrupt", f"cannot be opened: {exc}")
         return report
     with r:
-        report.version = r.version
-        good = _check_versions(r, report)
+        try:
+            report.version = r.version
+            good = _check_versions(r, report)
+        except kvstore.CorruptionError as exc:  # the head or the oldest version unreadable
+            report.problem("lakehouse", "corrupt", f"cannot be read: {exc}")
+            return report
         scope = good if all_versions else [r.version]
         files: dict[str, tuple[DataFile, str]] = {}
         for v in scope:

@@ -327,3 +327,11 @@ class FsspecStore:
 
     def describe(self) -> str:
         return f"{self.protocol}://{self.root}"
+
+    def arrow_filesystem(self) -> tuple[Any, str]:
+        """``(pyarrow FileSystem, root path)`` for engines that read many objects at
+        once (the lakehouse's Parquet scans); requests go through this fsspec
+        filesystem, so they see the same endpoint and credentials."""
+        import pyarrow.fs as pafs
+
+        return pafs.PyFileSystem(pafs.FSSpecHandler(self.fs)), self.root

@@ -46,6 +46,7 @@ import os
 import secrets
 import struct
 import threading
+from typing import Any
 
 from kvstore.objstore.base import DurabilityUnknown, Journal, RangeReader, check_name
 from kvstore.objstore.writer_lock import WriterLocks
@@ -232,6 +233,13 @@ class LocalStore:
     def writer_locks(self) -> WriterLocks:
         """The locks that tell a live writer of this directory from a crashed one."""
         return WriterLocks(self.root)
+
+    def arrow_filesystem(self) -> tuple[Any, str]:
+        """``(pyarrow FileSystem, root path)`` for engines that read many objects at
+        once (the lakehouse's Parquet scans use Arrow's parallel dataset reader)."""
+        import pyarrow.fs as pafs
+
+        return pafs.LocalFileSystem(), self.root
 
     def open_range_reader(self, name: str) -> RangeReader:
         try:

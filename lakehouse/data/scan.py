@@ -23,6 +23,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.dataset as ds
 from pyroaring import BitMap
 
 from kvstore.objstore import ObjectStore, open_store
@@ -140,17 +141,77 @@ def read(
     where: Any = None,
 ) -> pa.Table:
     wanted = select_columns(d, columns)
+    if not wanted and d.columns:  # a count: Arrow cannot concatenate tables without columns
+        n = read(store, d, files, [d.columns[0].name], where).num_rows
+        return pa.table({"_": pa.nulls(n)}).select([])
     pred = predicate(d, where)
     read_cols = _read_set(d, wanted, pred)
     todo = pruned(d, files, pred)
     schema = output_schema(d, wanted)
     if not todo:
         return schema.empty_table()
-    if len(todo) == 1:
-        parts = [_one(store, d, todo[0], read_cols, pred, wanted)]
+    plain, todo = _split_plain(store, d, todo)
+    parts = []
+    if plain:
+        parts.append(_read_plain(store, d, plain, wanted, read_cols, pred, schema))
+    if not todo:
+        pass
+    elif len(todo) == 1:
+        parts.append(_one(store, d, todo[0], read_cols, pred, wanted))
     else:
-        parts = list(_pool().map(lambda fs: _one(store, d, fs, read_cols, pred, wanted), todo))
-    return pa.concat_tables(parts).cast(schema)
+        parts += list(_pool().map(lambda fs: _one(store, d, fs, read_cols, pred, wanted), todo))
+    return pa.concat_tables([p.cast(schema) for p in parts])
+
+
+def _split_plain(
+    store: ObjectStore, d: TableDef, files: Sequence[FileState]
+) -> tuple[list[FileState], list[FileState]]:
+    """Files Arrow's dataset reader can read as they are (``plain``) and the rest.
+
+    Plain: no deleted rows, inside the data directory, and every current column
+    is in the file under its current name and id, or absent from it by name
+    (Arrow then reads nulls; it also widens types). Renamed columns, and a
+    column dropped and added again under the same name, need the id mapping.
+    """
+    if not hasattr(store, "arrow_filesystem") or len(files) < 2:
+        return [], list(files)
+    plain: list[FileState] = []
+    rest: list[FileState] = []
+    for fs in files:
+        f, dv = fs
+        ok = not dv and not f.is_external and bool(f.columns)
+        if ok:
+            by_name = {name: cid for cid, name in f.columns}
+            by_id = dict(f.columns)
+            ok = all(
+                by_name.get(c.name, c.id) == c.id and by_id.get(c.id, c.name) == c.name
+                for c in d.columns
+            )
+        (plain if ok else rest).append(fs)
+    return (plain, rest) if len(plain) > 1 else ([], list(files))
+
+
+def _read_plain(
+    store: Any,
+    d: TableDef,
+    files: Sequence[FileState],
+    wanted: list[Column],
+    read_cols: list[Column],
+    pred: Predicate | None,
+    schema: pa.Schema,
+) -> pa.Table:
+    fs, root = store.arrow_filesystem()
+    dschema = pa.schema([d.schema.field(c.name).with_nullable(True) for c in read_cols])
+    dataset = ds.dataset(
+        [f"{root}/{f.path}" for f, _ in files], schema=dschema, format="parquet", filesystem=fs
+    )
+    try:
+        return dataset.to_table(
+            columns=[c.name for c in wanted],
+            filter=None if pred is None else pred.expression,
+        )
+    except FileNotFoundError as exc:
+        raise CorruptionError(f"a data file of {d.qualified_name} is missing: {exc}") from None
 
 
 def scan_batches(

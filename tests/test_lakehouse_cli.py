@@ -488,6 +488,21 @@ def test_damaged_data_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
     assert p.returncode == 3 and "Traceback" not in p.stderr and p.stderr.count("\n") == 1
 
 
+def test_verify_all_versions(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A file only older versions read is checked by --all-versions, not by default."""
+    url = orders(capsys, tmp_path)
+    old = data_path(url, capsys)
+    assert cli(capsys, "delete", url, "sales.orders", "id = 1")[0] == 0
+    assert cli(capsys, "compact", url, "sales.orders")[0] == 0
+    assert data_path(url, capsys) != old and old.exists()
+    flip(old, 100, 200)
+    code, out, _ = cli(capsys, "verify", url)
+    assert code == 0 and "OK: no damage found" in out
+    code, doc = cli_json(capsys, "verify", url, "--all-versions")
+    assert code == 3 and doc["damaged_objects"] == [f"data/{old.parent.name}/{old.name}"]
+    assert doc["checked"]["trees"] == 6 and doc["checked"]["versions"] == 6
+
+
 def test_damaged_metadata(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     url = orders(capsys, tmp_path)
     ssts = sorted((Path(url) / "meta" / "sst").iterdir())

@@ -212,10 +212,18 @@ def cmd_verify(ctx: Ctx) -> int:
     if r.version is None:
         ctx.line("lakehouse: could not be read")
     else:
-        scope = "every retained version" if ctx.args.all_versions else f"version {r.version}"
+        if ctx.args.all_versions:
+            trees = (
+                f"the trees of {plural(r.trees, 'version')} ({plural(r.tables, 'table')} "
+                f"and {plural(r.views, 'view')} in all)"
+            )
+        else:
+            trees = (
+                f"the tree of version {r.version} ({plural(r.tables, 'table')}, "
+                f"{plural(r.views, 'view')})"
+            )
         ctx.line(
-            f"lakehouse: {plural(r.versions, 'version record')}; at {scope}: "
-            f"{plural(r.tables, 'table')}, {plural(r.views, 'view')}, "
+            f"lakehouse: {plural(r.versions, 'version record')}, {trees}, "
             f"{plural(r.data_files, 'data file')} ({plural(r.rows, 'row')}, "
             f"{human_bytes(r.bytes)})"
         )

@@ -21,6 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
@@ -105,7 +106,10 @@ def pruned(d: TableDef, files: Sequence[FileState], pred: Predicate | None) -> l
     live = [fs for fs in files if len(fs[1]) < fs[0].record_count]
     if pred is None:
         return live
-    keep = datafiles.prune([f for f, _ in live], pred.expression, d.columns, d.schema)
+    cols = [c for c in d.columns if pred.columns is None or c.name in pred.columns]
+    if not cols:
+        return live
+    keep = datafiles.prune([f for f, _ in live], pred.expression, cols, d.schema)
     return [live[i] for i in keep]
 
 
@@ -251,12 +255,29 @@ def matching_positions(
     wanted = list(d.columns) if columns is None else list(columns)
     read_cols = _read_set(d, wanted, pred)
     todo = pruned(d, files, pred)
+    if not todo:
+        return
+    names = [c.name for c in wanted] + ["_pos"]
 
-    def one(fs: FileState) -> tuple[DataFile, pa.Table]:
-        return fs[0], _one(store, d, fs, read_cols, pred, wanted, with_positions=True)
+    def one(fs: FileState) -> pa.Table:
+        return _one(store, d, fs, read_cols, None, read_cols, with_positions=True)
 
     runner: Callable[..., Any] = _pool().map if pool and len(todo) > 1 else map
-    yield from runner(one, todo)
+    parts = list(runner(one, todo))
+    counts = [p.num_rows for p in parts]
+    if pred is None:
+        for fs, part in zip(todo, parts, strict=True):
+            yield fs[0], part.select(names)
+        return
+    # one evaluation over every candidate row (per file it costs ~0.4 ms of setup)
+    owner = np.repeat(np.arange(len(parts), dtype=np.int32), counts)
+    big = pa.concat_tables(parts).append_column("_file", pa.array(owner))
+    hit = big.filter(matches(big, pred))
+    per_file = np.bincount(hit.column("_file").to_numpy(), minlength=len(parts))
+    start = 0
+    for fs, n in zip(todo, per_file, strict=True):
+        yield fs[0], hit.slice(start, int(n)).select(names)
+        start += int(n)
 
 
 def stats(files: Sequence[FileState]) -> TableStats:

@@ -235,3 +235,16 @@ def test_faulty_torn_journal_append(tmp_path):
         j.append(b"abcdefghij")  # mutation 3: half of it lands
     data = inner.get("wal/1.log")  # the journal is preallocated: zeros follow while open
     assert data[:15] == b"0123456789abcde" and not any(data[15:])
+
+
+def test_local_put_new_creates_once_and_durably(tmp_path):
+    """put_new: in-place O_EXCL create for objects nobody reads before it returns."""
+    from kvstore.objstore import LocalStore
+
+    store = LocalStore(tmp_path / "s")
+    store.put_new("t/a.parquet", b"abc")
+    assert store.get("t/a.parquet") == b"abc"
+    with pytest.raises(FileExistsError):
+        store.put_new("t/a.parquet", b"other")
+    assert store.get("t/a.parquet") == b"abc"
+    assert [n for n in store.list("t/")] == ["t/a.parquet"]

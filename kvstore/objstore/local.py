@@ -154,6 +154,30 @@ class LocalStore:
             _unlink_quietly(tmp)
         self._fsync_entry(parent, name)
 
+    def put_new(self, name: str, data: bytes) -> None:
+        """Create ``name``, which must not exist, durably, *without* hiding it while
+        it is written: for objects nobody reads before this returns (data files
+        referenced only by a later commit; a crash leaves an orphan, never a torn
+        object anyone trusts). Written in place with O_EXCL, one file fsync makes
+        the bytes and (on journaling filesystems) the new name durable together,
+        so the directory fsync after it has little left to do; ``put_if_absent``
+        pays a link and a second journal commit for its atomic visibility."""
+        path = self._path(name)
+        parent = self._ensure_parent(path)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view) :]
+            if self._fsync:
+                os.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            _unlink_quietly(path)
+            raise
+        os.close(fd)
+        self._fsync_entry(parent, name)
+
     def _fsync_entry(self, parent: str, name: str) -> None:
         """Make a new directory entry durable; DurabilityUnknown if that fails."""
         try:

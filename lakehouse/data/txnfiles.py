@@ -36,7 +36,8 @@ def write_data_file(txn: Transaction, d: TableDef, rows: Any, w: TableWrite) -> 
     f = datafiles.describe_footer(path, len(data), footer, rows.schema, d.columns)
     w.owned.append(path)  # before the write: a failed put may still leave bytes
     txn._lh._inflight.add(path)
-    txn._lh._data.put_if_absent(path, data)
+    store = txn._lh._data
+    getattr(store, "put_new", store.put_if_absent)(path, data)  # durable before the commit
     w.add(f, owned=False)
     return f
 

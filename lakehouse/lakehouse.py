@@ -57,12 +57,11 @@ from lakehouse.model import (
     to_epoch_ms,
 )
 from lakehouse.options import Options
+from lakehouse.records import RecordCache
 from lakehouse.txn import Transaction
 from lakehouse.view import LakehouseView
 
 log = logging.getLogger("lakehouse")
-
-_RECORD_CACHE_MAX = 200_000
 
 
 @one_hierarchy
@@ -82,7 +81,7 @@ class Lakehouse:
         self._clock: Callable[[], float] = options.clock or time.time
         self._sleep: Callable[[float], None] = options.sleep or time.sleep
         self._monotonic: Callable[[], float] = time.monotonic
-        self._records: dict[int, VersionInfo] = {}
+        self._records = RecordCache()
         self._maintenance_lock = threading.Lock()
         #: data files written by transactions of this process that are still open
         self._inflight: set[str] = set()
@@ -155,23 +154,13 @@ class Lakehouse:
 
     def _record(self, version: int, get: Callable[[bytes], bytes | None]) -> VersionInfo:
         """Version record ``version`` (immutable once committed, hence cached)."""
-        rec = self._records.get(version)
-        if rec is None:
-            raw = get(keys.record_key(version))
-            if raw is None:
-                raise CorruptionError(f"version record {version} is missing")
-            rec = codec.decode_record(raw)
-            self._remember(rec)
-        return rec
+        return self._records.get(version, get)
 
     def _remember(self, rec: VersionInfo) -> None:
-        if len(self._records) >= _RECORD_CACHE_MAX:
-            self._records.clear()
-        self._records[rec.version] = rec
+        self._records.remember(rec)
 
     def _forget_before(self, version: int) -> None:
-        for v in [v for v in self._records if v < version]:
-            self._records.pop(v, None)
+        self._records.forget_before(version)
 
     @staticmethod
     def _u64(snap: kvstore.Snapshot, key: bytes, default: int | None = None) -> int:
@@ -440,7 +429,7 @@ class Lakehouse:
                 if limit is not None and len(out) >= limit:
                     break
                 version = keys.parse_record_key(k)
-                rec = self._records.get(version)
+                rec = self._records.peek(version)
                 if rec is None:
                     rec = codec.decode_record(v)
                     self._remember(rec)

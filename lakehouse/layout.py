@@ -18,8 +18,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from kvstore.objstore import ObjectStore, RangeReader, open_store
-from kvstore.objstore.base import Journal
+from kvstore.objstore import ObjectStore, PrefixStore, open_store
 
 META_DIR = "meta"
 DATA_DIR = "data"
@@ -114,45 +113,3 @@ def refuse_foreign(url: Any, storage_options: dict[str, Any] | None = None) -> N
             f"{url} is a key-value store (it has manifest/), not a lakehouse; a lakehouse "
             f"keeps its store under <url>/{META_DIR}/: open the lakehouse's own URL"
         )
-
-
-class PrefixStore:
-    """A view of ``inner`` restricted to names under ``prefix``."""
-
-    def __init__(self, inner: ObjectStore, prefix: str) -> None:
-        self.inner = inner
-        self.prefix = prefix
-
-    def put(self, name: str, data: bytes) -> None:
-        self.inner.put(self.prefix + name, data)
-
-    def put_if_absent(self, name: str, data: bytes) -> None:
-        self.inner.put_if_absent(self.prefix + name, data)
-
-    def get(self, name: str) -> bytes:
-        return self.inner.get(self.prefix + name)
-
-    def get_range(self, name: str, start: int, length: int) -> bytes:
-        return self.inner.get_range(self.prefix + name, start, length)
-
-    def list(self, prefix: str = "") -> list[str]:
-        n = len(self.prefix)
-        return [name[n:] for name in self.inner.list(self.prefix + prefix)]
-
-    def delete(self, name: str) -> None:
-        self.inner.delete(self.prefix + name)
-
-    def exists(self, name: str) -> bool:
-        return self.inner.exists(self.prefix + name)
-
-    def size(self, name: str) -> int:
-        return self.inner.size(self.prefix + name)
-
-    def open_journal(self, name: str) -> Journal | None:
-        return None
-
-    def open_range_reader(self, name: str) -> RangeReader:
-        return self.inner.open_range_reader(self.prefix + name)
-
-    def describe(self) -> str:
-        return f"{self.inner.describe()}/{self.prefix}"

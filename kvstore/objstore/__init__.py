@@ -32,6 +32,7 @@ from kvstore.objstore.faults import FaultyStore, SimulatedCrash
 from kvstore.objstore.fsspec_store import FsspecStore
 from kvstore.objstore.local import LocalStore
 from kvstore.objstore.memory import MemoryStore
+from kvstore.objstore.prefix import PrefixStore
 
 __all__ = [
     "DurabilityUnknown",
@@ -41,6 +42,7 @@ __all__ = [
     "LocalStore",
     "MemoryStore",
     "ObjectStore",
+    "PrefixStore",
     "RangeReader",
     "SimpleRangeReader",
     "SimulatedCrash",

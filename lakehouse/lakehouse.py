@@ -560,6 +560,12 @@ class LakehouseReader(Lakehouse):
         """Load what the writer has made durable since; returns the latest version."""
         self._check_open()
         self._db.refresh()  # type: ignore[attr-defined]  # a kvstore Reader
+        if self._layout.data_missing:  # opened before the writer made data/: look again
+            from lakehouse.layout import resolve
+
+            layout = resolve(self._layout.label, self._options.storage_options, create=False)
+            if not layout.data_missing:
+                self._layout, self._data = layout, layout.data
         return self.version
 
     def _refuse(self, *args: Any, **kwargs: Any) -> Any:

@@ -35,6 +35,8 @@ class Layout:
     data_url: str | None
     #: printable location
     label: str
+    #: a reader found no data directory yet (``data`` is an empty stand-in)
+    data_missing: bool = False
 
 
 def _join(url: str, part: str) -> str:
@@ -58,6 +60,7 @@ def resolve(
             raise ValueError("url must not be empty")
         base = url if "://" in url else os.path.abspath(url)
         data_url = _join(base, DATA_DIR)
+        missing = False
         if data_store is not None:
             data = data_store
         elif create or "://" in data_url or os.path.isdir(data_url):
@@ -65,10 +68,10 @@ def resolve(
         else:  # a reader of a lakehouse without data yet: nothing to read, nothing to create
             from kvstore.objstore import MemoryStore
 
-            data = MemoryStore()
+            data, missing = MemoryStore(), True
         if "://" not in data_url:
             data_url = "file://" + data_url
-        return Layout(_join(base, META_DIR), data, data_url, url)
+        return Layout(_join(base, META_DIR), data, data_url, url, missing)
     if isinstance(url, ObjectStore):
         data = data_store if data_store is not None else PrefixStore(url, INSTANCE_DATA_PREFIX)
         return Layout(url, data, None, url.describe())

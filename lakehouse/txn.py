@@ -553,6 +553,7 @@ class Transaction(ReadOps):
                     self._discard_owned()
                 else:
                     self._release_owned()
+                    txnfiles.discard_superseded(self._lh._data, self._table_writes.values())
 
     def rollback(self) -> None:
         """Discard the buffered changes (and the data files written for them). Idempotent."""

@@ -404,3 +404,11 @@ def test_bad_where_and_missing_table(mem):
         txn.alter_table("s.orders", schema=pa.schema([("id", pa.string())]))
     assert data_files(mem) == {f.path for f in mem.list_data_files("s.orders")}
     assert mem.read("s.orders").num_rows == 3  # still usable
+
+
+def test_files_a_transaction_drops_itself_are_deleted_after_commit(mem):
+    with mem.begin() as txn:
+        txn.append("s.orders", rows(3))
+        txn.overwrite("s.orders", rows(2, 10))  # drops the file appended just before
+    assert ids(mem.read("s.orders")) == [10, 11]
+    assert data_files(mem) == {f.path for f in mem.list_data_files("s.orders")}

@@ -129,3 +129,18 @@ def test_corruption_is_a_lakehouse_error(path):
         with pytest.raises(lakehouse.CorruptionError, match="missing") as info:
             lh.read("s.t")
         assert isinstance(info.value, kvstore.CorruptionError)
+
+
+def test_reader_opened_before_any_data_sees_it_after_refresh(tmp_path):
+    p = str(tmp_path / "empty")
+    with lakehouse.open(p) as lh:
+        with lh.begin() as txn:
+            txn.create_namespace("s")
+            txn.create_table("s.t", SCHEMA)
+        r = lakehouse.open_reader(p)
+        assert r.read("s.t").num_rows == 0
+        with lh.begin() as txn:
+            txn.append("s.t", pa.table({"id": [1]}))
+        r.refresh()
+        assert r.read("s.t").num_rows == 1
+        r.close()

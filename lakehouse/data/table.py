@@ -107,6 +107,9 @@ class TableWrite:
     inserted: list[pa.Table] = field(default_factory=list)
     #: paths of files this transaction wrote (deleted if it does not commit)
     owned: list[str] = field(default_factory=list)
+    #: owned files a later operation of the same transaction dropped again
+    #: (deleted once it commits: no version references them)
+    superseded: list[str] = field(default_factory=list)
 
     @property
     def qualified(self) -> str:
@@ -141,8 +144,10 @@ class TableWrite:
     def remove(self, fid: str, f: DataFile) -> None:
         """Drop a whole file: one this transaction added, or one of the base state."""
         if fid in self.added:
-            del self.added[fid]
+            gone = self.added.pop(fid)
             self.added_dvs.pop(fid, None)
+            if gone.path in self.owned:
+                self.superseded.append(gone.path)
         else:
             self.removed[fid] = f
         self.deletes.pop(fid, None)

@@ -66,6 +66,17 @@ def discard(store: ObjectStore, writes: Iterable[TableWrite]) -> None:
         w.owned.clear()
 
 
+def discard_superseded(store: ObjectStore, writes: Iterable[TableWrite]) -> None:
+    """After a commit: delete the files the transaction wrote and then dropped itself."""
+    for w in writes:
+        for path in w.superseded:
+            try:
+                store.delete(path)
+            except OSError as exc:  # left for remove_orphan_files
+                log.warning("could not delete superseded data file %s: %s", path, exc)
+        w.superseded.clear()
+
+
 def restore_table(txn: Transaction, table: str, version: int) -> None:
     """The table's definition, files and deletion vectors as of ``version``."""
     txn._check_usable()

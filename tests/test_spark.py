@@ -141,7 +141,22 @@ def test_write_argument_errors(spark, lh):
         lhs.write(lh, df, "sales.orders", mode="overwrite", where="no_such_col > 1")
     with pytest.raises(ValueError, match="bad where"):
         lhs.write(lh, df, "sales.orders", mode="overwrite", where="order_id >")
+    with pytest.raises(TypeError, match="where"):
+        lhs.write(lh, df, "sales.orders", mode="overwrite", where=F.col("order_id") > 1)
     assert lh.version == 1
+
+
+def test_overwrite_where_conflicts_with_a_concurrent_matching_insert(spark, lh):
+    lhs.write(lh, orders(spark, 0, 20), "sales.orders")
+    txn = lh.begin()
+    lhs.write(
+        lh, orders(spark, 0, 5), "sales.orders", mode="overwrite", where="order_id < 10", txn=txn
+    )
+    with lh.begin() as other:  # commits a row the overwrite's where matches
+        other.append("sales.orders", pa.table({"order_id": pa.array([7], pa.int64())}))
+    with pytest.raises(lakehouse.RetryableConflict):
+        txn.commit()
+    assert lh.table_stats("sales.orders").rows == 21
 
 
 # -- DataFrame vs table ------------------------------------------------------------------------

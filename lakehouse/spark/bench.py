@@ -4,8 +4,8 @@ Run with ``python -m lakehouse.spark.bench [--rows 3000000] [--repeats 5]``.
 
 One cached DataFrame of ``rows`` order-like rows (8 columns: ids, an int,
 a decimal, a double, a string, a timestamp) is written and read repeatedly;
-each repeat runs the plain and the lakehouse variant back to back, so load
-on the machine hits both alike. Measured:
+each repeat runs the plain and the lakehouse variant back to back (which one
+goes first alternates), so load on the machine hits both alike. Measured:
 
 * ``write``: :func:`lakehouse.spark.write` into a new table (files written,
   footers read, transaction committed) vs ``df.write.parquet(dir)``;
@@ -61,6 +61,15 @@ def _timed(fn: Callable[[], Any]) -> float:
     return time.perf_counter() - t
 
 
+def _pair(plain: Callable[[], Any], lake: Callable[[], Any], flip: bool) -> tuple[float, float]:
+    """Time both, in the order given (``flip``: the lakehouse variant first)."""
+    if flip:
+        b = _timed(lake)
+        return _timed(plain), b
+    a = _timed(plain)
+    return a, _timed(lake)
+
+
 def _summary(plain: list[float], lake: list[float]) -> dict[str, Any]:
     ratios = [b / a for a, b in zip(plain, lake)]
     return {
@@ -109,14 +118,24 @@ def run(
                     txn.create_namespace("bench")
                 txn.create_table(table, schema)
             plain_dir = os.path.join(tmp, f"plain{i}")
-            wp = _timed(lambda: df.write.parquet(plain_dir))  # noqa: B023
-            wl = _timed(lambda: lhs.write(lh, df, table))  # noqa: B023
+            flip = i % 2 == 1  # alternate which variant runs first
+            wp, wl = _pair(
+                lambda: df.write.parquet(plain_dir),  # noqa: B023
+                lambda: lhs.write(lh, df, table),  # noqa: B023
+                flip,
+            )
             urls = [f.url for f in lh.scan_plan(table)]
-            rp = _timed(lambda: noop(spark.read.parquet(*urls)))  # noqa: B023
-            rl = _timed(lambda: noop(lhs.read(lh, spark, table)))  # noqa: B023
+            rp, rl = _pair(
+                lambda: noop(spark.read.parquet(*urls)),  # noqa: B023
+                lambda: noop(lhs.read(lh, spark, table)),  # noqa: B023
+                flip,
+            )
             deleted = lhs.delete(lh, spark, table, "order_id % 100 = 7")
-            dp = _timed(lambda: noop(spark.read.parquet(*urls)))  # noqa: B023
-            dl = _timed(lambda: noop(lhs.read(lh, spark, table)))  # noqa: B023
+            dp, dl = _pair(
+                lambda: noop(spark.read.parquet(*urls)),  # noqa: B023
+                lambda: noop(lhs.read(lh, spark, table)),  # noqa: B023
+                flip,
+            )
             if i:
                 w_plain.append(wp)
                 w_lake.append(wl)

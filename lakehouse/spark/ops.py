@@ -154,41 +154,59 @@ def write(
     table: str,
     *,
     mode: str = "append",
-    where: Any = None,
+    where: str | None = None,
     txn: Any = None,
 ) -> int | None:
     """Write a DataFrame into ``table``: ``mode="append"`` or ``"overwrite"`` (all rows,
-    or with ``where`` only the rows matching that Spark SQL condition; every new row
-    must match it). Commits and returns the version, or joins ``txn`` and returns None."""
+    or with ``where`` only the rows matching that SQL condition; every new row must
+    match it). Commits and returns the version, or joins ``txn`` and returns None.
+
+    ``where`` is checked by Spark (every new row, inside the write job) and, after
+    the job, applied by the lakehouse's own ``txn.overwrite(table, <no rows>,
+    where=where)``: it marks the matching rows deleted and records the overwrite's
+    guard (a concurrent commit inserting rows that match ``where`` conflicts).
+    """
     if not isinstance(df, DataFrame):
         raise TypeError(f"df must be a pyspark DataFrame, not {type(df).__name__}")
     if mode not in ("append", "overwrite"):
         raise ValueError(f"mode must be 'append' or 'overwrite', not {mode!r}")
     if where is not None and mode != "overwrite":
         raise ValueError("where is only used with mode='overwrite'")
+    if where is not None and not isinstance(where, str):
+        raise TypeError(f"where must be a SQL str, not {type(where).__name__}")
     spark = df.sparkSession
     configure(spark)
     with _joined(lh, txn) as (t, own):
         tbl = _Table(lh, t, table)
         plans = match_columns(df.schema, tbl.schema, table)
-        cond = None if where is None else _condition(spark, where, "where")
+        cond = None
+        if where is not None:
+            cond = _condition(spark, where, "where")
+            _check_where(where, tbl.schema)
         shaped = _analysed(df, lambda f: prepare(f, plans, table, cond), where, "where")
-        doomed: dict[str, np.ndarray] = {}
-        remove: list[str] = []
-        if mode == "overwrite":
-            if cond is None:
-                remove = [f.path for f in t.scan_plan(table)]
-            else:
-                frame, by_name = tbl.frame(spark, positions=True)
-                hits = _analysed(frame, lambda f: f.where(cond), where, "where")
-                doomed = _positions(hits, by_name, f"finding the rows of {table} to overwrite")
+        whole = mode == "overwrite" and where is None
+        remove = [f.path for f in t.scan_plan(table)] if whole else []
         written = tbl.write(shaped, f"writing {table}").get("", [])
+        if where is not None:
+            try:
+                t.overwrite(table, tbl.schema.empty_table(), where=where)
+            except BaseException:
+                tbl.loc.delete(written)
+                raise
         tbl.add(written)
         if remove:
             t.remove_files(table, remove)
-        if doomed:
-            t.delete_rows(table, doomed)
         return t.commit() if own else None
+
+
+def _check_where(where: str, schema: Any) -> None:
+    """The lakehouse's SQL parser accepts ``where`` too (ValueError before any job)."""
+    from lakehouse.data.predicate import parse_where
+
+    try:
+        parse_where(where, schema)
+    except ValueError as exc:
+        raise ValueError(f"bad where {where!r}: {exc}") from None
 
 
 def read(

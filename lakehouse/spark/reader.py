@@ -129,16 +129,28 @@ def _jvm_frame(
             ]
         )
         raw = spark.read.schema(stored).parquet(*[f.url for f in group])
-        cols = [
-            (col(mapping[fld.name]) if fld.name in mapping else F.lit(None))
-            .cast(spark_type(fld.type, fld.name))
-            .alias(fld.name)
-            for fld in schema
-        ]
+        meta = []
         if has_deleted or positions:
-            cols.append(F.col("_metadata.file_name").alias(FILE_COL))
-            cols.append(F.col("_metadata.row_index").alias(ROW_COL))
-        frame = raw.select(*cols)
+            meta = [
+                F.col("_metadata.file_name").alias(FILE_COL),
+                F.col("_metadata.row_index").alias(ROW_COL),
+            ]
+        if all(mapping.get(n) == n for n in schema.names):
+            # the common case: the file's names are the table's; the reader already
+            # returns the table's types (and widens narrower stored ones)
+            frame = raw.select("*", *meta) if meta else raw
+        else:
+            cols = [
+                (
+                    col(mapping[fld.name]).alias(fld.name)
+                    if mapping[fld.name] != fld.name
+                    else col(fld.name)
+                )
+                if fld.name in mapping
+                else F.lit(None).cast(spark_type(fld.type, fld.name)).alias(fld.name)
+                for fld in schema
+            ]
+            frame = raw.select(*cols, *meta)
         if has_deleted:
             keys = _deleted_keys(spark, group)
             frame = frame.join(F.broadcast(keys), [FILE_COL, ROW_COL], "left_anti")

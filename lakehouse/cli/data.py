@@ -48,7 +48,8 @@ def cmd_stats(ctx: Ctx) -> int:
     if s.deleted_rows:
         deleted += " (marked in deletion vectors; `compact` rewrites them away)"
     ctx.line(f"  deleted rows  {deleted}")
-    ctx.line(f"  bytes         {human_bytes(s.bytes)} ({s.bytes})")
+    size = human_bytes(s.bytes)
+    ctx.line(f"  bytes         {size}" + ("" if size == f"{s.bytes} B" else f" ({s.bytes})"))
     return EXIT_OK
 
 
@@ -221,7 +222,7 @@ def cmd_compact(ctx: Ctx) -> int:
     else:
         ctx.line(
             f"version {version}: compacted {a.table}: {plural(res.files_removed, 'file')} -> "
-            f"{res.files_added} ({plural(res.rows, 'row')}), "
+            f"{plural(res.files_added, 'file')} ({plural(res.rows, 'row')}), "
             f"{human_bytes(res.bytes_before)} -> {human_bytes(res.bytes_after)}"
         )
     return EXIT_OK

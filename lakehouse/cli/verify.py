@@ -20,7 +20,6 @@ raised; the command exits 3 when there are any.
 
 from __future__ import annotations
 
-import io
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -185,11 +184,13 @@ def _check_file(data: bytes, f: DataFile) -> str | None:
     if len(data) != f.bytes:
         return f"it holds {len(data)} bytes; its record says {f.bytes}"
     try:
-        pf = pq.ParquetFile(io.BytesIO(data))
-        rows = 0
-        for i in range(pf.num_row_groups):
-            rows += pf.read_row_group(i).num_rows
-        names = set(pf.schema_arrow.names)
+        # decoded on this thread: a pyarrow worker thread that still holds the file's
+        # buffer when the interpreter exits aborts the process (seen with pyarrow 26)
+        with pq.ParquetFile(pa.BufferReader(data)) as pf:
+            rows = 0
+            for i in range(pf.num_row_groups):
+                rows += pf.read_row_group(i, use_threads=False).num_rows
+            names = set(pf.schema_arrow.names)
     except (pa.ArrowException, OSError, ValueError) as exc:
         return f"not a readable Parquet file: {exc}"
     if rows != f.rows:

@@ -35,8 +35,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
-import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 from pyroaring import BitMap
 
@@ -220,10 +218,6 @@ def guarantee(f: DataFile, columns: Sequence[Column], schema: pa.Schema) -> pc.E
     return pc.scalar(True) if expr is None else expr
 
 
-_FORMAT = ds.ParquetFileFormat()
-_FS = pafs.LocalFileSystem()
-
-
 def prune(
     files: Sequence[DataFile],
     predicate: pc.Expression | None,
@@ -233,12 +227,16 @@ def prune(
     """Indexes of the ``files`` whose bounds allow a row matching ``predicate``."""
     if predicate is None or not files:
         return list(range(len(files)))
+    import pyarrow.dataset as ds  # (loads pandas: only when a read has a where)
+    import pyarrow.fs as pafs
+
+    fmt, fs = ds.ParquetFileFormat(), pafs.LocalFileSystem()
     try:
         frags = [
-            _FORMAT.make_fragment(f"/{i}", _FS, partition_expression=guarantee(f, columns, schema))
+            fmt.make_fragment(f"/{i}", fs, partition_expression=guarantee(f, columns, schema))
             for i, f in enumerate(files)
         ]
-        dataset = ds.FileSystemDataset(frags, schema, _FORMAT, _FS)
+        dataset = ds.FileSystemDataset(frags, schema, fmt, fs)
         return [int(fr.path[1:]) for fr in dataset.get_fragments(filter=predicate)]
     except (pa.ArrowException, TypeError, ValueError) as exc:  # bounds we cannot compare
         log.debug("no pruning: %s", exc)

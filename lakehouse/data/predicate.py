@@ -67,7 +67,6 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 
 from lakehouse.data.literals import (
     ARROW_ERRORS,
@@ -79,7 +78,6 @@ from lakehouse.data.literals import (
     python_scalar,
     widening_cast,
 )
-from lakehouse.data.sql import Translator
 
 __all__ = ["Predicate", "evaluate", "matches", "parse_value", "parse_where"]
 
@@ -117,6 +115,8 @@ def parse_where(where: str | pc.Expression, schema: pa.Schema) -> Predicate:
             "where must be a SQL string or a pyarrow.compute.Expression,"
             f" not {type(where).__name__}"
         )
+    from lakehouse.data.sql import Translator  # sqlglot loads on first use
+
     translator = Translator(where, schema)
     result = translator.typed(translator.parse(), pa.bool_())
     if not (pa.types.is_boolean(result.type) or pa.types.is_null(result.type)):
@@ -141,6 +141,8 @@ def parse_value(
     """
     name = target.name
     if isinstance(value, str):
+        from lakehouse.data.sql import Translator
+
         translator = Translator(value, schema)
         try:
             term = translator.term(translator.parse())
@@ -169,6 +171,8 @@ def evaluate(table: pa.Table | pa.RecordBatch, expression: pc.Expression) -> pa.
     Errors of the computation (an overflow, a division by zero, a value a
     safe cast cannot convert) raise ``pyarrow.ArrowInvalid``, a ValueError.
     """
+    import pyarrow.dataset as ds  # loads pandas: only when needed
+
     return ds.dataset(table).to_table(columns={"value": expression}).column("value")
 
 
@@ -187,6 +191,8 @@ def matches(table: pa.Table | pa.RecordBatch, predicate: Predicate) -> pa.Array:
 
 def _check_expression(expression: pc.Expression, schema: pa.Schema) -> pc.Expression:
     """A user's ``pc.Expression``, bound against ``schema`` to check it names real columns."""
+    import pyarrow.dataset as ds
+
     try:
         scanner = ds.dataset(schema.empty_table()).scanner(columns={"value": expression})
     except ARROW_ERRORS as exc:

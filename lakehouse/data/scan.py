@@ -24,7 +24,6 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 from pyroaring import BitMap
 
 from kvstore.objstore import ObjectStore, open_store
@@ -204,6 +203,8 @@ def _read_plain(
     pred: Predicate | None,
     schema: pa.Schema,
 ) -> pa.Table:
+    import pyarrow.dataset as ds
+
     fs, root = store.arrow_filesystem()
     dschema = pa.schema([d.schema.field(c.name).with_nullable(True) for c in read_cols])
     dataset = ds.dataset(

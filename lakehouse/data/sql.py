@@ -29,7 +29,6 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.dataset as ds
 import sqlglot
 from sqlglot import exp, tokens
 from sqlglot.dialects.dialect import Dialect
@@ -82,6 +81,8 @@ class Translator:
         if self._empty is None:
             self._empty = self.schema.empty_table()
         try:
+            import pyarrow.dataset as ds
+
             scanner = ds.dataset(self._empty).scanner(columns={"value": expr})
         except ARROW_ERRORS as exc:
             raise self.failed(what, exc) from None

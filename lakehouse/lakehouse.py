@@ -512,6 +512,7 @@ def open(url: Any, **options: Any) -> Lakehouse:
         db = kvstore.open(layout.meta, retention="all", **kv)
     except kvstore.WriterActive as exc:
         msg = str(exc).replace("kvstore.open_reader", "lakehouse.open_reader")
+        msg = msg.replace(str(layout.meta), str(layout.label))
         raise WriterActive(msg.replace("(CLI: --takeover)", "(lakehouse CLI: --takeover)")) from exc
     except kvstore.KvError as exc:
         raise translated(exc) from exc
@@ -573,7 +574,15 @@ class LakehouseReader(Lakehouse):
             "this is a read-only lakehouse reader; open the lakehouse with lakehouse.open to write"
         )
 
-    begin = rollback = export = expire_versions = remove_orphan_files = _refuse
+    begin = rollback = expire_versions = remove_orphan_files = _refuse
+
+    def stats(self) -> dict[str, Any]:
+        self._check_open()
+        return {
+            "version": self.version,
+            "oldest_version": self.oldest_version,
+            "kvstore": {"last_seq": self._db.last_seq, "read_only": True},
+        }
 
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"version {self.version}"

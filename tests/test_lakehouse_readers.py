@@ -144,3 +144,27 @@ def test_reader_opened_before_any_data_sees_it_after_refresh(tmp_path):
         r.refresh()
         assert r.read("s.t").num_rows == 1
         r.close()
+
+
+def test_reader_exports_and_reports_stats_beside_the_writer(path, tmp_path):
+    lh = lakehouse.open(path)
+    r = lakehouse.open_reader(path)
+    assert r.stats()["version"] == 1
+    assert r.export(str(tmp_path / "copy"))["files_copied"] == 1
+    with lh.begin() as txn:  # the writer was not fenced
+        txn.append("s.t", pa.table({"id": [9]}))
+    with lakehouse.open(str(tmp_path / "copy")) as copy:
+        assert copy.read("s.t").num_rows == 2
+    with pytest.raises(lakehouse.WriterActive, match=path) as info:
+        lakehouse.open(path)
+    assert "/meta" not in str(info.value).split(" is being")[0]
+    r.close()
+    lh.close()
+
+
+def test_a_change_of_nothing_writes_no_version(path):
+    with lakehouse.open(path) as lh:
+        with lh.begin() as txn:
+            assert txn.delete("s.t", "id > 100") == 0
+            assert txn.append("s.t", pa.table({"id": pa.array([], pa.int64())})) == 0
+        assert lh.version == 1

@@ -158,7 +158,9 @@ class TableWrite:
             self.deletes[fid] = positions if cur is None else cur | positions
 
     def is_empty(self) -> bool:
-        return not (self.ops or self.added or self.removed or self.deletes)
+        """Nothing to commit: no file added or removed, no row deleted (a delete
+        that matched nothing writes no version)."""
+        return not (self.added or self.removed or self.deletes or self.rewrites)
 
     def change(self, deleted_base: dict[str, BitMap]) -> TableChange:
         """The record of this write; ``deleted_base``: positions newly deleted in

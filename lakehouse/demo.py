@@ -202,7 +202,7 @@ def main(root: str = "demo-data") -> None:
         say(f"   expire_versions(keep_last=5) kept versions {oldest}..{lh.version}; reading")
         say(f"   version 1 now raises VersionExpired: {exc}.")
     lh.close()
-    say("\nDone. Try: python -m lakehouse demo-data/lakehouse history")
+    say("\nDone. Try: python -m lakehouse history demo-data/lakehouse")
 
 
 if __name__ == "__main__":

@@ -129,7 +129,9 @@ def daily_revenue(orders: Any) -> Any:
     )
 
 
-def main(root: str = "demo-data", scale: float = 1.0) -> None:
+def main(root: str = "demo-data", scale: float = 1.0, spark: Any = None) -> dict[str, Any]:
+    """Run the pipeline (see module doc); returns a summary (row counts, versions).
+    ``spark``: a session to use (left running); default: a new local one."""
     from pyspark.sql import functions as F
 
     import lakehouse.spark as lhs
@@ -142,7 +144,9 @@ def main(root: str = "demo-data", scale: float = 1.0) -> None:
 
     say(f"Spark pipeline demo: a lakehouse in {path}/, PySpark on local[2]\n")
     with step("spark", clock):
-        spark = lhs.local_session("lakehouse-spark-demo", master="local[2]")
+        own_spark = spark is None
+        if spark is None:
+            spark = lhs.local_session("lakehouse-spark-demo", master="local[2]")
     say(f"0. Local Spark {spark.version} started in {clock['spark']:.1f}s.")
     lh = lakehouse.open(path)
 
@@ -163,7 +167,7 @@ def main(root: str = "demo-data", scale: float = 1.0) -> None:
     say()
 
     # 2. ingestion ----------------------------------------------------------------------------
-    customers = spark.range(0, 200_000, numPartitions=2).select(
+    customers = spark.range(0, n(200_000), numPartitions=2).select(
         F.col("id").alias("customer_id"),
         F.concat(F.lit("customer-"), F.col("id").cast("string")).alias("name"),
         F.element_at(
@@ -399,8 +403,19 @@ def main(root: str = "demo-data", scale: float = 1.0) -> None:
     for t in ("shop.customers", "shop.orders", "shop.daily_revenue"):
         ts_ = lh.table_stats(t)
         say(f"   {t:20} {ts_.rows:>10,} rows {ts_.files:>4} files {ts_.bytes / 1e6:>8.1f} MB")
+    summary = {
+        "orders": lh.table_stats("shop.orders").rows,
+        "daily_revenue": lh.table_stats("shop.daily_revenue").rows,
+        "version": lh.version,
+        "serializable_attempts": attempt,
+        "deleted": deleted,
+        "rolled_back_to": good,
+        "oldest": oldest,
+    }
     lh.close()
-    spark.stop()
+    if own_spark:
+        spark.stop()
+    return summary
 
 
 def cli(argv: list[str] | None = None) -> None:

@@ -234,3 +234,29 @@ def test_python_paths_on_a_local_lakehouse(spark, tmp_path):
             on_disk |= {os.path.relpath(os.path.join(root, x), base) for x in names}
         # every file written is registered in some version (merge and delete kept old ones)
         assert {f.path for f in lh.list_data_files("n.t")} <= on_disk
+
+
+@pytest.mark.spark
+def test_jvm_reader_with_files_of_equal_size(spark, tmp_path):
+    """Two files with deletions and the same byte size: the anti-join falls back to
+    (file name, row index) keys."""
+    base = tmp_path / "data"
+    (base / "t").mkdir(parents=True)
+    for name in ("a", "b"):
+        pq.write_table(
+            pa.table({"x": pa.array(range(10), pa.int64())}), base / "t" / f"{name}.parquet"
+        )
+    loc = Location("file://" + str(base))
+    assert os.path.getsize(base / "t" / "a.parquet") == os.path.getsize(base / "t" / "b.parquet")
+    files = [
+        Entry("t/a.parquet", loc.url("t/a.parquet"), 10, BitMap([0, 1]), {"x": "x"}),
+        Entry("t/b.parquet", loc.url("t/b.parquet"), 10, BitMap([9]), {"x": "x"}),
+    ]
+    schema = pa.schema([("x", pa.int64())])
+    got = sorted(r.x for r in _jvm_frame(spark, files, schema, positions=False).collect())
+    assert got == sorted([*range(2, 10), *range(9)])
+    with_pos = _jvm_frame(spark, files, schema, positions=True)
+    assert sorted((r[FILE_COL], r[ROW_COL]) for r in with_pos.where("x = 5").collect()) == [
+        ("a.parquet", 5),
+        ("b.parquet", 5),
+    ]

@@ -17,7 +17,9 @@ goes first alternates), so load on the machine hits both alike. Measured:
   plain read of the same files (which returns the deleted rows too).
 
 Reports the median, min and max seconds of each and the ratio of medians
-(plus the spread of per-repeat ratios).
+(plus the spread of per-repeat ratios), and with psutil installed the ratio
+of the median CPU seconds (JVM and driver), which moves far less than wall
+time when other work shares the machine.
 """
 
 from __future__ import annotations
@@ -55,29 +57,54 @@ def orders_frame(spark: Any, rows: int, partitions: int = 4, seed: int = 7) -> A
     )
 
 
-def _timed(fn: Callable[[], Any]) -> float:
-    t = time.perf_counter()
-    fn()
-    return time.perf_counter() - t
+class _Clock:
+    """Wall time, and CPU seconds of the JVM plus this process (psutil, if installed):
+    on a shared machine the CPU seconds move much less than the wall time."""
+
+    def __init__(self, spark: Any) -> None:
+        self.procs: list[Any] = []
+        try:
+            import psutil
+
+            pid = spark._jvm.java.lang.ProcessHandle.current().pid()
+            self.procs = [psutil.Process(pid), psutil.Process()]
+        except Exception:  # no psutil, or not a local JVM
+            self.procs = []
+
+    def _cpu(self) -> float:
+        return sum(sum(p.cpu_times()[:2]) for p in self.procs)
+
+    def timed(self, fn: Callable[[], Any]) -> tuple[float, float]:
+        c, t = self._cpu(), time.perf_counter()
+        fn()
+        return time.perf_counter() - t, self._cpu() - c
+
+    def pair(
+        self, plain: Callable[[], Any], lake: Callable[[], Any], flip: bool
+    ) -> tuple[tuple[float, float], tuple[float, float]]:
+        """Time both, in the order given (``flip``: the lakehouse variant first)."""
+        if flip:
+            b = self.timed(lake)
+            return self.timed(plain), b
+        a = self.timed(plain)
+        return a, self.timed(lake)
 
 
-def _pair(plain: Callable[[], Any], lake: Callable[[], Any], flip: bool) -> tuple[float, float]:
-    """Time both, in the order given (``flip``: the lakehouse variant first)."""
-    if flip:
-        b = _timed(lake)
-        return _timed(plain), b
-    a = _timed(plain)
-    return a, _timed(lake)
-
-
-def _summary(plain: list[float], lake: list[float]) -> dict[str, Any]:
-    ratios = [b / a for a, b in zip(plain, lake)]
-    return {
-        "plain_s": {"median": statistics.median(plain), "min": min(plain), "max": max(plain)},
-        "lakehouse_s": {"median": statistics.median(lake), "min": min(lake), "max": max(lake)},
-        "ratio": statistics.median(lake) / statistics.median(plain),
+def _summary(plain: list[tuple[float, float]], lake: list[tuple[float, float]]) -> dict[str, Any]:
+    wp, wl = [p[0] for p in plain], [q[0] for q in lake]
+    cp, cl = [p[1] for p in plain], [q[1] for q in lake]
+    ratios = [b / a for a, b in zip(wp, wl)]
+    out: dict[str, Any] = {
+        "plain_s": {"median": statistics.median(wp), "min": min(wp), "max": max(wp)},
+        "lakehouse_s": {"median": statistics.median(wl), "min": min(wl), "max": max(wl)},
+        "ratio": statistics.median(wl) / statistics.median(wp),
         "ratio_range": [min(ratios), max(ratios)],
     }
+    if statistics.median(cp) > 0:
+        out["cpu_plain_s"] = statistics.median(cp)
+        out["cpu_lakehouse_s"] = statistics.median(cl)
+        out["cpu_ratio"] = statistics.median(cl) / statistics.median(cp)
+    return out
 
 
 def run(
@@ -105,12 +132,13 @@ def run(
         def noop(frame: Any) -> None:
             frame.write.format("noop").mode("overwrite").save()
 
-        w_plain: list[float] = []
-        w_lake: list[float] = []
-        r_plain: list[float] = []
-        r_lake: list[float] = []
-        d_plain: list[float] = []
-        d_lake: list[float] = []
+        clock = _Clock(spark)
+        w_plain: list[tuple[float, float]] = []
+        w_lake: list[tuple[float, float]] = []
+        r_plain: list[tuple[float, float]] = []
+        r_lake: list[tuple[float, float]] = []
+        d_plain: list[tuple[float, float]] = []
+        d_lake: list[tuple[float, float]] = []
         for i in range(repeats + 1):  # round 0 warms the JVM up and is not counted
             table = f"bench.orders{i}"
             with lh.begin() as txn:
@@ -119,19 +147,19 @@ def run(
                 txn.create_table(table, schema)
             plain_dir = os.path.join(tmp, f"plain{i}")
             flip = i % 2 == 1  # alternate which variant runs first
-            wp, wl = _pair(
+            wp, wl = clock.pair(
                 lambda: df.write.parquet(plain_dir),  # noqa: B023
                 lambda: lhs.write(lh, df, table),  # noqa: B023
                 flip,
             )
             urls = [f.url for f in lh.scan_plan(table)]
-            rp, rl = _pair(
+            rp, rl = clock.pair(
                 lambda: noop(spark.read.parquet(*urls)),  # noqa: B023
                 lambda: noop(lhs.read(lh, spark, table)),  # noqa: B023
                 flip,
             )
             deleted = lhs.delete(lh, spark, table, "order_id % 100 = 7")
-            dp, dl = _pair(
+            dp, dl = clock.pair(
                 lambda: noop(spark.read.parquet(*urls)),  # noqa: B023
                 lambda: noop(lhs.read(lh, spark, table)),  # noqa: B023
                 flip,
@@ -168,7 +196,8 @@ def run(
 def format_table(res: dict[str, Any]) -> str:
     lines = [
         f"{res['rows']:,} rows, {res['repeats']} repeats, local[{res['cores']}]",
-        f"{'':20} {'plain s (median, min-max)':>28} {'lakehouse s':>24} {'ratio':>7} {'range':>13}",
+        f"{'':18} {'plain s (median, min-max)':>26} {'lakehouse s':>20} {'ratio':>6} "
+        f"{'range':>10} {'CPU ratio':>10}",
     ]
     for key, label in (
         ("write", "write"),
@@ -178,10 +207,11 @@ def format_table(res: dict[str, Any]) -> str:
         r = res[key]
         p, q = r["plain_s"], r["lakehouse_s"]
         lo, hi = r["ratio_range"]
+        cpu = f"{r['cpu_ratio']:.2f}x" if "cpu_ratio" in r else "-"
         lines.append(
-            f"{label:20} {p['median']:>9.2f} ({p['min']:.2f}-{p['max']:.2f}) "
-            f"{q['median']:>14.2f} ({q['min']:.2f}-{q['max']:.2f}) "
-            f"{r['ratio']:>6.2f}x {lo:>5.2f}-{hi:.2f}"
+            f"{label:18} {p['median']:>9.2f} ({p['min']:.2f}-{p['max']:.2f}) "
+            f"{q['median']:>10.2f} ({q['min']:.2f}-{q['max']:.2f}) "
+            f"{r['ratio']:>5.2f}x {lo:>4.2f}-{hi:.2f} {cpu:>10}"
         )
     return "\n".join(lines)
 

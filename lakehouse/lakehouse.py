@@ -22,6 +22,7 @@ Rollback, export and expiration live in :mod:`lakehouse.maintenance`.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import random
 import threading
@@ -85,6 +86,7 @@ class Lakehouse:
         self._maintenance_lock = threading.Lock()
         #: data files written by transactions of this process that are still open
         self._inflight: set[str] = set()
+        self._file_seq = itertools.count(self._rng_bits(31))
         self._closed = False
         #: test hook: called inside each commit attempt just before the kvstore commit
         self._before_kv_commit: Callable[[Transaction, int], None] | None = None

@@ -449,7 +449,10 @@ class Transaction(ReadOps):
             self._data_reads.setdefault((d.namespace, d.name), []).append(pred)
 
     def _new_file_name(self, d: TableDef) -> tuple[str, str]:
-        return datafiles.file_path(d.table_id, self._lh._now_ms(), self._lh._rng_bits(64))
+        # high 32 bits: a per-process counter, so files written in the same
+        # millisecond still sort (and read) in the order they were written
+        bits = (next(self._lh._file_seq) & 0xFFFFFFFF) << 32 | self._lh._rng_bits(32)
+        return datafiles.file_path(d.table_id, self._lh._now_ms(), bits)
 
     def _write_data_file(self, d: TableDef, rows: Any, w: TableWrite) -> DataFile:
         return txnfiles.write_data_file(self, d, rows, w)

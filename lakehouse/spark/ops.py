@@ -342,7 +342,7 @@ def _merge(
     )
     counted = hit.withColumn("_n", F.count(F.lit(1)).over(Window.partitionBy(*keys)))
     with spark_job(f"matching the merge source with {table}"):
-        got = counted.select(FILE_COL, ROW_COL, "_n").toArrow()
+        got = counted.toArrow()  # keys, file, row, _n: the matched target rows only
     if got.num_rows and int(np.max(got.column("_n").to_numpy())) > 1:
         raise ValueError(
             f"a source key matches two rows of {table} on {keys}; merge needs unique target keys"
@@ -361,7 +361,9 @@ def _merge(
         outputs.append("I")
     written: dict[str, list[str]] = {}
     if outputs:
-        tkeys = target.select(*[col(k) for k in keys]).withColumn("_m", F.lit(True))
+        # the matched keys came back with job 2: a small relation with exact statistics
+        # (joining the whole target's keys here made Spark broadcast 3M keys and fail)
+        tkeys = spark.createDataFrame(got.select(keys)).withColumn("_m", F.lit(True))
         rows_df = src.join(tkeys, keys, "left").select(
             *[col(n) for n in tbl.schema.names],
             F.when(F.col("_m").isNotNull(), F.lit("U")).otherwise(F.lit("I")).alias(_KIND),

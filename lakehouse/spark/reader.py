@@ -57,6 +57,9 @@ from lakehouse.spark.types import arrow_type, jvm_readable, spark_schema, spark_
 from lakehouse.spark.writer import col
 
 FILE_COL = "_lh_file"
+#: more deleted positions than this are joined without forcing a broadcast (Spark
+#: then picks a shuffle join: the driver's heap holds the broadcast relation)
+BROADCAST_MAX_KEYS = 8_000_000
 ROW_COL = "_lh_row"
 
 
@@ -187,7 +190,9 @@ def _jvm_frame(
             ]
             frame = raw.select(*cols, *meta)
         if has_deleted:
-            keys = F.broadcast(_deletion_keys(spark, group, sizes))
+            keys = _deletion_keys(spark, group, sizes)
+            if sum(len(f.deleted) for f in group) <= BROADCAST_MAX_KEYS:
+                keys = F.broadcast(keys)
             if sizes is not None:
                 frame = frame.join(keys, [_SIZE, _ROW32], "left_anti").drop(_SIZE, _ROW32)
             else:

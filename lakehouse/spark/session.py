@@ -55,12 +55,16 @@ def local_session(
     *,
     master: str = "local[2]",
     shuffle_partitions: int = 4,
+    driver_memory: str = "2g",
     conf: dict[str, str] | None = None,
 ) -> Any:
     """A local SparkSession on this machine (``getOrCreate``: reuses a live one).
 
     ``master`` ``"local[2,2]"`` lets each task fail once and be retried
     (plain ``local[n]`` fails the job at the first task failure).
+    ``driver_memory``: the JVM heap, which in local mode also runs the tasks
+    (Spark's default 1g is tight for millions of rows); it only applies when
+    this call starts the JVM.
     """
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -76,6 +80,7 @@ def local_session(
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.driver.memory", driver_memory)
     )
     for k, v in {**REQUIRED_CONF, **(conf or {})}.items():
         builder = builder.config(k, v)

@@ -203,7 +203,22 @@ def encode_file(f: DataFile) -> bytes:
     )
 
 
+_FILE_CACHE: dict[bytes, DataFile] = {}
+_FILE_CACHE_MAX = 65536
+
+
 def decode_file(data: bytes) -> DataFile:
+    """Decode a data-file record (cached by its bytes: records never change)."""
+    f = _FILE_CACHE.get(data)
+    if f is None:
+        f = _decode_file(data)
+        if len(_FILE_CACHE) >= _FILE_CACHE_MAX:
+            _FILE_CACHE.clear()
+        _FILE_CACHE[data] = f
+    return f
+
+
+def _decode_file(data: bytes) -> DataFile:
     o = _load(data, "data file record")
     try:
         if o.get("kind") != "file":

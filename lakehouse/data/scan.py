@@ -163,7 +163,8 @@ def read(
         parts.append(_one(store, d, todo[0], read_cols, pred, wanted))
     else:
         parts += list(_pool().map(lambda fs: _one(store, d, fs, read_cols, pred, wanted), todo))
-    return pa.concat_tables([p.cast(schema) for p in parts])
+    parts = [p if p.schema == schema else p.cast(schema) for p in parts]
+    return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
 
 
 def _split_plain(

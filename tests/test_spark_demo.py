@@ -14,6 +14,7 @@ pytest_plugins = ["spark_fixtures"]
 pytestmark = pytest.mark.spark
 
 
+@pytest.mark.slow
 def test_main_job_runs_end_to_end(spark, tmp_path, capsys):
     out = spark_demo.main(str(tmp_path), scale=0.01, spark=spark)
     text = capsys.readouterr().out

@@ -8,7 +8,7 @@ each repeat runs the plain and the lakehouse variant back to back (which one
 goes first alternates), so load on the machine hits both alike. Measured:
 
 * ``write``: :func:`lakehouse.spark.write` into a new table (files written,
-  footers read, transaction committed) vs ``df.write.parquet(dir)``;
+  files described, transaction committed) vs ``df.write.parquet(dir)``;
 * ``read``: :func:`lakehouse.spark.read` of that table materialised
   (``write.format("noop")``), planning included, vs
   ``spark.read.parquet(<the same files>)`` materialised;

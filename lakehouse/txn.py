@@ -508,9 +508,15 @@ class Transaction(ReadOps):
         """Register Parquet files already written under the data directory (Spark)."""
         return ops.add_files(self, table, list(paths), on)
 
-    def delete_rows(self, table: str, positions: Mapping[str, Iterable[int]]) -> int:
-        """Mark row positions deleted, keyed by data file path (as ``list_data_files``)."""
-        return ops.delete_rows(self, table, positions)
+    def delete_rows(
+        self, table: str, positions: Mapping[str, Iterable[int]], *, op: str = "delete"
+    ) -> int:
+        """Mark row positions deleted, keyed by data file path (as ``list_data_files``).
+
+        ``op`` names the operation the deletion belongs to for the conflict rules
+        (``"update"`` when new versions of the rows are added with ``add_files``:
+        then an overlap with a concurrent delete is a conflict, not a union)."""
+        return ops.delete_rows(self, table, positions, op)
 
     def remove_files(self, table: str, paths: Iterable[str]) -> int:
         """Drop whole data files from the table."""

@@ -412,3 +412,36 @@ def test_files_a_transaction_drops_itself_are_deleted_after_commit(mem):
         txn.overwrite("s.orders", rows(2, 10))  # drops the file appended just before
     assert ids(mem.read("s.orders")) == [10, 11]
     assert data_files(mem) == {f.path for f in mem.list_data_files("s.orders")}
+
+
+def test_reads_keep_the_table_nullability(mem):
+    with mem.begin() as txn:
+        txn.append("s.orders", rows(2))
+    assert not mem.read("s.orders").schema.field("id").nullable
+
+
+def test_orphan_age_from_a_staging_directory_name():
+    from lakehouse.data.files import created_ms
+
+    assert created_ms("t/1795531808410-00ff.parquet") == 1795531808410
+    assert created_ms("t/1795531808410-spark-ab/part-00000-x.snappy.parquet") == 1795531808410
+    assert created_ms("t/part-00000.parquet") is None
+    assert created_ms("t/1795531808410-00ff.json") is None
+
+
+def test_delete_rows_as_an_update_conflicts_with_a_delete_of_the_same_row(mem):
+    with mem.begin() as txn:
+        txn.append("s.orders", rows(5))
+    path = mem.list_data_files("s.orders")[0].path
+    mine = mem.begin()
+    mine.delete_rows("s.orders", {path: [2]}, op="update")
+    with mem.begin() as theirs:
+        theirs.delete("s.orders", "id = 2")
+    with pytest.raises(lakehouse.RetryableConflict):
+        mine.commit()
+    plain = mem.begin()
+    plain.delete_rows("s.orders", {path: [2, 3]})  # pure deletes: a union
+    with mem.begin() as theirs:
+        theirs.delete("s.orders", "id = 3")
+    plain.commit()
+    assert ids(mem.read("s.orders")) == [0, 1, 4]

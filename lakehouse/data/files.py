@@ -54,12 +54,18 @@ def file_path(table_id: str, now_ms: int, rand64: int) -> tuple[str, str]:
 
 
 def created_ms(path: str) -> int | None:
-    """The creation time encoded in a data file's name (None if not ours)."""
-    base = path.rsplit("/", 1)[-1]
-    if not base.endswith(SUFFIX):
+    """The creation time a data file's path encodes (None if not ours): its name's
+    ``<13-digit epoch ms>-`` prefix, or that of a directory it sits in (the
+    staging directories of Spark jobs, whose files Spark names ``part-...``)."""
+    if not path.endswith(SUFFIX):
         return None
-    head = base[: -len(SUFFIX)].split("-", 1)[0]
-    return int(head) if head.isdigit() and len(head) == 13 else None
+    parts = path.split("/")
+    parts[-1] = parts[-1][: -len(SUFFIX)]
+    for part in reversed(parts):
+        head = part.split("-", 1)[0]
+        if head.isdigit() and len(head) == 13:
+            return int(head)
+    return None
 
 
 def file_id_of(path: str) -> str:

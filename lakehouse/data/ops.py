@@ -326,11 +326,15 @@ def add_files(txn: Transaction, table: str, paths: Iterable[str], on: Sequence[s
     return n
 
 
-def delete_rows(txn: Transaction, table: str, positions: Mapping[str, Iterable[int]]) -> int:
+def delete_rows(
+    txn: Transaction, table: str, positions: Mapping[str, Iterable[int]], op: str = "delete"
+) -> int:
+    if op not in ("delete", "update", "merge", "overwrite"):
+        raise ValueError(f"op must be 'delete', 'update', 'merge' or 'overwrite', not {op!r}")
     d = txn._table_for_data(table)
     files = {f.path: (file_key_id(f), f, dv) for f, dv in txn._data_files(d.namespace, d.name)}
     w = txn._table_write(d.namespace, d.name)
-    w.note("delete")
+    w.note(op)
     n = 0
     for path, pos in positions.items():
         if path not in files:

@@ -133,7 +133,7 @@ def _one(
 
 
 def output_schema(d: TableDef, wanted: list[Column]) -> pa.Schema:
-    return pa.schema([d.schema.field(c.name).with_nullable(True) for c in wanted])
+    return pa.schema([d.schema.field(c.name) for c in wanted])
 
 
 def read(

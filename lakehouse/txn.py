@@ -457,9 +457,6 @@ class Transaction(ReadOps):
     def _write_data_file(self, d: TableDef, rows: Any, w: TableWrite) -> DataFile:
         return txnfiles.write_data_file(self, d, rows, w)
 
-    def _adopt_data_file(self, d: TableDef, path: str, w: TableWrite) -> DataFile:
-        return txnfiles.adopt_data_file(self, d, path, w)
-
     def _release_owned(self) -> None:
         """The commit is decided: our files are no longer in flight."""
         for w in self._table_writes.values():

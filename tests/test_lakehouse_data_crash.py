@@ -16,15 +16,16 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
-import shutil
 from collections.abc import Callable
-from pathlib import Path
 
 import pyarrow as pa
 import pytest
 
+# the same backends as the definitions' crash sweep
+from test_lakehouse_crash import LocalBackend, MemoryBackend
+
 import lakehouse
-from kvstore.objstore import FaultyStore, LocalStore, MemoryStore, SimulatedCrash
+from kvstore.objstore import FaultyStore, SimulatedCrash
 
 pytestmark = pytest.mark.slow
 
@@ -89,34 +90,6 @@ OPS: dict[str, Callable[[lakehouse.Transaction], object]] = {
 }
 
 
-class Memory:
-    def __init__(self, tmp: Path) -> None:
-        self.base = MemoryStore()
-
-    def fresh(self):
-        return self.base
-
-    def copy(self):
-        c = MemoryStore()
-        for name, data in self.base.raw().items():
-            c.put(name, data)
-        return c
-
-
-class Local:
-    def __init__(self, tmp: Path) -> None:
-        self.tmp, self.n = tmp, 0
-
-    def fresh(self):
-        return LocalStore(self.tmp / "base", fsync=False)
-
-    def copy(self):
-        self.n += 1
-        d = self.tmp / f"copy{self.n}"
-        shutil.copytree(self.tmp / "base", d)
-        return LocalStore(d, fsync=False)
-
-
 def live_files(lh) -> set[str]:
     return {f.path for f in lh.list_data_files(T)}
 
@@ -167,11 +140,11 @@ def sweep(backend, op: str) -> dict[str, int]:
 
 @pytest.mark.parametrize("op", sorted(OPS))
 def test_crash_sweep_data_operation_memory(tmp_path, op):
-    outcomes = sweep(Memory(tmp_path), op)
+    outcomes = sweep(MemoryBackend(tmp_path), op)
     assert outcomes["old"] >= 1 and outcomes["new"] >= 1
 
 
 @pytest.mark.parametrize("op", ["append", "compact"])
 def test_crash_sweep_data_operation_local(tmp_path, op):
-    outcomes = sweep(Local(tmp_path), op)
+    outcomes = sweep(LocalBackend(tmp_path), op)
     assert outcomes["old"] >= 1

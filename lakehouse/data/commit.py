@@ -39,7 +39,7 @@ def _base(txn: Transaction, ns: str, t: str) -> Mapping[str, FileState]:
     loaded = txn._base_file_cache.get((ns, t))
     if loaded is not None:
         return loaded
-    return LazyFiles(txn._snap.get, keys.table_state_prefix(ns, t))
+    return LazyFiles(txn._snap.get, ns, t)
 
 
 def rebase_all(

@@ -35,7 +35,7 @@ import pyarrow.compute as pc
 from pyroaring import BitMap
 
 from lakehouse.data import dv as dvfmt
-from lakehouse.data import scan
+from lakehouse.data import scan, txnfiles
 from lakehouse.data.conform import conform, to_table
 from lakehouse.data.predicate import Predicate, evaluate, matches, parse_value, parse_where
 from lakehouse.data.table import file_key_id
@@ -306,23 +306,15 @@ def add_files(txn: Transaction, table: str, paths: Iterable[str], on: Sequence[s
     d = txn._table_for_data(table)
     w = txn._table_write(d.namespace, d.name)
     w.note("merge" if on else "append")
-    n = 0
-    for p in paths:
-        f = txn._adopt_data_file(d, p, w)
-        n += f.record_count
+    key_cols = [c for c in d.columns if c.name in on] if on else []
     if on:
         w.keys = tuple(on)
-        for f in list(w.added.values()):
-            if f.path in paths:
-                raw = scan._one(
-                    txn._lh._data,
-                    d,
-                    (f, BitMap()),
-                    [c for c in d.columns if c.name in on],
-                    None,
-                    [c for c in d.columns if c.name in on],
-                )
-                w.inserted.append(raw)
+    n = 0
+    for p in paths:
+        f, inserted = txnfiles.adopt_data_file(txn, d, p, w, key_cols)
+        n += f.record_count
+        if inserted is not None:
+            w.inserted.append(inserted)  # the keys it inserts, read from the bytes in hand
     return n
 
 

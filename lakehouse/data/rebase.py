@@ -108,8 +108,7 @@ def rebase(
             )
         _check_inserted(ktx, store, d, w, reads, u, c, base)
     _check_rows(w, theirs)
-    prefix = keys.table_state_prefix(w.ns, w.name)
-    head = LazyFiles(ktx.get, prefix) if theirs else base
+    head = LazyFiles(ktx.get, w.ns, w.name) if theirs else base
     return _writes(w, head, theirs)
 
 
@@ -191,12 +190,11 @@ def _check_inserted(
     new_ids = [fid for fid in c.added if fid not in _outputs(c)]
     if not (preds or w.inserted) or not (new_ids or (reads and (c.deleted or c.removed))):
         return
-    prefix = keys.table_state_prefix(w.ns, w.name)
 
     def record_of(fid: str) -> DataFile | None:
         if fid in base:
             return base[fid][0]
-        raw = ktx.get(prefix + b"F/" + fid.encode())
+        raw = ktx.get(keys.data_file_key(w.ns, w.name, fid))
         return None if raw is None else record.decode_file(raw)
 
     def conflict(why: str) -> RetryableConflict:
@@ -248,7 +246,6 @@ def _check_inserted(
 def _writes(
     w: TableWrite, head: Mapping[str, FileState], theirs: list[tuple[int, TableChange]]
 ) -> tuple[list[tuple[bytes, bytes | None]], TableChange]:
-    prefix = keys.table_state_prefix(w.ns, w.name)
     out: list[tuple[bytes, bytes | None]] = []
     consumed: dict[str, tuple[int, Rewrite]] = {}
     for u, c in theirs:
@@ -317,29 +314,19 @@ def _writes(
         if acc:
             extra[r.new_id] = acc
     for fid in sorted(removed_now):
-        out.append((prefix + b"F/" + fid.encode(), None))
-        out.append((prefix + b"D/" + fid.encode(), None))
+        out.append((keys.data_file_key(w.ns, w.name, fid), None))
+        out.append((keys.dv_key(w.ns, w.name, fid), None))
     for fid, bm in sorted(new_dvs.items()):
-        out.append((prefix + b"D/" + fid.encode(), dvfmt.encode(bm)))
+        out.append((keys.dv_key(w.ns, w.name, fid), dvfmt.encode(bm)))
     for fid, f in sorted(w.added.items()):
-        out.append((prefix + b"F/" + fid.encode(), record.encode_file(f)))
+        out.append((keys.data_file_key(w.ns, w.name, fid), record.encode_file(f)))
         dv = (
             w.added_dvs.get(fid, BitMap()) | w.deletes.get(fid, BitMap()) | extra.get(fid, BitMap())
         )
         if dv:
-            out.append((prefix + b"D/" + fid.encode(), dvfmt.encode(dv)))
+            out.append((keys.dv_key(w.ns, w.name, fid), dvfmt.encode(dv)))
         elif fid in head and head[fid][1]:  # re-added whole (restore): clear its old DV
-            out.append((prefix + b"D/" + fid.encode(), None))
-    removed_ids = {fid for fid in removed_now}
-    change = w.change(deleted_base)
-    if removed_ids != set(change.removed):
-        change = TableChange(
-            change.table,
-            change.ops,
-            change.added,
-            tuple(sorted(removed_ids | set(w.removed))),
-            change.deleted,
-            change.rewrites,
-            change.keys,
-        )
-    return out, change
+            out.append((keys.dv_key(w.ns, w.name, fid), None))
+    # files removed at the head: ours, plus the outputs of concurrent compactions
+    # of files ours replaced
+    return out, w.change(deleted_base, removed_now | set(w.removed))

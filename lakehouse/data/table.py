@@ -50,18 +50,19 @@ class LazyFiles(Mapping[str, FileState]):
     """A table's files looked up one by one (two point reads each), for commits
     that touch a few files of a table with many: no O(files) scan per commit."""
 
-    def __init__(self, get: Callable[[bytes], bytes | None], prefix: bytes) -> None:
+    def __init__(self, get: Callable[[bytes], bytes | None], ns: str, table: str) -> None:
         self._get = get
-        self._prefix = prefix
+        self._ns = ns
+        self._table = table
         self._cache: dict[str, FileState | None] = {}
 
     def _lookup(self, fid: str) -> FileState | None:
         if fid not in self._cache:
-            raw = self._get(self._prefix + b"F/" + fid.encode())
+            raw = self._get(keys.data_file_key(self._ns, self._table, fid))
             if raw is None:
                 self._cache[fid] = None
             else:
-                dv = self._get(self._prefix + b"D/" + fid.encode())
+                dv = self._get(keys.dv_key(self._ns, self._table, fid))
                 bm = BitMap() if dv is None else dvfmt.decode(dv)
                 self._cache[fid] = (record.decode_file(raw), bm)
         return self._cache[fid]
@@ -162,14 +163,15 @@ class TableWrite:
         that matched nothing writes no version)."""
         return not (self.added or self.removed or self.deletes or self.rewrites)
 
-    def change(self, deleted_base: dict[str, BitMap]) -> TableChange:
-        """The record of this write; ``deleted_base``: positions newly deleted in
-        files that existed before (after rebasing)."""
+    def change(self, deleted_base: dict[str, BitMap], removed: Iterable[str]) -> TableChange:
+        """The record of this write, as rebased at the head: ``deleted_base`` holds the
+        positions newly deleted in files that existed before, ``removed`` the files
+        removed whole."""
         return TableChange(
             table=self.qualified,
             ops=tuple(self.ops),
             added=tuple(sorted(self.added)),
-            removed=tuple(sorted(self.removed)),
+            removed=tuple(sorted(removed)),
             deleted={fid: dvfmt.encode(bm) for fid, bm in sorted(deleted_base.items()) if bm},
             rewrites=tuple(self.rewrites),
             keys=self.keys,

@@ -12,16 +12,18 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
 
 from kvstore.objstore import ObjectStore
 from lakehouse.data import files as datafiles
 from lakehouse.data.conform import conform
 from lakehouse.data.scan import fetch
 from lakehouse.data.table import TableWrite, file_key_id
-from lakehouse.model import DataFile, TableDef
+from lakehouse.model import Column, DataFile, TableDef
 
 if TYPE_CHECKING:
     from lakehouse.txn import Transaction
@@ -42,39 +44,46 @@ def write_data_file(txn: Transaction, d: TableDef, rows: Any, w: TableWrite) -> 
     return f
 
 
-def adopt_data_file(txn: Transaction, d: TableDef, path: str, w: TableWrite) -> DataFile:
-    """Register a Parquet file someone else wrote under the data directory."""
+def adopt_data_file(
+    txn: Transaction, d: TableDef, path: str, w: TableWrite, key_cols: Sequence[Column] = ()
+) -> tuple[DataFile, pa.Table | None]:
+    """Register a Parquet file someone else wrote under the data directory; with
+    ``key_cols``, also return its rows' values of those columns (merge keys)."""
     if not isinstance(path, str) or path.startswith("/") or "://" in path:
         raise ValueError(f"data file paths are relative to the data directory, not {path!r}")
     data = fetch(txn._lh._data, path)
-    f = datafiles.describe(path, data, d.columns)
-    schema = datafiles.open_parquet(data, path).schema_arrow
-    conform(schema.empty_table(), d.schema, f"data file {path}")
+    pf = datafiles.open_parquet(data, path)  # the footer, parsed once
+    conform(pf.schema_arrow.empty_table(), d.schema, f"data file {path}")
+    f = datafiles.describe_footer(path, len(data), pf.metadata, pf.schema_arrow, d.columns)
+    keys = None
+    if key_cols:
+        schema = pa.schema([d.schema.field(c.name) for c in key_cols])
+        keys = datafiles.read_file(data, f, key_cols, schema, None)
     w.add(f, owned=True)
     txn._lh._inflight.add(path)
-    return f
+    return f, keys
+
+
+def _delete_all(store: ObjectStore, paths: list[str], what: str) -> None:
+    """Delete ``paths`` (best effort: what fails is left for remove_orphan_files)."""
+    for path in paths:
+        try:
+            store.delete(path)
+        except OSError as exc:
+            log.warning("could not delete %s (%s): %s", path, what, exc)
+    paths.clear()
 
 
 def discard(store: ObjectStore, writes: Iterable[TableWrite]) -> None:
-    """Delete the files of a transaction that did not commit (best effort)."""
+    """Delete the files of a transaction that did not commit."""
     for w in writes:
-        for path in w.owned:
-            try:
-                store.delete(path)
-            except OSError as exc:  # left for remove_orphan_files
-                log.warning("could not delete %s of an aborted transaction: %s", path, exc)
-        w.owned.clear()
+        _delete_all(store, w.owned, "written by an aborted transaction")
 
 
 def discard_superseded(store: ObjectStore, writes: Iterable[TableWrite]) -> None:
     """After a commit: delete the files the transaction wrote and then dropped itself."""
     for w in writes:
-        for path in w.superseded:
-            try:
-                store.delete(path)
-            except OSError as exc:  # left for remove_orphan_files
-                log.warning("could not delete superseded data file %s: %s", path, exc)
-        w.superseded.clear()
+        _delete_all(store, w.superseded, "written and dropped by the same transaction")
 
 
 def restore_table(txn: Transaction, table: str, version: int) -> None:

@@ -240,9 +240,13 @@ class Lakehouse:
     # -- table data at the latest version ---------------------------------------------------
     def _head_view(self) -> LakehouseView:
         snap = self._db.snapshot()
+        return self._make_view(snap, self._u64(snap, keys.HEAD))
+
+    def _make_view(self, snap: Any, version: int) -> LakehouseView:
+        """A view of ``version`` over ``snap`` (consumed: the view closes it)."""
         return LakehouseView(
             snap,
-            self._u64(snap, keys.HEAD),
+            version,
             self.definition.max_name_length,
             self._check_open,
             self._data,
@@ -338,7 +342,6 @@ class Lakehouse:
 
     def _view(self, snap: kvstore.Snapshot, version: int) -> LakehouseView:
         """A view of ``version`` given a snapshot at the latest seq (consumed)."""
-        limit = self.definition.max_name_length
         try:
             head = self._u64(snap, keys.HEAD)
             oldest = self._u64(snap, keys.OLDEST, 0)
@@ -349,23 +352,14 @@ class Lakehouse:
                     f"version {version} has expired; the oldest retained version is {oldest}"
                 )
             if version == head:
-                return LakehouseView(
-                    snap, version, limit, self._check_open, self._data, self._layout.data_url
-                )
+                return self._make_view(snap, version)
             seq = self._record(version + 1, snap.get).base_seq
         except BaseException:
             snap.close()
             raise
         snap.close()
         try:
-            return LakehouseView(
-                self._db.snapshot(seq=seq),
-                version,
-                limit,
-                self._check_open,
-                self._data,
-                self._layout.data_url,
-            )
+            return self._make_view(self._db.snapshot(seq=seq), version)
         except kvstore.SnapshotTooOld:
             raise VersionExpired(f"version {version} has expired (kvstore seq {seq})") from None
 

@@ -433,8 +433,6 @@ class Transaction(ReadOps):
             return [base[k] for k in sorted(base)]
         return w.overlay(base)
 
-    _data_files = _table_files
-
     def _table_write(self, ns: str, t: str) -> TableWrite:
         w = self._table_writes.get((ns, t))
         if w is None:

@@ -78,7 +78,7 @@ def _where(d: TableDef, where: Any, required: bool = True) -> Predicate | None:
 
 def _delete_matching(txn: Transaction, d: TableDef, pred: Predicate | None, op: str) -> int:
     """Mark the live rows matching ``pred`` deleted; returns how many."""
-    files = txn._data_files(d.namespace, d.name)
+    files = txn._table_files(d.namespace, d.name)
     w = txn._table_write(d.namespace, d.name)
     w.note(op)
     n = 0
@@ -108,7 +108,7 @@ def overwrite(txn: Transaction, table: str, data: Any, where: Any = None) -> int
         _delete_matching(txn, d, pred, "overwrite")
         w.guards.append(pred)
     else:
-        for f, _ in txn._data_files(d.namespace, d.name):
+        for f, _ in txn._table_files(d.namespace, d.name):
             w.remove(file_key_id(f), f)
         w.guards.append(parse_where("TRUE", d.schema))
     txn._note_data_read(d, pred)
@@ -135,7 +135,7 @@ def update(txn: Transaction, table: str, where: Any, values: Mapping[str, Any]) 
             raise ValueError(f"table {d.qualified_name} has no column {col!r} to update")
         exprs[col] = parse_value(value, d.schema, d.schema.field(col))[0]
     txn._note_data_read(d, pred)
-    files = txn._data_files(d.namespace, d.name)
+    files = txn._table_files(d.namespace, d.name)
     w = txn._table_write(d.namespace, d.name)
     w.note("update")
     by_path = {f.path: file_key_id(f) for f, _ in files}
@@ -190,7 +190,7 @@ def merge(
         raise ValueError(f"the merge source has duplicate keys on {on}; each key may appear once")
     key_pred = _key_predicate(src_keys, on)
     txn._note_data_read(d, key_pred)
-    files = txn._data_files(d.namespace, d.name)
+    files = txn._table_files(d.namespace, d.name)
     w = txn._table_write(d.namespace, d.name)
     w.note("merge")
     w.keys = tuple(on)
@@ -324,7 +324,7 @@ def delete_rows(
     if op not in ("delete", "update", "merge", "overwrite"):
         raise ValueError(f"op must be 'delete', 'update', 'merge' or 'overwrite', not {op!r}")
     d = txn._table_for_data(table)
-    files = {f.path: (file_key_id(f), f, dv) for f, dv in txn._data_files(d.namespace, d.name)}
+    files = {f.path: (file_key_id(f), f, dv) for f, dv in txn._table_files(d.namespace, d.name)}
     w = txn._table_write(d.namespace, d.name)
     w.note(op)
     n = 0
@@ -343,7 +343,7 @@ def delete_rows(
 
 def remove_files(txn: Transaction, table: str, paths: Iterable[str]) -> int:
     d = txn._table_for_data(table)
-    files = {f.path: (file_key_id(f), f) for f, _ in txn._data_files(d.namespace, d.name)}
+    files = {f.path: (file_key_id(f), f) for f, _ in txn._table_files(d.namespace, d.name)}
     w = txn._table_write(d.namespace, d.name)
     w.note("overwrite")
     n = 0

@@ -153,16 +153,10 @@ def read(
     schema = output_schema(d, wanted)
     if not todo:
         return schema.empty_table()
-    plain, todo = _split_plain(store, d, todo)
-    parts = []
-    if plain:
-        parts.append(_read_plain(store, d, plain, wanted, read_cols, pred, schema))
-    if not todo:
-        pass
-    elif len(todo) == 1:
-        parts.append(_one(store, d, todo[0], read_cols, pred, wanted))
-    else:
-        parts += list(_pool().map(lambda fs: _one(store, d, fs, read_cols, pred, wanted), todo))
+    plain, rest = _split_plain(store, d, todo)
+    parts = [_read_plain(store, d, plain, wanted, read_cols, pred, schema)] if plain else []
+    runner: Callable[..., Any] = _pool().map if len(rest) > 1 else map
+    parts += runner(lambda fs: _one(store, d, fs, read_cols, pred, wanted), rest)
     parts = [p if p.schema == schema else p.cast(schema) for p in parts]
     return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
 

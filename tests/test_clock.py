@@ -100,7 +100,7 @@ def test_clock_module_imports_only_the_standard_library() -> None:
     assert mod.__file__ is not None
     with open(mod.__file__) as f:
         tree = ast.parse(f.read())
-    names = set()
+    names: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             names.update(a.name.split(".")[0] for a in node.names)

@@ -40,11 +40,11 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from kvstore import paths
+from kvstore.clock import Clock
 from kvstore.errors import CorruptionError, FencedError, KvError
 from kvstore.format.manifest import Manifest
 from kvstore.format.wal import (
@@ -54,11 +54,15 @@ from kvstore.format.wal import (
     decode_object,
     decode_segment,
     encode_object,
+    encode_record,
     segment_header,
 )
 from kvstore.objstore.base import Journal, ObjectStore
 
 log = logging.getLogger("kvstore.wal")
+
+#: for the module functions called without a clock (no state of its own)
+_REAL_CLOCK = Clock()
 
 FenceCheck = Callable[[], None]
 #: told when the WAL itself finds it was fenced (its next segment or object taken)
@@ -77,8 +81,10 @@ class _GroupCommit:
     GATHER_FRACTION = 0.5
     MAX_GATHER_S = 0.002
 
-    def __init__(self, on_fenced: OnFenced | None = None) -> None:
+    def __init__(self, on_fenced: OnFenced | None = None, clock: Clock | None = None) -> None:
         self._on_fenced = on_fenced
+        #: time for the sync durations that size the gathering wait
+        self._clock = clock if clock is not None else Clock()
         self._cv = threading.Condition(threading.Lock())
         self._syncing = False
         self._buf_lock = threading.Lock()
@@ -111,6 +117,10 @@ class _GroupCommit:
                 self._gathering = None
                 gathering.release()  # the leader's group is complete: sync now
             return self._appended
+
+    def append_record(self, seq: int, keys: list[bytes], values: list[bytes | None]) -> int:
+        """Encode one commit's record and append it; returns its LSN (see :meth:`append`)."""
+        return self.append(encode_record(seq, keys, values))
 
     def _take_pending(self) -> tuple[bytes, int]:
         data = b"".join(self._pending)
@@ -150,9 +160,10 @@ class _GroupCommit:
         target = 0
         try:
             self._gather()
-            started = time.perf_counter()
+            monotonic = self._clock.monotonic
+            started = monotonic()
             target = self._write_and_sync()
-            self._last_sync_s = time.perf_counter() - started
+            self._last_sync_s = monotonic() - started
             self.syncs += 1
         except BaseException as exc:
             if self._error is None:
@@ -198,8 +209,9 @@ class JournalWal(_GroupCommit):
         fence_check: FenceCheck,
         *,
         on_fenced: OnFenced | None = None,
+        clock: Clock | None = None,
     ) -> None:
-        super().__init__(on_fenced)
+        super().__init__(on_fenced, clock)
         self._store = store
         self._fence_check = fence_check
         self.segment_id = segment_id
@@ -273,6 +285,19 @@ class JournalWal(_GroupCommit):
             self._synced = max(self._synced, target)
         return self.segment_id
 
+    def delete_before(self, first_live: int) -> None:
+        """Delete the journal segments below ``first_live`` (their writes are in SSTs).
+
+        Best effort: a failure is logged and the rest stay; leftovers are
+        harmless, replay skips flushed seqs.
+        """
+        try:
+            for wal_id, kind in list_wal_ids(self._store):
+                if wal_id < first_live and kind == "log":
+                    self._store.delete(paths.wal_segment_name(wal_id))
+        except OSError as exc:
+            log.warning("could not delete old WAL segments: %s", exc)
+
     def close(self) -> None:
         try:
             if self._error is None:
@@ -291,13 +316,14 @@ class ObjectWal(_GroupCommit):
         fence_check: FenceCheck | None = None,
         fence_check_interval: float = 1.0,
         on_fenced: OnFenced | None = None,
+        clock: Clock | None = None,
     ) -> None:
-        super().__init__(on_fenced)
+        super().__init__(on_fenced, clock)
         self._store = store
         self.next_id = next_id
         self._fence_check = fence_check
         self._fence_interval = fence_check_interval
-        self._last_fence_check = time.monotonic()
+        self._last_fence_check = self._clock.monotonic()
         #: ids of WAL objects holding frames (fence objects are never listed here,
         #: and never deleted)
         self.data_ids: list[int] = list(data_ids or [])
@@ -331,7 +357,7 @@ class ObjectWal(_GroupCommit):
         """
         if self._fence_check is None:
             return
-        now = time.monotonic()
+        now = self._clock.monotonic()
         if now - self._last_fence_check < self._fence_interval:
             return
         self._last_fence_check = now
@@ -344,6 +370,21 @@ class ObjectWal(_GroupCommit):
         """Write out what is buffered; later writes start at a fresh object id."""
         self.sync(self._appended)
         return self.next_id
+
+    def delete_before(self, first_live: int) -> None:
+        """Delete this writer's WAL data objects below ``first_live`` (in SSTs now).
+
+        Only ids in :attr:`data_ids` (fence objects are never deleted); each
+        deleted id leaves that list. Best effort: a failure is logged and the
+        rest stay for a later call; replay skips flushed seqs.
+        """
+        try:
+            ids = self.data_ids
+            for wal_id in [i for i in ids if i < first_live]:
+                self._store.delete(paths.wal_object_name(wal_id))
+                ids.remove(wal_id)
+        except OSError as exc:
+            log.warning("could not delete old WAL segments: %s", exc)
 
     def close(self) -> None:
         if self._error is None:
@@ -379,12 +420,14 @@ def replay(
     upto_id: int | None = None,
     tolerate_missing: bool = False,
     cut_damage: bool = False,
+    clock: Clock | None = None,
 ) -> ReplayResult:
     """Read every WAL segment/object with ``start_id <= id (<= upto_id)``.
 
     Returns the records with ``seq > after_seq`` in seq order. Journal
     segments may end in a torn tail (cut); WAL objects are written whole, so
-    a short one is corruption.
+    a short one is corruption. ``clock`` times the re-reads of a segment
+    caught mid-write (see :func:`decode_journal`).
     """
     found = list_wal_ids(store)
     max_id = max((i for i, _ in found), default=0)
@@ -400,7 +443,7 @@ def replay(
             data = store.get(name)
             if kind == "log":  # (may read the segment again)
                 try:
-                    data, decoded = decode_journal(store, name, data)
+                    data, decoded = decode_journal(store, name, data, clock=clock)
                 except CorruptionError as exc:
                     # Unsynced pages of the live segment may reach the disk out of
                     # order in a power loss; a writer that accepts WAL loss cuts
@@ -477,7 +520,9 @@ def _nothing_after(
 LIVE_REREADS = 3
 
 
-def decode_journal(store: ObjectStore, name: str, data: bytes) -> tuple[bytes, DecodedSegment]:
+def decode_journal(
+    store: ObjectStore, name: str, data: bytes, *, clock: Clock | None = None
+) -> tuple[bytes, DecodedSegment]:
     """Decode a journal segment, reading it again if it may have been read mid-write.
 
     A live journal is preallocated, so a writer's ``pwrite`` lands inside the
@@ -487,8 +532,10 @@ def decode_journal(store: ObjectStore, name: str, data: bytes) -> tuple[bytes, D
     the torn-tail rule reports as corruption. That can only happen in a
     segment that ends in zero padding (a closed segment has none), and it
     lasts only as long as the write, so such a segment is read again a few
-    times, a moment apart; damage on disk fails every time and is raised.
+    times, a moment apart (``clock.sleep``); damage on disk fails every time
+    and is raised.
     """
+    sleep = (clock if clock is not None else _REAL_CLOCK).sleep
     attempt = 0
     while True:
         try:
@@ -496,7 +543,7 @@ def decode_journal(store: ObjectStore, name: str, data: bytes) -> tuple[bytes, D
         except CorruptionError:
             if attempt == LIVE_REREADS or not data.endswith(b"\0"):
                 raise
-        time.sleep(0.001 * 2**attempt)
+        sleep(0.001 * 2**attempt)
         attempt += 1
         data = store.get(name)
 

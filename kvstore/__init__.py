@@ -15,6 +15,7 @@ import os
 from typing import Any
 
 from kvstore.batch import WriteBatch
+from kvstore.clock import Clock
 from kvstore.db import DB, Snapshot
 from kvstore.errors import (
     CheckpointNotFound,
@@ -87,6 +88,7 @@ def open_reader(
     block_cache_bytes: int = 64 << 20,
     wal_dir: str | os.PathLike[str] | None = None,
     checkpoint: str | None = None,
+    clock: Clock | None = None,
 ) -> Reader:
     """A read-only view of what the writer has made durable.
 
@@ -100,7 +102,8 @@ def open_reader(
     cleanly). A reader never takes the writer lock and never fences the
     writer. With ``checkpoint=name`` the view is that checkpoint
     (static; :class:`CheckpointNotFound`, a ``KeyError``, if it does not
-    exist).
+    exist). ``clock`` (a :class:`kvstore.clock.Clock`) times ``refresh_interval``
+    and the retries of a refresh; tests pass a ``FakeClock``.
     """
     store = open_store(url, storage_options, create=False)
     wal_store = LocalStore(wal_dir, create=False) if wal_dir is not None else None
@@ -110,4 +113,5 @@ def open_reader(
         checkpoint=checkpoint,
         block_cache_bytes=block_cache_bytes,
         refresh_interval=refresh_interval,
+        clock=clock,
     )

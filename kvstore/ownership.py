@@ -26,6 +26,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from kvstore.clock import Clock
 from kvstore.errors import WriterActive
 from kvstore.objstore.writer_lock import WriterLocks, WriterRecord, WriterSession
 
@@ -67,12 +68,19 @@ class Ownership:
         self._session.drop_lock()
 
 
-def acquire(store: Any, *, takeover: bool, latest_epoch: Callable[[], int]) -> Ownership | None:
+def acquire(
+    store: Any,
+    *,
+    takeover: bool,
+    latest_epoch: Callable[[], int],
+    clock: Clock | None = None,
+) -> Ownership | None:
     """Become the live writer of ``store``; None when the store cannot tell liveness.
 
     Raises :class:`WriterActive` when a live writer holds the store and
     ``takeover`` is false. ``latest_epoch()`` reads the latest manifest's
-    writer epoch (0 for a new store).
+    writer epoch (0 for a new store). ``clock`` gives this handle's opening
+    time and lock nonce (and the ages in messages).
     """
     opener = getattr(store, "writer_locks", None)
     if opener is None:
@@ -85,23 +93,23 @@ def acquire(store: Any, *, takeover: bool, latest_epoch: Callable[[], int]) -> O
         live = [w for w in locks.live_writers() if w.epoch is None or w.epoch >= epoch]
         if live:
             if not takeover:
-                raise _active(store.describe(), live[-1])
+                raise _active(store.describe(), live[-1], clock)
             log.warning(
                 "%s: taking over from the live writer %s (it is fenced)",
                 store.describe(),
-                live[-1].describe(),
+                live[-1].describe(clock),
             )
-        session = locks.hold(WriterRecord.mine())
+        session = locks.hold(WriterRecord.mine(clock))
     except BaseException:
         mutex.__exit__(None, None, None)
         raise
     return Ownership(session, mutex)
 
 
-def _active(where: str, w: WriterRecord) -> WriterActive:
+def _active(where: str, w: WriterRecord, clock: Clock | None = None) -> WriterActive:
     opened = datetime.fromtimestamp(w.opened_ms / 1000, tz=UTC) if w.opened_ms else None
     return WriterActive(
-        f"{where} is being written by {w.describe()}; read it with kvstore.open_reader, or "
+        f"{where} is being written by {w.describe(clock)}; read it with kvstore.open_reader, or "
         "open it with takeover=True (CLI: --takeover) to fence that writer",
         pid=w.pid,
         host=w.host,

@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import os
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
 from kvstore import _validate
 from kvstore import readpath as rp
 from kvstore.cache import BlockCache
+from kvstore.clock import Clock
 from kvstore.db import open_sst
 from kvstore.errors import CheckpointNotFound, ClosedError, CorruptionError, KvError
 from kvstore.format.manifest import Manifest
@@ -55,7 +55,10 @@ class Reader:
         checkpoint: str | None = None,
         block_cache_bytes: int = 64 << 20,
         refresh_interval: float | None = None,
+        clock: Clock | None = None,
     ) -> None:
+        #: times ``refresh_interval`` and the retries of a refresh that raced the writer
+        self._clock = clock if clock is not None else Clock()
         self._store = store
         #: the WAL location the caller named (None: the one manifests record)
         self._given_wal = wal_store
@@ -98,7 +101,7 @@ class Reader:
                     result = (
                         ReplayResult([], [], 0, [])
                         if wal is None
-                        else replay(wal, m.wal_replay_from, m.last_flushed_seq)
+                        else replay(wal, m.wal_replay_from, m.last_flushed_seq, clock=self._clock)
                     )
                     handles = {
                         meta.id: self._handles.get(meta.id)
@@ -127,7 +130,7 @@ class Reader:
                             "a newer manifest was lost"
                         )
                     gap_in = m.id if gap is not None else None
-                    time.sleep(0.001 * _attempt)
+                    self._clock.sleep(0.001 * _attempt)
                     continue
                 mt = Memtable(0)
                 for rec in result.records:
@@ -144,7 +147,7 @@ class Reader:
                 break
             else:
                 raise KvError("the store changed too quickly to load a consistent view")
-            self._last_refresh = time.monotonic()
+            self._last_refresh = self._clock.monotonic()
             return self._seq
 
     def _wal_for(self, m: Manifest) -> ObjectStore | None:
@@ -210,7 +213,8 @@ class Reader:
     def _maybe_refresh(self) -> None:
         if self._closed:
             raise ClosedError("the reader is closed")
-        if self._interval is not None and time.monotonic() - self._last_refresh >= self._interval:
+        interval = self._interval
+        if interval is not None and self._clock.monotonic() - self._last_refresh >= interval:
             self.refresh()
 
     @property

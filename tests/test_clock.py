@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -107,3 +108,33 @@ def test_clock_module_imports_only_the_standard_library() -> None:
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             names.add(node.module.split(".")[0])
     assert names <= set(sys.stdlib_module_names) | {"__future__"}
+
+
+# -- the parts that take a clock ------------------------------------------------------
+
+
+def test_reader_refreshes_on_the_clock_it_was_given(tmp_path: Path) -> None:
+    import kvstore
+
+    clock = FakeClock()
+    with kvstore.open(tmp_path, fsync=False) as db:
+        db.put(b"k", b"1")
+        reader = kvstore.open_reader(tmp_path, refresh_interval=10.0, clock=clock)
+        db.put(b"k", b"2")
+        clock.advance(9.0)
+        assert reader.get(b"k") == b"1"  # 9 s of fake time: not due yet
+        clock.advance(1.0)
+        assert reader.get(b"k") == b"2"
+        db.put(b"k", b"3")
+        assert reader.get(b"k") == b"2"  # the interval starts again at the refresh
+        reader.close()
+
+
+def test_writer_record_takes_time_and_nonce_from_the_clock() -> None:
+    from kvstore.objstore.writer_lock import WriterRecord
+
+    a = WriterRecord.mine(FakeClock(start=1234.5, seed=9))
+    b = WriterRecord.mine(FakeClock(start=1234.5, seed=9))
+    assert a.opened_ms == 1_234_500 and a.nonce == b.nonce and len(a.nonce) == 16
+    assert WriterRecord.mine().nonce != WriterRecord.mine().nonce  # real: unpredictable
+    assert "(10 s ago)" in a.describe(FakeClock(start=1244.5))

@@ -35,18 +35,22 @@ import fcntl
 import json
 import logging
 import os
-import secrets
 import socket
 import time
 import weakref
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from kvstore.clock import Clock
+
 log = logging.getLogger("kvstore.objstore")
 
 MUTEX_NAME = "writer.lock"
 SESSIONS_DIR = "writers"
 _SUFFIX = ".lock"
+
+#: the clock of callers that pass none (a real one: nonces must not repeat)
+_REAL_CLOCK = Clock()
 
 
 @dataclass(frozen=True)
@@ -61,12 +65,15 @@ class WriterRecord:
     epoch: int | None = None
 
     @classmethod
-    def mine(cls) -> WriterRecord:
+    def mine(cls, clock: Clock | None = None) -> WriterRecord:
+        """This process's record: opened now, with a fresh nonce, both from ``clock``
+        (a seeded clock repeats its nonces: give concurrent writers different seeds)."""
+        c = clock if clock is not None else _REAL_CLOCK
         return cls(
             pid=os.getpid(),
             host=socket.gethostname(),
-            opened_ms=int(time.time() * 1000),
-            nonce=secrets.token_hex(8),
+            opened_ms=int(c.time() * 1000),
+            nonce=c.token_hex(8),
         )
 
     @classmethod
@@ -88,15 +95,16 @@ class WriterRecord:
     def encode(self) -> bytes:
         return json.dumps(asdict(self), sort_keys=True).encode()
 
-    def describe(self) -> str:
-        """``pid 123 on host h (this process), opened 2024-...Z, 5 s ago``."""
+    def describe(self, clock: Clock | None = None) -> str:
+        """``pid 123 on host h (this process), opened 2024-...Z, 5 s ago`` (ago on ``clock``)."""
         if not self.pid:
             return "an unidentified writer (its owner record is unreadable)"
         who = f"pid {self.pid} on {self.host}"
         if self.pid == os.getpid() and self.host == socket.gethostname():
             who += " (this process)"
         opened = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(self.opened_ms / 1000))
-        age = max(0.0, time.time() - self.opened_ms / 1000)
+        now = (clock if clock is not None else _REAL_CLOCK).time()
+        age = max(0.0, now - self.opened_ms / 1000)
         return f"{who}, opened {opened} ({age:.0f} s ago)"
 
 

@@ -24,15 +24,14 @@ from __future__ import annotations
 
 import itertools
 import logging
-import random
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
 
 import kvstore
+from kvstore.clock import Clock
 from lakehouse import codec, commit, keys
 from lakehouse.commit import CommitOptions
 from lakehouse.data.scan import ScanFile
@@ -77,11 +76,15 @@ class Lakehouse:
         self._layout = layout
         self._data = layout.data
         self._options = options
-        self._rng = random.Random(options.seed)
-        self._rng_lock = threading.Lock()
-        self._clock: Callable[[], float] = options.clock or time.time
-        self._sleep: Callable[[float], None] = options.sleep or time.sleep
-        self._monotonic: Callable[[], float] = time.monotonic
+        # one kvstore Clock gives time, sleeps and random bits (ids, jitter);
+        # the older callable options still replace its wall clock and sleep
+        given = options.clock
+        self._kclock = given if isinstance(given, Clock) else Clock(options.seed)
+        self._clock: Callable[[], float] = (
+            self._kclock.time if given is None or isinstance(given, Clock) else given
+        )
+        self._sleep: Callable[[float], None] = options.sleep or self._kclock.sleep
+        self._monotonic: Callable[[], float] = self._kclock.monotonic
         self._records = RecordCache()
         self._maintenance_lock = threading.Lock()
         #: data files written by transactions of this process that are still open
@@ -143,13 +146,11 @@ class Lakehouse:
         return int(self._clock() * 1000)
 
     def _rng_bits(self, n: int) -> int:
-        with self._rng_lock:
-            return self._rng.getrandbits(n)
+        return self._kclock.getrandbits(n)
 
     def _backoff(self, attempt: int) -> float:
         o = self._options
-        with self._rng_lock:
-            jitter = self._rng.random()
+        jitter = self._kclock.random()
         return min(o.retry_max_delay, o.retry_base_delay * (2 ** min(attempt - 1, 16))) * (
             0.5 + jitter
         )

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from kvstore.clock import Clock
 from kvstore.objstore import ObjectStore
 from kvstore.options import reject_unknown
 from lakehouse.model import DEFAULT_MAX_NAME_LENGTH, Isolation, check_properties
@@ -39,9 +40,12 @@ class Options:
     retry_max_delay: float = 0.05
     #: seed for transaction ids, table ids and backoff jitter (None: system randomness)
     seed: int | None = None
-    #: wall clock in epoch seconds (version creation times); injectable for tests
-    clock: Callable[[], float] | None = None
-    #: sleep function used for backoff; injectable for tests
+    #: a :class:`kvstore.clock.Clock` (e.g. a ``FakeClock``): version creation
+    #: times, transaction ages, backoff sleeps and random bits all come from it
+    #: (then leave ``seed`` unset: seed the Clock). A plain callable returning
+    #: epoch seconds replaces only the wall clock (version creation times).
+    clock: Clock | Callable[[], float] | None = None
+    #: sleep function used for backoff (default: the clock's); injectable for tests
     sleep: Callable[[float], None] | None = None
     #: fence a live writer of this (local) lakehouse instead of raising WriterActive
     takeover: bool = False
@@ -77,9 +81,15 @@ class Options:
                 raise TypeError(f"option {name} must be a bool")
         if self.seed is not None:
             _int(self.seed, "seed", None)
-        for name in ("clock", "sleep"):
-            if getattr(self, name) is not None and not callable(getattr(self, name)):
-                raise TypeError(f"option {name} must be callable")
+        if isinstance(self.clock, Clock):
+            if self.seed is not None:
+                raise ValueError(
+                    "option seed cannot be combined with a kvstore Clock: seed the Clock"
+                )
+        elif self.clock is not None and not callable(self.clock):
+            raise TypeError("option clock must be a kvstore Clock or a callable")
+        if self.sleep is not None and not callable(self.sleep):
+            raise TypeError("option sleep must be callable")
         if self.data_store is not None and not isinstance(self.data_store, ObjectStore):
             raise TypeError("option data_store must be a kvstore ObjectStore")
         for name in ("storage_options", "kv_options"):

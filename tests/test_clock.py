@@ -138,3 +138,38 @@ def test_writer_record_takes_time_and_nonce_from_the_clock() -> None:
     assert a.opened_ms == 1_234_500 and a.nonce == b.nonce and len(a.nonce) == 16
     assert WriterRecord.mine().nonce != WriterRecord.mine().nonce  # real: unpredictable
     assert "(10 s ago)" in a.describe(FakeClock(start=1244.5))
+
+
+def test_lakehouse_takes_one_clock_for_time_sleeps_and_ids() -> None:
+    import lakehouse
+    from lakehouse.errors import TransactionExpired
+
+    def run(name: str) -> tuple[str, int, str]:
+        clock = FakeClock(seed=3)
+        with lakehouse.open(f"memory://{name}", clock=clock, transaction_ttl=10.0) as lh:
+            clock.advance(5.0)
+            with lh.begin() as txn:
+                txn.create_namespace("ns")
+            created = lh.version_info(lh.version).created_ms
+            txn = lh.begin()
+            txn.create_namespace("other")
+            clock.advance(11.0)  # past the TTL on the fake clock: expired at once
+            with pytest.raises(TransactionExpired):
+                txn.commit()
+            return lh.definition.id, created, txn.id
+
+    first, second = run("clock-a"), run("clock-b")
+    assert first == second  # the same seed and fake time: the same ids and times
+    assert first[1] == 1_700_000_005_000
+
+
+def test_lakehouse_options_keep_callables_and_refuse_two_seeds() -> None:
+    import lakehouse
+
+    now = [1000.0]
+    with lakehouse.open("memory://clock-c", clock=lambda: now[0], seed=1) as lh:
+        assert lh.version_info(0).created_ms == 1_000_000
+    with pytest.raises(ValueError, match="seed the Clock"):
+        lakehouse.open("memory://clock-d", clock=FakeClock(), seed=1)
+    with pytest.raises(TypeError):
+        lakehouse.open("memory://clock-e", clock=3)

@@ -44,19 +44,11 @@ from hypothesis import strategies as st
 
 from kvstore import CorruptionError
 from kvstore.format import bloom as bloom_format
+from kvstore.format.block import decode_data_block, encode_data_block, open_block, seal_block
 from kvstore.format.bloom import BloomFilter
 from kvstore.format.manifest import Manifest, SstMeta
-from kvstore.format.sst import (
-    FOOTER,
-    FOOTER_SIZE,
-    MAGIC,
-    SstReader,
-    build_sst,
-    decode_data_block,
-    encode_data_block,
-    open_block,
-    seal_block,
-)
+from kvstore.format.sst import FOOTER, FOOTER_SIZE, MAGIC, build_sst
+from kvstore.format.sst_reader import SstReader
 from kvstore.format.wal import (
     HEADER_SIZE,
     OBJECT_HEADER_SIZE,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kvstore.format.sst import MAX_KEY_LEN
+from kvstore.entries import MAX_KEY_LEN
 
 _BYTES_LIKE = (bytes, bytearray, memoryview)
 

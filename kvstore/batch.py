@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 
 from kvstore import _validate
-from kvstore.format.sst import MAX_KEY_LEN
+from kvstore.entries import MAX_KEY_LEN
 
 _BYTES = {bytes}
 

@@ -43,8 +43,8 @@ from dataclasses import dataclass
 from itertools import accumulate, compress, repeat
 from operator import add, ne
 
+from kvstore.entries import Columns, Entry
 from kvstore.format.manifest import SstMeta
-from kvstore.format.sst import Columns, Entry
 from kvstore.iterators import retain_batch
 
 

@@ -25,7 +25,7 @@ from collections.abc import Iterable, Iterator, Sequence
 from itertools import islice
 from operator import eq, itemgetter
 
-from kvstore.format.sst import Columns, Entry
+from kvstore.entries import Columns, Entry
 
 #: a block's entries as parallel columns (keys, seqs, values)
 BlockColumns = tuple[list[bytes], tuple[int, ...], list["bytes | None"]]

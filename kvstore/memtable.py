@@ -32,7 +32,7 @@ from operator import itemgetter
 
 from sortedcontainers import SortedList
 
-from kvstore.format.sst import Columns, Entry
+from kvstore.entries import Columns, Entry
 
 ENTRY_OVERHEAD = 270  # dict slot, version list, tuple, int and bytes headers
 VERSION_OVERHEAD = 150

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import kvstore
-from kvstore.format.sst import MAX_KEY_LEN
+from kvstore.entries import MAX_KEY_LEN
 
 key_st = st.one_of(
     st.binary(min_size=1, max_size=4),

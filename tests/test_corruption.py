@@ -31,8 +31,9 @@ from crc32c import crc32c
 
 import kvstore
 from kvstore import CorruptionError, paths
+from kvstore.format.block import open_block
 from kvstore.format.manifest import Manifest
-from kvstore.format.sst import FOOTER, FOOTER_SIZE, open_block
+from kvstore.format.sst import FOOTER, FOOTER_SIZE
 from kvstore.format.wal import (
     OBJECT_HEADER_SIZE,
     SEGMENT_HEADER_SIZE,

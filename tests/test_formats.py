@@ -22,22 +22,20 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kvstore import CorruptionError
+from kvstore.format import block as block_format
 from kvstore.format import bloom as bloom_format
 from kvstore.format import sst as sst_format
-from kvstore.format.bloom import BloomFilter, optimal_k
-from kvstore.format.manifest import Manifest, SstMeta
-from kvstore.format.sst import (
-    FOOTER,
-    FOOTER_SIZE,
-    MAGIC,
+from kvstore.format.block import (
     RESTART_INTERVAL,
-    SstReader,
-    build_sst,
     decode_data_block,
     encode_data_block,
     open_block,
     seal_block,
 )
+from kvstore.format.bloom import BloomFilter, optimal_k
+from kvstore.format.manifest import Manifest, SstMeta
+from kvstore.format.sst import FOOTER, FOOTER_SIZE, MAGIC, build_sst
+from kvstore.format.sst_reader import SstReader
 from kvstore.format.wal import (
     HEADER_SIZE,
     OBJECT_HEADER_SIZE,
@@ -729,7 +727,7 @@ def test_sst_zstd_compresses_and_none_does_not() -> None:
     packed, _ = build_sst(entries, compression="zstd")
     plain, _ = build_sst(entries, compression="none")
     assert len(packed) < len(plain) // 4
-    for data, kind in ((packed, sst_format.COMPRESS_ZSTD), (plain, sst_format.COMPRESS_NONE)):
+    for data, kind in ((packed, block_format.COMPRESS_ZSTD), (plain, block_format.COMPRESS_NONE)):
         for off, size in sst_regions(data)["data"]:
             assert data[off + size - 5] == kind
 

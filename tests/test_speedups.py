@@ -44,17 +44,14 @@ from hypothesis import strategies as st
 import kvstore
 from kvstore import CorruptionError
 from kvstore._accel import speedups as C
+from kvstore.format import block as block_format
 from kvstore.format import bloom as bloom_format
 from kvstore.format import sst as sst_format
+from kvstore.format import sst_reader as sst_reader_format
+from kvstore.format.block import TOMBSTONE_LEN, PyBlock, encode_block_columns_py, seal_block
 from kvstore.format.bloom import BloomFilter
-from kvstore.format.sst import (
-    TOMBSTONE_LEN,
-    PyBlock,
-    SstReader,
-    build_sst,
-    encode_block_columns_py,
-    seal_block,
-)
+from kvstore.format.sst import build_sst
+from kvstore.format.sst_reader import SstReader
 
 if __name__ == "__main__":  # run as a script: pytest's `pythonpath` setting is not in force
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fuzz"))
@@ -89,8 +86,10 @@ def examples(n: int) -> Callable[[Any], Any]:
 def pure_python() -> Iterator[None]:
     """The pure-Python code paths inside this process (construct readers/filters inside)."""
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(sst_format, "_c", None)
-        mp.setattr(sst_format, "Block", PyBlock)
+        for module in (block_format, sst_format, sst_reader_format):
+            mp.setattr(module, "_c", None)
+        mp.setattr(block_format, "Block", PyBlock)
+        mp.setattr(sst_reader_format, "Block", PyBlock)
         mp.setattr(bloom_format, "_c", None)
         yield
 
@@ -194,10 +193,11 @@ PURE_SCRIPT = textwrap.dedent(
 
     import kvstore
     import kvstore._accel
-    from kvstore.format import bloom, sst
+    from kvstore.format import block, bloom, sst, sst_reader
 
     assert kvstore._accel.speedups is None
-    assert sst._c is None and sst.Block is sst.PyBlock and bloom._c is None
+    assert block._c is None and sst._c is None and sst_reader._c is None and bloom._c is None
+    assert block.Block is block.PyBlock and sst_reader.Block is block.PyBlock
     db = kvstore.open(sys.argv[1], fsync=False)
     for i in range(500):
         db.put(b"k%04d" % i, b"v%d" % i)
@@ -449,14 +449,14 @@ def test_block_encode_versions_out_of_order_match_python() -> None:
 
 def check_valid_block(entries: list[Entry], extra_probes: Any = ()) -> None:
     body = encode_block_columns_py(*columns(entries))
-    cb = sst_format.CBlock(body, where="c")
+    cb = block_format.CBlock(body, where="c")
     pb = PyBlock(body, where="p")
     assert (cb.n, cb.first_key, cb.first_seq) == (pb.n, pb.first_key, pb.first_seq)
     assert (cb.n, cb.first_key, cb.first_seq) == (len(entries), entries[0][0], entries[0][1])
     assert list(zip(cb.keys, cb.seqs, cb.values)) == entries
     assert list(zip(pb.keys, pb.seqs, pb.values)) == entries
     assert type(cb.seqs) is tuple
-    fresh_c = sst_format.CBlock(body, where="c")  # find before any full decode
+    fresh_c = block_format.CBlock(body, where="c")  # find before any full decode
     by_key: dict[bytes, list[int]] = {}
     for k, s, _ in entries:
         by_key.setdefault(k, []).append(s)
@@ -529,7 +529,7 @@ def check_block_pair(body: bytes, probes: Any, read_seqs: Any) -> None:
     PyBlock's partial scan does not (C also checks the order of the keys it passes),
     but when it answers, the answer is PyBlock's partial scan's.
     """
-    c_ok, cb = outcome(lambda: sst_format.CBlock(body, where="c"))
+    c_ok, cb = outcome(lambda: block_format.CBlock(body, where="c"))
     p_ok, pb = outcome(lambda: PyBlock(body, where="p"))
     assert c_ok == p_ok, f"layout: C {'accepts' if c_ok else 'rejects'}, Python does not"
     if not c_ok:
@@ -549,7 +549,7 @@ def check_block_pair(body: bytes, probes: Any, read_seqs: Any) -> None:
         for i in range(1, len(c_content[0])):  # internal order
             a = (c_content[0][i - 1], -c_content[1][i - 1])
             assert a < (c_content[0][i], -c_content[1][i])
-    fresh_c = sst_format.CBlock(body, where="c")
+    fresh_c = block_format.CBlock(body, where="c")
     for key in probes:
         for rs in read_seqs:
             c_found = outcome(partial(fresh_c.find, key, rs))
@@ -688,7 +688,7 @@ def test_odd_valid_block_c_matches_python(
 ) -> None:
     """Valid blocks in layouts the encoder does not produce (Python's slow decode path)."""
     body, entries = block
-    cb, pb = sst_format.CBlock(body, where="c"), PyBlock(body, where="p")
+    cb, pb = block_format.CBlock(body, where="c"), PyBlock(body, where="p")
     assert list(zip(cb.keys, cb.seqs, cb.values)) == entries
     assert list(zip(pb.keys, pb.seqs, pb.values)) == entries
     ref = RefBlock(entries)

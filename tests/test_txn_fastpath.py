@@ -18,8 +18,8 @@ import pytest
 
 import kvstore
 from kvstore import Isolation, TransactionConflict
+from kvstore.entries import MAX_KEY_LEN
 from kvstore.errors import ClosedError
-from kvstore.format.sst import MAX_KEY_LEN
 from kvstore.iterators import retain
 from kvstore.memtable import ABSENT, Memtable, _retained
 from kvstore.objstore import MemoryStore

@@ -29,7 +29,7 @@ from typing import Any
 from kvstore import paths
 from kvstore.errors import CorruptionError
 from kvstore.format.manifest import Manifest, SstMeta
-from kvstore.format.sst import SstReader
+from kvstore.format.sst_reader import SstReader
 from kvstore.format.wal import all_zero, decode_object
 from kvstore.manifest_store import ManifestStore
 from kvstore.objstore import ObjectStore

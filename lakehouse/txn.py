@@ -14,18 +14,19 @@ checks both sets against the versions committed since ``v``::
         │                     │ SERIALIZABLE: read set
         └── commit() ── rebase over v+1..w ── write version w+1 ── close
                         RetryableConflict / IncompatibleConflict
+
+The definition changes (create / alter / drop of namespaces, tables and
+views) are inherited from :class:`lakehouse.ddl.DefinitionOps`; this module
+owns the buffer, the reads over it, the table-data operations and the outcome.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-
-import pyarrow as pa
 
 import kvstore
 from kvstore.objstore import ObjectStore
@@ -33,28 +34,19 @@ from lakehouse import codec, keys
 from lakehouse.commit import CommitOptions
 from lakehouse.data import files as datafiles
 from lakehouse.data import ops, txnfiles
-from lakehouse.data.conform import evolve
 from lakehouse.data.predicate import Predicate, parse_where
 from lakehouse.data.table import FileState, TableWrite, load
-from lakehouse.errors import AlreadyExists, ClosedError, NamespaceNotEmpty, NotFound, one_hierarchy
+from lakehouse.ddl import DefinitionOps
+from lakehouse.errors import ClosedError, one_hierarchy
 from lakehouse.model import (
     CompactResult,
     DataFile,
     Definition,
     Isolation,
     MergeResult,
-    NamespaceDef,
     TableDef,
-    ViewDef,
-    assign_columns,
-    check_keys,
     check_name,
-    check_properties,
-    check_schema,
-    evolve_properties,
-    schema_to_ipc,
 )
-from lakehouse.reads import ReadOps
 
 if TYPE_CHECKING:
     from lakehouse.lakehouse import Lakehouse
@@ -83,7 +75,7 @@ class Pending:
 
 
 @one_hierarchy
-class Transaction(ReadOps):
+class Transaction(DefinitionOps):
     """A lakehouse transaction; create with :meth:`Lakehouse.begin`."""
 
     def __init__(
@@ -204,189 +196,6 @@ class Transaction(ReadOps):
             base = None if data is None else codec.decode_def(data)
             p = self._pending[ref] = Pending(kind, ns, name, base, data, base)
         return p
-
-    def _require(self, kind: str, ns: str, name: str) -> Definition:
-        d = self._lookup(kind, ns, name)
-        if d is None:
-            self._require_namespace(ns)
-            raise NotFound(f"{kind} {ns}.{name} does not exist")
-        return d
-
-    def _check_free(self, ns: str, name: str) -> None:
-        """Tables and views share one name space within a namespace."""
-        self._require_namespace(ns)
-        for kind in ("table", "view"):
-            if self._lookup(kind, ns, name) is not None:
-                raise AlreadyExists(f"a {kind} named {ns}.{name} already exists")
-
-    # -- namespaces -----------------------------------------------------------------------
-    def create_namespace(self, name: str, properties: dict[str, str] | None = None) -> None:
-        self._check_usable()
-        ns = self._ns_name(name)
-        props = check_properties(properties)
-        if self._lookup("namespace", ns, None) is not None:
-            raise AlreadyExists(f"namespace {ns!r} already exists")
-        self._touch("namespace", ns, None).final = NamespaceDef(ns, props)
-
-    def drop_namespace(self, name: str) -> None:
-        """Drop an empty namespace (NamespaceNotEmpty while it holds tables or views)."""
-        self._check_usable()
-        ns = self._ns_name(name)
-        self._require_namespace(ns)
-        left = [f"table {t}" for t in self._names("table", ns)]
-        left += [f"view {v}" for v in self._names("view", ns)]
-        if left:
-            raise NamespaceNotEmpty(
-                f"namespace {ns!r} still holds {', '.join(left[:5])}"
-                f"{' ...' if len(left) > 5 else ''}; drop them first"
-            )
-        self._touch("namespace", ns, None).final = None
-
-    def alter_namespace(
-        self,
-        name: str,
-        *,
-        set_properties: dict[str, str] | None = None,
-        remove_properties: list[str] | None = None,
-    ) -> None:
-        self._check_usable()
-        ns = self._ns_name(name)
-        cur = self._require_namespace(ns)
-        props = evolve_properties(cur.properties, set_properties, remove_properties)
-        self._touch("namespace", ns, None).final = NamespaceDef(ns, props)
-
-    # -- tables ---------------------------------------------------------------------------
-    def create_table(
-        self,
-        name: str,
-        schema: Any,
-        properties: dict[str, str] | None = None,
-        *,
-        primary_key: list[str] | None = None,
-        sort_keys: list[str] | None = None,
-        format: str = "parquet",
-    ) -> None:
-        """Create ``"ns.table"`` with a ``pyarrow.Schema`` (column ids are assigned 1..n)."""
-        self._check_usable()
-        ns, t = self._qualified(name, "table name")
-        schema = check_schema(schema, self._name_limit)
-        props = check_properties(properties)
-        pk = _check_columns(schema, check_keys(primary_key, "primary_key"), "primary_key")
-        sk = _check_columns(schema, check_keys(sort_keys, "sort_keys"), "sort_keys")
-        if not isinstance(format, str) or not format:
-            raise TypeError("format must be a non-empty str such as 'parquet'")
-        self._check_free(ns, t)
-        cols, last = assign_columns(schema)
-        table_id = uuid.UUID(int=self._lh._rng_bits(128), version=4).hex
-        self._touch("table", ns, t).final = TableDef(
-            ns, t, table_id, cols, last, schema_to_ipc(schema), props, pk, sk, format
-        )
-
-    def drop_table(self, name: str) -> None:
-        self._check_usable()
-        ns, t = self._qualified(name, "table name")
-        self._require("table", ns, t)
-        for k, _ in self._state_items(ns, t):
-            self._state_writes[k] = None
-        self._touch("table", ns, t).final = None
-
-    def alter_table(
-        self,
-        name: str,
-        *,
-        set_properties: dict[str, str] | None = None,
-        remove_properties: list[str] | None = None,
-        schema: Any = None,
-        rename_columns: Mapping[str, str] | None = None,
-    ) -> None:
-        """Change properties and/or the schema.
-
-        ``schema`` adds and drops columns by name and widens types (int32 ->
-        int64, float -> double); ``rename_columns={"old": "new"}`` renames.
-        Columns keep their ids, so existing data files are read as they are.
-        """
-        self._check_usable()
-        ns, t = self._qualified(name, "table name")
-        cur = self._require("table", ns, t)
-        assert isinstance(cur, TableDef)
-        props = evolve_properties(cur.properties, set_properties, remove_properties)
-        cols, last, ipc = cur.columns, cur.last_column_id, cur.schema_ipc
-        renames = dict(check_properties(rename_columns, "rename_columns"))
-        if renames and schema is None:
-            schema = pa.schema(
-                [f.with_name(renames.get(f.name, f.name)) for f in cur.schema],
-                metadata=cur.schema.metadata,
-            )
-        if schema is not None:
-            schema = check_schema(schema, self._name_limit)
-            has_data = bool(self._table_files(ns, t))
-            cols, last = evolve(schema, cur.columns, cur.last_column_id, renames, has_data)
-            ipc = schema_to_ipc(schema)
-            names = {c.name for c in cols}
-            for what, ks in (("primary_key", cur.primary_key), ("sort_keys", cur.sort_keys)):
-                gone = [k for k in ks if k not in names]
-                if gone:
-                    raise ValueError(f"the new schema drops {what} column(s) {gone}")
-        self._touch("table", ns, t).final = TableDef(
-            ns,
-            t,
-            cur.table_id,
-            cols,
-            last,
-            ipc,
-            props,
-            cur.primary_key,
-            cur.sort_keys,
-            cur.format,
-        )
-
-    # -- views ------------------------------------------------------------------------------
-    def create_view(
-        self,
-        name: str,
-        sql: str,
-        properties: dict[str, str] | None = None,
-        *,
-        referenced: list[str] | None = None,
-        dialect: str = "spark",
-    ) -> None:
-        """Create ``"ns.view"`` from SQL text; ``referenced`` names the objects it reads."""
-        self._check_usable()
-        ns, v = self._qualified(name, "view name")
-        sql = _check_sql(sql)
-        props = check_properties(properties)
-        refs = tuple(
-            ".".join(self._qualified(r, "referenced name"))
-            for r in check_keys(referenced, "referenced")
-        )
-        if not isinstance(dialect, str) or not dialect:
-            raise TypeError("dialect must be a non-empty str")
-        self._check_free(ns, v)
-        self._touch("view", ns, v).final = ViewDef(ns, v, sql, refs, props, dialect)
-
-    def drop_view(self, name: str) -> None:
-        self._check_usable()
-        ns, v = self._qualified(name, "view name")
-        self._require("view", ns, v)
-        self._touch("view", ns, v).final = None
-
-    def alter_view(
-        self,
-        name: str,
-        *,
-        sql: str | None = None,
-        set_properties: dict[str, str] | None = None,
-        remove_properties: list[str] | None = None,
-    ) -> None:
-        self._check_usable()
-        ns, v = self._qualified(name, "view name")
-        cur = self._require("view", ns, v)
-        assert isinstance(cur, ViewDef)
-        props = evolve_properties(cur.properties, set_properties, remove_properties)
-        new_sql = cur.sql if sql is None else _check_sql(sql)
-        self._touch("view", ns, v).final = ViewDef(
-            ns, v, new_sql, cur.referenced, props, cur.dialect
-        )
 
     # -- table state (used by table data operations) --------------------------------------------
     def _add_data_file(self, table: str, file_id: str, f: DataFile) -> None:
@@ -582,21 +391,3 @@ class Transaction(ReadOps):
             f"<lakehouse.Transaction {self.isolation.name} at version {self.version}, "
             f"{self._status}, {len(self._pending)} objects touched>"
         )
-
-
-def _check_columns(schema: Any, names: tuple[str, ...], what: str) -> tuple[str, ...]:
-    cols = set(schema.names)
-    for n in names:
-        if n not in cols:
-            raise ValueError(f"{what} column {n!r} is not in the schema")
-    if len(set(names)) != len(names):
-        raise ValueError(f"{what} lists a column twice")
-    return names
-
-
-def _check_sql(sql: Any) -> str:
-    if not isinstance(sql, str):
-        raise TypeError(f"sql must be a str, not {type(sql).__name__}")
-    if not sql.strip():
-        raise ValueError("sql must not be empty")
-    return sql

@@ -13,20 +13,17 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from kvstore.bench.adapters import STORES
+from kvstore.bench.model import Config, Report, Target
+from kvstore.bench.stores import STORES
 from kvstore.bench.workloads import (
     KEY_BYTES,
+    OPEN_TXNS,
     RAW_RECORD_BYTES,
     ROW_ORDER,
     UNITS,
     VALUE_BYTES,
     WORKLOADS,
-    Config,
-    Report,
-    Target,
-    fmt_value,
     human,
-    label,
 )
 
 
@@ -108,6 +105,49 @@ def config_from_args(args: argparse.Namespace) -> Config:
 # ----------------------------------------------------------------------------
 # rendering
 # ----------------------------------------------------------------------------
+def label(workload: str, size: int | None, cfg: Config) -> str:
+    """The table's name for a row."""
+    n = human(size) if size is not None else ""
+    hot = f"txn RMW, {cfg.hot_threads} threads, {cfg.hot_keys} hot keys"
+    ow = f"{human(cfg.overwrite_puts)} puts over {human(cfg.overwrite_keys)} keys"
+    return {
+        "load": f"load {n} (batched)",
+        "get": f"random get, {n} keys, reopened",
+        "scan": f"full scan, {n} keys",
+        "raw_fsync": "raw append+fdatasync (around durable put)",
+        "put_durable": "durable put, 1 thread",
+        "put_durable_mt": f"durable put, {cfg.threads} threads",
+        "memory": f"peak RSS of the {n} load (MiB)",
+        "txn_rmw": "txn RMW 2 keys, SERIALIZABLE, non-durable",
+        "txn_rmw_durable": "txn RMW 2 keys, SERIALIZABLE, durable",
+        "txn_hot_snapshot": f"{hot}, SNAPSHOT (commits/s)",
+        "txn_hot_snapshot_aborts": "  abort rate at SNAPSHOT (% of attempts)",
+        "txn_hot_serializable": f"{hot}, SERIALIZABLE (commits/s)",
+        "txn_hot_serializable_aborts": "  abort rate at SERIALIZABLE (% of attempts)",
+        "txn_open0": "txn RMW, SERIALIZABLE, no other txn open",
+        "txn_open100": f"txn RMW, SERIALIZABLE, {OPEN_TXNS} long txns open",
+        "overwrite": f"overwrite: {ow}, non-durable",
+        "overwrite_max_ms": "overwrite: slowest single put (ms)",
+        "get_after_overwrite": "random get after the overwrite",
+        "space_amp": "after compact(): live SST bytes / data bytes",
+        "get_after_compact": "random get after overwrite + compact()",
+        "get_fresh": f"random get, fresh load of the {human(cfg.overwrite_keys)} keys",
+    }[workload]
+
+
+def fmt_value(v: float | None, unit: str = "ops/s") -> str:
+    """A table cell for a value of ``unit``."""
+    if v is None:
+        return "-"
+    if unit == "%":
+        return f"{v:.1f}%"
+    if unit == "x":
+        return f"{v:.2f}x"
+    if unit == "ms":
+        return f"{v:,.1f}"
+    return f"{v:,.0f}"
+
+
 def table(
     headers: list[str], rows: list[list[str]], *, markdown: bool, text_last: bool = False
 ) -> str:
@@ -251,7 +291,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     if not args.quiet:
         logging.getLogger("kvstore.bench").setLevel(logging.INFO)
-    from kvstore.bench.workloads import run
+    from kvstore.bench.runner import run
 
     report = run(config_from_args(args))
     if args.out:

@@ -1,6 +1,7 @@
 """``python -m kvstore.bench.s3``: kvstore on an S3 endpoint - latency, group commit, cost.
 
-Starts its own moto S3 server in a child process on 127.0.0.1 (port 0), or
+Starts its own moto S3 server in a child process on 127.0.0.1 (port 0; see
+:mod:`kvstore.bench.s3_endpoint`, which also counts the requests), or
 uses ``--endpoint URL`` (with ``--bucket``; credentials from ``--key`` /
 ``--secret`` or the usual AWS environment). Measures, against that endpoint:
 
@@ -30,132 +31,23 @@ import json
 import logging
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import kvstore
+from kvstore.bench.s3_endpoint import VERBS, WireCounter, boto_client, drop_bucket, moto_server
 from kvstore.objstore import FaultyStore, FsspecStore
 
 log = logging.getLogger("kvstore.bench.s3")
 
 TARGET_GROUP_COMMIT_RATIO = 4.0
-
-#: the child process running moto: S3's atomic conditional PUT (moto checks
-#: If-None-Match and stores in two steps; a lock makes that one step)
-_MOTO_CHILD = r"""
-import functools, logging, sys, threading
-logging.getLogger("werkzeug").setLevel(logging.WARNING)
-from moto.s3.responses import S3Response
-from moto.server import ThreadedMotoServer
-_orig = S3Response.put_object
-_lock = threading.Lock()
-@functools.wraps(_orig)
-def put_object(self, *a, **kw):
-    with _lock:
-        return _orig(self, *a, **kw)
-S3Response.put_object = put_object
-server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-server.start()
-host, port = server.get_host_and_port()
-print(f"READY http://{host}:{port}", flush=True)
-sys.stdin.read()  # until the parent closes our stdin (or exits)
-server.stop()
-"""
-
-
-# ---------------------------------------------------------------------------
-# the endpoint
-# ---------------------------------------------------------------------------
-@contextmanager
-def moto_server() -> Iterator[str]:
-    """A moto S3 server in a child process (its own interpreter: no GIL shared with
-    the benchmark). Yields the endpoint URL."""
-    proc = subprocess.Popen(
-        [sys.executable, "-c", _MOTO_CHILD],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        assert proc.stdout is not None
-        deadline = time.monotonic() + 60
-        endpoint = None
-        while time.monotonic() < deadline:
-            line = proc.stdout.readline()
-            if not line:
-                break
-            if line.startswith("READY "):
-                endpoint = line.split()[1]
-                break
-        if endpoint is None:
-            raise RuntimeError("the moto server did not start (is moto[server] installed?)")
-        yield endpoint
-    finally:
-        if proc.stdin is not None:
-            proc.stdin.close()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
-
-
-def _boto_client(endpoint: str, key: str | None, secret: str | None) -> Any:
-    import boto3
-
-    return boto3.client(
-        "s3",
-        endpoint_url=endpoint,
-        region_name=os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
-        aws_access_key_id=key,
-        aws_secret_access_key=secret,
-    )
-
-
-# ---------------------------------------------------------------------------
-# counting requests on the wire
-# ---------------------------------------------------------------------------
-_VERBS = {
-    "PutObject": "PUT",
-    "GetObject": "GET",
-    "HeadObject": "HEAD",
-    "ListObjectsV2": "LIST",
-    "ListObjects": "LIST",
-    "DeleteObject": "DELETE",
-    "DeleteObjects": "DELETE",
-}
-VERBS = ("PUT", "GET", "HEAD", "LIST", "DELETE")
-
-
-class WireCounter:
-    """Counts HTTP requests (every attempt) a store's s3fs client sends, by verb."""
-
-    def __init__(self) -> None:
-        self.counts: Counter[str] = Counter()
-        self._lock = threading.Lock()
-
-    def attach(self, store: FsspecStore) -> FsspecStore:
-        store.fs.s3.meta.events.register("before-send.s3", self._on_send)
-        return store
-
-    def _on_send(self, event_name: str = "", **_: Any) -> None:
-        op = event_name.rsplit(".", 1)[-1]
-        with self._lock:
-            self.counts[_VERBS.get(op, "OTHER")] += 1
-
-    def snapshot(self) -> Counter[str]:
-        with self._lock:
-            return Counter(self.counts)
 
 
 @dataclass
@@ -600,7 +492,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         bucket = args.bucket
         created = None
         if bucket is None:
-            client = _boto_client(endpoint, key, secret)
+            client = boto_client(endpoint, key, secret)
             bucket = created = f"kvstore-bench-{uuid.uuid4().hex[:12]}"
             client.create_bucket(Bucket=bucket)
         try:
@@ -616,7 +508,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         finally:
             if created is not None and args.endpoint:
-                _drop_bucket(_boto_client(endpoint, key, secret), created)
+                drop_bucket(boto_client(endpoint, key, secret), created)
 
     if args.endpoint:
         res = go(args.endpoint, "given endpoint", args.key, args.secret)
@@ -637,17 +529,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.check and not res.meets_target:
         return 1
     return 0
-
-
-def _drop_bucket(client: Any, bucket: str) -> None:
-    try:
-        for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket):
-            keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
-            if keys:
-                client.delete_objects(Bucket=bucket, Delete={"Objects": keys, "Quiet": True})
-        client.delete_bucket(Bucket=bucket)
-    except Exception as exc:  # best effort
-        log.warning("could not remove bucket %s: %s", bucket, exc)
 
 
 if __name__ == "__main__":

@@ -60,8 +60,7 @@ from lakehouse.errors import IncompatibleConflict, RetryableConflict, Transactio
 from lakehouse.model import Isolation, ObjectChange, VersionInfo
 
 if TYPE_CHECKING:
-    from lakehouse.lakehouse import Lakehouse
-    from lakehouse.txn import Pending, Transaction
+    from lakehouse.services import LakehouseServices, PendingChange, TransactionState
 
 log = logging.getLogger("lakehouse")
 
@@ -85,14 +84,14 @@ class Prepared:
     """A transaction's buffer turned into what a commit writes and checks."""
 
     changes: tuple[ObjectChange, ...]
-    changed: tuple[Pending, ...]
+    changed: tuple[PendingChange, ...]
     writes: tuple[tuple[bytes, bytes | None], ...]
     intent: Intent
 
 
-def prepare(txn: Transaction, options: CommitOptions) -> Prepared:
+def prepare(txn: TransactionState, options: CommitOptions) -> Prepared:
     changes: list[ObjectChange] = []
-    changed: list[Pending] = []
+    changed: list[PendingChange] = []
     writes: list[tuple[bytes, bytes | None]] = []
     reads = set(txn._reads)
     state_tables = {f"{ns}.{t}" for ns, t in txn._state_tables}
@@ -147,7 +146,7 @@ def _raise(conflict: Conflict) -> None:
     raise cls(conflict.reason, version=conflict.version, objects=conflict.objects)
 
 
-def revalidate(ktx: kvstore.Transaction, txn: Transaction, prep: Prepared, head: int) -> None:
+def revalidate(ktx: kvstore.Transaction, txn: TransactionState, prep: Prepared, head: int) -> None:
     """Step 3: our changes still mean the same on the state at ``head``."""
     pending = txn._pending
     for p in prep.changed:
@@ -196,7 +195,7 @@ def revalidate(ktx: kvstore.Transaction, txn: Transaction, prep: Prepared, head:
                         )
 
 
-def run(lh: Lakehouse, txn: Transaction, options: CommitOptions | None = None) -> int:
+def run(lh: LakehouseServices, txn: TransactionState, options: CommitOptions | None = None) -> int:
     """Run the protocol for ``txn``; returns the version it created."""
     options = options or CommitOptions()
     ttl = lh.definition.transaction_ttl

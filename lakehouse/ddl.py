@@ -34,9 +34,9 @@ from lakehouse.model import (
 )
 from lakehouse.reads import ReadOps
 
-if TYPE_CHECKING:
-    from lakehouse.lakehouse import Lakehouse
-    from lakehouse.txn import Pending
+if TYPE_CHECKING:  # contracts (lakehouse.services): lakehouse and txn import this module
+    from lakehouse.services import LakehouseServices as Lakehouse
+    from lakehouse.services import PendingChange as Pending
 
 
 @one_hierarchy

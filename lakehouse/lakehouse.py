@@ -450,7 +450,7 @@ class Lakehouse:
         """
         from lakehouse.maintenance import export
 
-        return export(self, dest_url, version=version, kind=kind)
+        return export(self, dest_url, version=version, kind=kind, open_lakehouse=open)
 
     def expire_versions(
         self, *, keep_last: int | None = None, older_than: Any = None, compact: bool = True

@@ -32,21 +32,48 @@ in this order (a crash between steps leaves something harmless):
 from __future__ import annotations
 
 import logging
+import threading
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import kvstore
 from lakehouse import codec, keys
 from lakehouse.commit import CommitOptions
 from lakehouse.errors import AlreadyExists, NotFound, RetryableConflict, VersionExpired
 from lakehouse.model import Isolation, to_epoch_ms
+from lakehouse.services import LakehouseServices
 from lakehouse.txn import Pending, Transaction
 
-if TYPE_CHECKING:
-    from lakehouse.lakehouse import Lakehouse
-
 log = logging.getLogger("lakehouse")
+
+
+class MaintainedLakehouse(LakehouseServices, Protocol):
+    """The open lakehouse as rollback, export and expiration use it: the services
+    of :mod:`lakehouse.services` and its own transactions (this module sits
+    below :mod:`lakehouse.lakehouse`, which calls it, and above :mod:`lakehouse.txn`)."""
+
+    @property
+    def url(self) -> str: ...
+    @property
+    def _maintenance_lock(self) -> threading.Lock: ...
+    def begin(
+        self,
+        isolation: Isolation | None = None,
+        *,
+        app_id: str | None = None,
+        app_version: int | None = None,
+    ) -> Transaction: ...
+    def close(self) -> None: ...
+    def _version_at(self, snap: kvstore.Snapshot, ms: int) -> int: ...
+    def _forget_before(self, version: int) -> None: ...
+    @staticmethod
+    def _u64(snap: kvstore.Snapshot, key: bytes, default: int | None = None) -> int: ...
+
+
+#: opens (creating) a lakehouse at a URL with options: ``lakehouse.open``
+Opener = Callable[..., MaintainedLakehouse]
 
 
 def _state(scan: Any) -> dict[bytes, bytes]:
@@ -96,7 +123,7 @@ def _apply_state(txn: Transaction, current: dict[bytes, bytes], target: dict[byt
 # ---------------------------------------------------------------------------
 # rollback
 # ---------------------------------------------------------------------------
-def rollback(lh: Lakehouse, to_version: int) -> int:
+def rollback(lh: MaintainedLakehouse, to_version: int) -> int:
     lh._check_open()
     if isinstance(to_version, bool) or not isinstance(to_version, int):
         raise TypeError(f"to_version must be an int, not {type(to_version).__name__}")
@@ -124,10 +151,15 @@ def rollback(lh: Lakehouse, to_version: int) -> int:
 # export
 # ---------------------------------------------------------------------------
 def export(
-    lh: Lakehouse, dest_url: Any, *, version: int | None = None, kind: str = "full"
+    lh: MaintainedLakehouse,
+    dest_url: Any,
+    *,
+    version: int | None = None,
+    kind: str = "full",
+    open_lakehouse: Opener,
 ) -> dict[str, Any]:
-    from lakehouse.lakehouse import open as open_lakehouse
-
+    """See :meth:`lakehouse.Lakehouse.export`; ``open_lakehouse`` creates the
+    destination (``lakehouse.open``: passed in, being above this module)."""
     lh._check_open()
     if kind not in ("full", "minimal"):
         raise ValueError(f"kind must be 'full' or 'minimal', not {kind!r}")
@@ -190,7 +222,7 @@ def export(
     }
 
 
-def _check_export_destination(lh: Lakehouse, dest_url: Any) -> None:
+def _check_export_destination(lh: MaintainedLakehouse, dest_url: Any) -> None:
     """An export goes to an empty place that is not this lakehouse, and touches
     nothing (no writer is fenced) when it is refused."""
     import os
@@ -225,7 +257,7 @@ def _check_export_destination(lh: Lakehouse, dest_url: Any) -> None:
 # ---------------------------------------------------------------------------
 # expiration
 # ---------------------------------------------------------------------------
-def _files_at(lh: Lakehouse, version: int) -> set[str]:
+def _files_at(lh: MaintainedLakehouse, version: int) -> set[str]:
     with lh.at_version(version) as view:
         return {
             f.path
@@ -237,7 +269,11 @@ def _files_at(lh: Lakehouse, version: int) -> set[str]:
 
 
 def expire_versions(
-    lh: Lakehouse, *, keep_last: int | None = None, older_than: Any = None, compact: bool = True
+    lh: MaintainedLakehouse,
+    *,
+    keep_last: int | None = None,
+    older_than: Any = None,
+    compact: bool = True,
 ) -> int:
     """Expire old versions; returns the oldest retained version.
 
@@ -287,7 +323,7 @@ def expire_versions(
 
 
 def _expire_once(
-    lh: Lakehouse, keep_last: int | None, cutoff_ms: int | None
+    lh: MaintainedLakehouse, keep_last: int | None, cutoff_ms: int | None
 ) -> tuple[int, int, int] | None:
     """Step 1; returns (new oldest, watermark seq, previous oldest), None if a commit raced."""
     db = lh._db
@@ -342,7 +378,7 @@ def _pending_deletes(db: kvstore.DB) -> list[str]:
     return [] if raw is None else codec.decode_paths(raw)
 
 
-def _delete_files(lh: Lakehouse) -> int:
+def _delete_files(lh: MaintainedLakehouse) -> int:
     paths = _pending_deletes(lh._db)
     if not paths:
         return 0
@@ -358,7 +394,7 @@ def _delete_files(lh: Lakehouse) -> int:
     return deleted
 
 
-def retry_pending_deletes(lh: Lakehouse) -> None:
+def retry_pending_deletes(lh: MaintainedLakehouse) -> None:
     """Finish step 3 of an expiration the previous process did not complete."""
     try:
         _delete_files(lh)
@@ -369,7 +405,7 @@ def retry_pending_deletes(lh: Lakehouse) -> None:
 # ---------------------------------------------------------------------------
 # orphan data files
 # ---------------------------------------------------------------------------
-def _referenced(lh: Lakehouse) -> set[str]:
+def _referenced(lh: MaintainedLakehouse) -> set[str]:
     """Paths of every data file a retained version (or the deletion queue) references."""
     with lh._db.snapshot() as snap:
         head = lh._u64(snap, keys.HEAD)
@@ -381,7 +417,7 @@ def _referenced(lh: Lakehouse) -> set[str]:
     return refs
 
 
-def remove_orphan_files(lh: Lakehouse, *, older_than: Any = None) -> list[str]:
+def remove_orphan_files(lh: MaintainedLakehouse, *, older_than: Any = None) -> list[str]:
     """Delete data files that no retained version references and that were
     created more than ``older_than`` ago (a ``timedelta``; default: the
     lakehouse's transaction TTL, so files of transactions still running are

@@ -48,8 +48,8 @@ from lakehouse.model import (
     check_name,
 )
 
-if TYPE_CHECKING:
-    from lakehouse.lakehouse import Lakehouse
+if TYPE_CHECKING:  # the contract, not the class: lakehouse.lakehouse imports this module
+    from lakehouse.services import LakehouseServices as Lakehouse
 
 log = logging.getLogger("lakehouse")
 

@@ -32,10 +32,10 @@ from lakehouse.errors import NotFound
 from lakehouse.model import TableDef, split_qualified
 
 if TYPE_CHECKING:
-    from lakehouse.lakehouse import Lakehouse
+    from lakehouse.services import LakehouseServices
 
 
-def _files(lh: Lakehouse, version: int, ns: str, t: str) -> dict[str, FileState]:
+def _files(lh: LakehouseServices, version: int, ns: str, t: str) -> dict[str, FileState]:
     from lakehouse.data.table import file_key_id
 
     with lh.at_version(version) as v:
@@ -44,7 +44,7 @@ def _files(lh: Lakehouse, version: int, ns: str, t: str) -> dict[str, FileState]
         return {file_key_id(f): (f, dv) for f, dv in v._table_files(ns, t)}
 
 
-def changes(lh: Lakehouse, table: str, start: int, end: int | None = None) -> pa.Table:
+def changes(lh: LakehouseServices, table: str, start: int, end: int | None = None) -> pa.Table:
     lh._check_open()
     for name, v in (("start_version", start), ("end_version", end)):
         if v is not None and (isinstance(v, bool) or not isinstance(v, int)):

@@ -13,11 +13,10 @@ from lakehouse.errors import IncompatibleConflict
 from lakehouse.model import TableChange, TableDef, VersionInfo
 
 if TYPE_CHECKING:
-    from lakehouse.lakehouse import Lakehouse
-    from lakehouse.txn import Transaction
+    from lakehouse.services import LakehouseServices, TransactionState
 
 
-def _same_table(ktx: kvstore.Transaction, txn: Transaction, d: TableDef) -> None:
+def _same_table(ktx: kvstore.Transaction, txn: TransactionState, d: TableDef) -> None:
     """Rows belong to one incarnation of a table: a table dropped and created again
     under the same name meanwhile is another table (IncompatibleConflict)."""
     base = txn._base_bytes.get(("table", d.qualified_name))
@@ -33,7 +32,7 @@ def _same_table(ktx: kvstore.Transaction, txn: Transaction, d: TableDef) -> None
         )
 
 
-def _base(txn: Transaction, ns: str, t: str) -> Mapping[str, FileState]:
+def _base(txn: TransactionState, ns: str, t: str) -> Mapping[str, FileState]:
     """The table's files at the transaction's begin version: loaded already if a read
     needed them all, else looked up one by one."""
     loaded = txn._base_file_cache.get((ns, t))
@@ -43,7 +42,10 @@ def _base(txn: Transaction, ns: str, t: str) -> Mapping[str, FileState]:
 
 
 def rebase_all(
-    lh: Lakehouse, ktx: kvstore.Transaction, txn: Transaction, records: Sequence[VersionInfo]
+    lh: LakehouseServices,
+    ktx: kvstore.Transaction,
+    txn: TransactionState,
+    records: Sequence[VersionInfo],
 ) -> tuple[list[tuple[bytes, bytes | None]], list[TableChange]]:
     """Keys to write and record entries for every table whose rows ``txn`` changed."""
     writes: list[tuple[bytes, bytes | None]] = []

@@ -42,7 +42,7 @@ from lakehouse.data.table import file_key_id
 from lakehouse.model import CompactResult, MergeResult, Rewrite, TableDef
 
 if TYPE_CHECKING:
-    from lakehouse.txn import Transaction
+    from lakehouse.services import TransactionState
 
 #: rows per data file written by append/update/merge/overwrite
 ROWS_PER_FILE = 1_000_000
@@ -50,7 +50,7 @@ ROWS_PER_FILE = 1_000_000
 TARGET_FILE_BYTES = 64 << 20
 
 
-def _write_rows(txn: Transaction, d: TableDef, rows: pa.Table, op: str) -> int:
+def _write_rows(txn: TransactionState, d: TableDef, rows: pa.Table, op: str) -> int:
     w = txn._table_write(d.namespace, d.name)
     w.note(op)
     for start in range(0, rows.num_rows, ROWS_PER_FILE):
@@ -58,7 +58,7 @@ def _write_rows(txn: Transaction, d: TableDef, rows: pa.Table, op: str) -> int:
     return rows.num_rows
 
 
-def append(txn: Transaction, table: str, data: Any) -> int:
+def append(txn: TransactionState, table: str, data: Any) -> int:
     d = txn._table_for_data(table)
     rows = conform(to_table(data), d.schema)
     w = txn._table_write(d.namespace, d.name)
@@ -76,7 +76,7 @@ def _where(d: TableDef, where: Any, required: bool = True) -> Predicate | None:
     return parse_where(where, d.schema)
 
 
-def _delete_matching(txn: Transaction, d: TableDef, pred: Predicate | None, op: str) -> int:
+def _delete_matching(txn: TransactionState, d: TableDef, pred: Predicate | None, op: str) -> int:
     """Mark the live rows matching ``pred`` deleted; returns how many."""
     files = txn._table_files(d.namespace, d.name)
     w = txn._table_write(d.namespace, d.name)
@@ -91,7 +91,7 @@ def _delete_matching(txn: Transaction, d: TableDef, pred: Predicate | None, op: 
     return n
 
 
-def overwrite(txn: Transaction, table: str, data: Any, where: Any = None) -> int:
+def overwrite(txn: TransactionState, table: str, data: Any, where: Any = None) -> int:
     d = txn._table_for_data(table)
     rows = conform(to_table(data), d.schema)
     pred = _where(d, where, required=False)
@@ -117,14 +117,14 @@ def overwrite(txn: Transaction, table: str, data: Any, where: Any = None) -> int
     return rows.num_rows
 
 
-def delete(txn: Transaction, table: str, where: Any) -> int:
+def delete(txn: TransactionState, table: str, where: Any) -> int:
     d = txn._table_for_data(table)
     pred = _where(d, where)
     txn._note_data_read(d, pred)
     return _delete_matching(txn, d, pred, "delete")
 
 
-def update(txn: Transaction, table: str, where: Any, values: Mapping[str, Any]) -> int:
+def update(txn: TransactionState, table: str, where: Any, values: Mapping[str, Any]) -> int:
     d = txn._table_for_data(table)
     pred = _where(d, where)
     if not isinstance(values, Mapping) or not values:
@@ -160,7 +160,7 @@ def update(txn: Transaction, table: str, where: Any, values: Mapping[str, Any]) 
 
 
 def merge(
-    txn: Transaction,
+    txn: TransactionState,
     table: str,
     data: Any,
     on: Sequence[str] | str,
@@ -248,7 +248,9 @@ def _key_predicate(keys: pa.Table, on: list[str]) -> Predicate:
     return Predicate(expr, frozenset(on), f"merge keys on {on}")
 
 
-def compact(txn: Transaction, table: str, target_file_bytes: int | None = None) -> CompactResult:
+def compact(
+    txn: TransactionState, table: str, target_file_bytes: int | None = None
+) -> CompactResult:
     d = txn._table_for_data(table)
     target = TARGET_FILE_BYTES if target_file_bytes is None else target_file_bytes
     if isinstance(target, bool) or not isinstance(target, int) or target <= 0:
@@ -301,7 +303,9 @@ def compact(txn: Transaction, table: str, target_file_bytes: int | None = None) 
     return CompactResult(removed, added, rows_total, before, after)
 
 
-def add_files(txn: Transaction, table: str, paths: Iterable[str], on: Sequence[str] | None) -> int:
+def add_files(
+    txn: TransactionState, table: str, paths: Iterable[str], on: Sequence[str] | None
+) -> int:
     """Register Parquet files written by someone else (Spark executors)."""
     d = txn._table_for_data(table)
     w = txn._table_write(d.namespace, d.name)
@@ -319,7 +323,7 @@ def add_files(txn: Transaction, table: str, paths: Iterable[str], on: Sequence[s
 
 
 def delete_rows(
-    txn: Transaction, table: str, positions: Mapping[str, Iterable[int]], op: str = "delete"
+    txn: TransactionState, table: str, positions: Mapping[str, Iterable[int]], op: str = "delete"
 ) -> int:
     if op not in ("delete", "update", "merge", "overwrite"):
         raise ValueError(f"op must be 'delete', 'update', 'merge' or 'overwrite', not {op!r}")
@@ -341,7 +345,7 @@ def delete_rows(
     return n
 
 
-def remove_files(txn: Transaction, table: str, paths: Iterable[str]) -> int:
+def remove_files(txn: TransactionState, table: str, paths: Iterable[str]) -> int:
     d = txn._table_for_data(table)
     files = {f.path: (file_key_id(f), f) for f, _ in txn._table_files(d.namespace, d.name)}
     w = txn._table_write(d.namespace, d.name)

@@ -26,12 +26,12 @@ from lakehouse.data.table import TableWrite, file_key_id
 from lakehouse.model import Column, DataFile, TableDef
 
 if TYPE_CHECKING:
-    from lakehouse.txn import Transaction
+    from lakehouse.services import TransactionState
 
 log = logging.getLogger("lakehouse")
 
 
-def write_data_file(txn: Transaction, d: TableDef, rows: Any, w: TableWrite) -> DataFile:
+def write_data_file(txn: TransactionState, d: TableDef, rows: Any, w: TableWrite) -> DataFile:
     """Write ``rows`` as a new Parquet file of table ``d`` (durable before this returns)."""
     data, footer = datafiles.encode_parquet(rows)
     _, path = txn._new_file_name(d)
@@ -45,7 +45,7 @@ def write_data_file(txn: Transaction, d: TableDef, rows: Any, w: TableWrite) -> 
 
 
 def adopt_data_file(
-    txn: Transaction, d: TableDef, path: str, w: TableWrite, key_cols: Sequence[Column] = ()
+    txn: TransactionState, d: TableDef, path: str, w: TableWrite, key_cols: Sequence[Column] = ()
 ) -> tuple[DataFile, pa.Table | None]:
     """Register a Parquet file someone else wrote under the data directory; with
     ``key_cols``, also return its rows' values of those columns (merge keys)."""
@@ -86,7 +86,7 @@ def discard_superseded(store: ObjectStore, writes: Iterable[TableWrite]) -> None
         _delete_all(store, w.superseded, "written and dropped by the same transaction")
 
 
-def restore_table(txn: Transaction, table: str, version: int) -> None:
+def restore_table(txn: TransactionState, table: str, version: int) -> None:
     """The table's definition, files and deletion vectors as of ``version``."""
     txn._check_usable()
     ns, t = txn._qualified(table, "table name")
@@ -106,7 +106,7 @@ def restore_table(txn: Transaction, table: str, version: int) -> None:
         w.add(f, owned=False, dv=dv)
 
 
-def clone_table(txn: Transaction, source: str, target: str, version: int | None) -> None:
+def clone_table(txn: TransactionState, source: str, target: str, version: int | None) -> None:
     """A new table ``target`` sharing ``source``'s files (at ``version``, or now)."""
     txn._check_usable()
     sns, st = txn._qualified(source, "table name")

@@ -28,7 +28,6 @@ import logging
 import os
 import shutil
 import statistics
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -365,10 +364,3 @@ def run(args: argparse.Namespace, root: str) -> dict[str, Any]:
             for tables in (1000, 100, 1)
         ],
     }
-
-
-def main(argv: list[str] | None = None) -> int:
-    """This benchmark alone (``python -m lakehouse.bench --only meta`` does the same)."""
-    from lakehouse.bench import main as bench_main
-
-    return bench_main(["--only", "meta", *(sys.argv[1:] if argv is None else argv)])

@@ -1,6 +1,8 @@
 """The translation rules: one function per sqlglot node type, in :data:`NODES`.
 
-Each rule takes the :class:`~lakehouse.data.sql.Translator` and one node, and
+Each rule takes the translator (:class:`Translator` here: the members of
+:class:`lakehouse.data.sql.Translator` the rules use, so this module need not
+import the one that imports it) and one node, and
 returns a term (:mod:`lakehouse.data.literals`): a ``Typed`` Arrow expression,
 or a ``Literal`` still waiting for a type. A rule translates its children
 through the translator (``t.term``, ``t.typed``, ``t.pair``) and builds its
@@ -21,7 +23,7 @@ missing from :data:`NODES` is refused by the translator, never guessed at.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -29,8 +31,30 @@ from sqlglot import exp
 
 from lakehouse.data.literals import ARROW_ERRORS, Literal, Term, Typed, sql_cast
 
-if TYPE_CHECKING:
-    from lakehouse.data.sql import Translator
+
+class Translator(Protocol):
+    """What a rule may ask of :class:`lakehouse.data.sql.Translator`."""
+
+    #: the predicate's text, shortened and quoted for messages
+    quoted: str
+    schema: pa.Schema
+    #: the columns the predicate reads (rules add to it)
+    columns: set[str]
+
+    def term(self, node: exp.Expression) -> Term: ...
+    def typed(self, node: exp.Expression, hint: pa.DataType | None = None) -> Typed: ...
+    def pair(self, left: exp.Expression, right: exp.Expression) -> tuple[Typed, Typed]: ...
+    def resolve(self, literal: Literal, hint: pa.DataType | None) -> Typed: ...
+    def scalar(self, literal: Literal, hint: pa.DataType | None) -> pa.Scalar: ...
+    def call(
+        self, node: exp.Expression, fn: Callable[..., pc.Expression], *args: Any, **kw: Any
+    ) -> Typed: ...
+    def type_of(self, expr: pc.Expression, what: str) -> pa.DataType: ...
+    def column_name(self, name: str, quoted: bool) -> str: ...
+    def quote(self, node: exp.Expression) -> str: ...
+    def unsupported(self, node: exp.Expression, what: str | None = None) -> ValueError: ...
+    def failed(self, what: str, exc: BaseException) -> ValueError: ...
+
 
 _COMPARISONS: dict[type[exp.Expression], Callable[..., pc.Expression]] = {
     exp.EQ: pc.equal,

@@ -27,9 +27,10 @@ from kvstore import _validate
 from kvstore import readpath as rp
 from kvstore.cache import BlockCache
 from kvstore.clock import Clock
-from kvstore.db import open_sst
+from kvstore.engine.sstfiles import open_sst
 from kvstore.errors import CheckpointNotFound, ClosedError, CorruptionError, KvError
 from kvstore.format.manifest import Manifest
+from kvstore.format.wal_id import read_wal_identity
 from kvstore.manifest_store import ManifestStore
 from kvstore.memtable import Memtable
 from kvstore.objstore import LocalStore, ObjectStore
@@ -37,7 +38,6 @@ from kvstore.wal import (
     ReplayResult,
     live_segment_missing,
     missing_seq,
-    read_wal_identity,
     replay,
 )
 

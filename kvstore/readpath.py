@@ -12,8 +12,9 @@ from bisect import bisect_left
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from kvstore.entries import Entry
 from kvstore.format.manifest import SstMeta
-from kvstore.format.sst import Entry, SstReader
+from kvstore.format.sst_reader import SstReader
 from kvstore.iterators import merge, visible, visible_slices
 from kvstore.memtable import ABSENT, Memtable
 

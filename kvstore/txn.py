@@ -33,16 +33,14 @@ commit or rollback every call raises :class:`~kvstore.errors.ClosedError`.
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Iterator
 
 from kvstore import _validate
 from kvstore import readpath as rp
+from kvstore.engine.protocol import Engine
+from kvstore.entries import MAX_KEY_LEN
 from kvstore.errors import ClosedError
-from kvstore.format.sst import MAX_KEY_LEN
-
-if TYPE_CHECKING:
-    from kvstore.db import DB
+from kvstore.reads import ReadSurface
 
 
 class Isolation(enum.Enum):
@@ -59,7 +57,7 @@ class Isolation(enum.Enum):
 _NONE_LOCKED: frozenset[bytes] = frozenset()
 
 
-class Transaction:
+class Transaction(ReadSurface):
     """An optimistic transaction; create with :meth:`kvstore.DB.transaction`.
 
     While it runs, a transaction is registered with the database: the oracle
@@ -73,7 +71,7 @@ class Transaction:
 
     __slots__ = (
         "__weakref__",
-        "_db",
+        "_engine",
         "_id",
         "_locked",
         "_ranges",
@@ -86,8 +84,8 @@ class Transaction:
         "read_seq",
     )
 
-    def __init__(self, db: DB, isolation: Isolation, txn_id: int, read_seq: int) -> None:
-        self._db = db
+    def __init__(self, engine: Engine, isolation: Isolation, txn_id: int, read_seq: int) -> None:
+        self._engine = engine
         self.isolation = isolation
         self.read_seq = read_seq
         self._id = txn_id
@@ -102,7 +100,7 @@ class Transaction:
     def _unregister(self) -> None:
         if self._registered:
             self._registered = False
-            self._db._end_transaction(self._id, self.read_seq)
+            self._engine.end_transaction(self._id, self.read_seq)
 
     def __del__(self) -> None:
         # dropped while open: the oracle must not keep its window open forever
@@ -112,7 +110,7 @@ class Transaction:
             return
         if registered:
             self._registered = False
-            self._db._transaction_dropped(self._id, self.read_seq)
+            self._engine.transaction_dropped(self._id, self.read_seq)
 
     # -- state ------------------------------------------------------------
     @property
@@ -123,13 +121,36 @@ class Transaction:
     def _check(self) -> None:
         if self._status != "open":
             raise ClosedError(f"the transaction is {self._status}; begin a new one")
-        self._db._check_readable(self.read_seq)  # closed? fenced past what is durable?
+        self._engine.check_readable(self.read_seq)  # closed? fenced past what is durable?
+
+    # -- what the commit path asks (kvstore.engine.commit.Committing) -------------
+    @property
+    def txn_id(self) -> int:
+        return self._id
+
+    def conflict_sets(
+        self,
+    ) -> tuple[tuple[Iterable[bytes], ...], list[tuple[bytes | None, bytes | None]]]:
+        """What a commit after ``read_seq`` must not have written (the table above)."""
+        if self._serializable:
+            return (self._writes, self._locked, self._reads), self._ranges
+        return (self._writes, self._locked), []
+
+    def describe(self) -> str:
+        return f"{self.isolation.name} transaction (read seq {self.read_seq})"
+
+    def left_locked(self) -> None:
+        self._registered = False
 
     # -- reads ----------------------------------------------------------------
+    def _view(self) -> tuple[rp.State, int]:
+        self._check()
+        return self._engine.state, self.read_seq
+
     def get(self, key: bytes) -> bytes | None:
         """The value as of ``read_seq``, or this transaction's own write."""
-        db = self._db
-        if self._status != "open" or db._closed or db._fenced is not None:
+        health = self._engine.health
+        if self._status != "open" or health.closed or health.fenced is not None:
             self._check()
         if type(key) is not bytes or not key or len(key) > MAX_KEY_LEN:
             key = _validate.key(key)
@@ -138,7 +159,7 @@ class Transaction:
             return writes[key]
         if self._serializable:
             self._reads.add(key)
-        return rp.get(self._db._state, key, self.read_seq)
+        return rp.get(self._engine.state, key, self.read_seq)
 
     def get_for_update(self, key: bytes) -> bytes | None:
         """Read ``key`` and make a concurrent write to it a conflict, even under SNAPSHOT."""
@@ -149,19 +170,15 @@ class Transaction:
         self._locked = locked
         if k in self._writes:
             return self._writes[k]
-        return rp.get(self._db._state, k, self.read_seq)
+        return rp.get(self._engine.state, k, self.read_seq)
 
-    def scan(
-        self, start: bytes | None = None, end: bytes | None = None, *, reverse: bool = False
+    def _scan(
+        self, state: rp.State, s: bytes | None, e: bytes | None, reverse: bool, seq: int
     ) -> Iterator[tuple[bytes, bytes]]:
-        """``(key, value)`` in ``[start, end)`` as of ``read_seq``, with own writes merged."""
-        self._check()
-        s = _validate.bound(start, "start")
-        e = _validate.bound(end, "end")
-        _validate.flag(reverse, "reverse")
+        """As of ``read_seq``, with own writes merged (they win)."""
         if self._serializable:
             self._ranges.append((s, e))  # the requested range, consumed or not
-        base = rp.scan(self._db._state, s, e, reverse, self.read_seq)
+        base = rp.scan(state, s, e, reverse, seq)
         own = sorted(
             (k, v)
             for k, v in self._writes.items()
@@ -173,15 +190,9 @@ class Transaction:
             own.reverse()
         return _overlay(base, own, reverse)
 
-    def scan_prefix(self, prefix: bytes, *, reverse: bool = False) -> Iterator[tuple[bytes, bytes]]:
-        p = _validate.bound(prefix, "prefix")
-        if p is None:
-            raise TypeError("prefix must be bytes, not None")
-        return self.scan(p or None, _validate.prefix_end(p) if p else None, reverse=reverse)
-
     # -- writes -------------------------------------------------------------------
     def put(self, key: bytes, value: bytes) -> None:
-        if self._status != "open" or self._db._closed:
+        if self._status != "open" or self._engine.health.closed:
             self._check()
         if type(key) is not bytes or not key or len(key) > MAX_KEY_LEN:
             key = _validate.key(key)
@@ -206,7 +217,7 @@ class Transaction:
         transaction becomes visible; retry it) or
         :class:`~kvstore.errors.TransactionExpired`.
         """
-        if self._status != "open" or self._db._closed:
+        if self._status != "open" or self._engine.health.closed:
             self._check()
         if durable is not True and durable is not False:
             _validate.flag(durable, "durable")
@@ -216,7 +227,7 @@ class Transaction:
             if not writes:
                 outcome = "committed"
                 return None
-            seq = self._db._commit(list(writes), list(writes.values()), durable, self)
+            seq = self._engine.commit(list(writes), list(writes.values()), durable, self)
             outcome = "committed"
             return seq
         finally:

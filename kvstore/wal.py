@@ -37,7 +37,6 @@ read again.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 from collections.abc import Callable, Iterable
@@ -546,19 +545,6 @@ def decode_journal(
         sleep(0.001 * 2**attempt)
         attempt += 1
         data = store.get(name)
-
-
-def read_wal_identity(store: ObjectStore) -> dict[str, str] | None:
-    """The ``wal.id`` of a WAL location: ``{"store": ..., "wal": ...}``, or None."""
-    try:
-        data = store.get(paths.WAL_IDENTITY)
-    except FileNotFoundError:
-        return None
-    try:
-        ident = json.loads(data)
-        return {"store": str(ident["store"]), "wal": str(ident["wal"])}
-    except (ValueError, KeyError, TypeError) as exc:
-        raise CorruptionError(f"unreadable: {exc}", object_name=paths.WAL_IDENTITY) from None
 
 
 def live_segment_missing(m: Manifest, found_ids: list[int]) -> bool:

@@ -31,6 +31,7 @@ from crc32c import crc32c
 
 import kvstore
 from kvstore import CorruptionError, paths
+from kvstore.engine.manifests import ManifestWriter
 from kvstore.format.block import open_block
 from kvstore.format.manifest import Manifest
 from kvstore.format.sst import FOOTER, FOOTER_SIZE
@@ -831,9 +832,9 @@ def _store_with_a_lost_manifest(path: Path) -> None:
             db.put(b"k%02d" % i, b"v%d" % i)
         if batch < 2:
             db.flush()
-    newest = db._manifest.id
-    db._wal._journal.close()  # a crash: 21..25 stay in the WAL only
-    db._closed = True
+    newest = db._manifests.current.id
+    db._commit.wal._journal.close()  # a crash: 21..25 stay in the WAL only
+    db._health.closed = True
     db._ownership.drop_lock()  # a dead process holds no lock
     os.remove(path / paths.manifest_name(newest))
 
@@ -871,8 +872,8 @@ def test_accept_wal_loss_cuts_a_damaged_newest_segment_and_only_that(tmp_path: P
     seg = path / "wal" / sorted(os.listdir(path / "wal"))[-1]
     for i in range(10):
         db.put(b"nd%d" % i, b"w" * 3000, durable=False)  # written out, never synced
-    db._wal._journal.close()  # the power goes
-    db._closed = True
+    db._commit.wal._journal.close()  # the power goes
+    db._health.closed = True
     db._ownership.drop_lock()  # a dead process holds no lock
     data = bytearray(seg.read_bytes())
     synced_end = data.rindex(b"v" * 100) + 100  # past the last durable frame
@@ -890,10 +891,10 @@ def test_accept_wal_loss_cuts_a_damaged_newest_segment_and_only_that(tmp_path: P
     db.put(b"x", b"1")
     db.flush()  # a fresh segment for what follows
     db.put(b"y", b"2")
-    db._wal.rotate()  # y's segment is now closed (synced) and not the newest
+    db._commit.wal.rotate()  # y's segment is now closed (synced) and not the newest
     db.put(b"z", b"3")  # a frame in the newest segment
-    db._wal._journal.close()
-    db._closed = True
+    db._commit.wal._journal.close()
+    db._health.closed = True
     db._ownership.drop_lock()  # a dead process holds no lock
     older = path / "wal" / sorted(os.listdir(path / "wal"))[-2]
     raw = bytearray(older.read_bytes())
@@ -916,20 +917,20 @@ def test_accept_wal_loss_cuts_the_live_segment_behind_an_empty_one(
     w1.put(b"a", b"durable")
     w1.put(b"c", b"x" * 100, durable=False)
     w1.put(b"d", b"y" * 100, durable=False)
-    w1._wal.write_out()
+    w1._commit.wal.write_out()
     seg = path / "wal" / sorted(os.listdir(path / "wal"))[-1]
-    w1._wal._journal.close()
-    w1._closed = True
+    w1._commit.wal._journal.close()
+    w1._health.closed = True
     w1._ownership.drop_lock()  # a dead process holds no lock
 
-    def crash(self: kvstore.DB, m: Manifest) -> None:
+    def crash(self: ManifestWriter, m: Manifest) -> None:
         raise kvstore.objstore.SimulatedCrash("crash before the final manifest")
 
-    real = kvstore.DB._write_manifest
-    monkeypatch.setattr(kvstore.DB, "_write_manifest", crash)
+    real = ManifestWriter.write
+    monkeypatch.setattr(ManifestWriter, "write", crash)
     with pytest.raises(kvstore.objstore.SimulatedCrash):
         kvstore.open(path, **quiet)
-    monkeypatch.setattr(kvstore.DB, "_write_manifest", real)
+    monkeypatch.setattr(ManifestWriter, "write", real)
     assert len(os.listdir(path / "wal")) == 2  # the crashed open's empty segment
     data = bytearray(seg.read_bytes())
     first = 16 + 12 + struct.unpack_from("<I", data, 16)[0]  # past frame a

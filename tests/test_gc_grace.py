@@ -153,16 +153,16 @@ def test_checkpoint_created_during_a_gc_pass_keeps_its_files() -> None:
             db.put(key, value)
             expected[key] = value
         db.flush()
-    assert len(db._manifest.l0) == 2
+    assert len(db._manifests.current.l0) == 2
     done = threading.Event()
 
     def checkpoint_then_compact() -> None:
         try:
             db.create_checkpoint("cp")
-            m = db._manifest
+            m = db._manifests.current
             p = plan_full(m.l0, m.runs, purge_tombstones=False)
             assert p is not None
-            db._compact_once(p)
+            db._compactor.compact_once(p)
         finally:
             done.set()
 
@@ -173,7 +173,7 @@ def test_checkpoint_created_during_a_gc_pass_keeps_its_files() -> None:
         t.start()
         deadline = time.monotonic() + 3
         while time.monotonic() < deadline and not done.is_set():
-            m = db._manifest
+            m = db._manifests.current
             if "cp" in m.checkpoints and not m.l0:
                 break
             time.sleep(0.01)

@@ -287,10 +287,10 @@ class KvMachine(RuleBasedStateMachine):
         self._durable_point()  # compact() flushes first
         stats = self.db.stats()
         assert stats["l0_ssts"] == 0
-        assert stats["sorted_runs"] == (1 if self.db._manifest.all_ssts() else 0)
+        assert stats["sorted_runs"] == (1 if self.db._manifests.current.all_ssts() else 0)
         if not self.snaps and self.db.retention_watermark is None:
             # nothing can read a tombstone any more: the bottom run has none
-            assert sum(m.tombstones for m in self.db._manifest.all_ssts()) == 0
+            assert sum(m.tombstones for m in self.db._manifests.current.all_ssts()) == 0
         self._check_full_state(self.db, self.model)
 
     @rule()

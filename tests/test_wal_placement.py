@@ -8,6 +8,8 @@ import uuid
 import pytest
 
 import kvstore
+from kvstore.engine.manifests import ManifestWriter
+from kvstore.engine.recovery import Recovery
 from kvstore.objstore import MemoryStore, SimulatedCrash
 
 
@@ -27,8 +29,8 @@ def test_wal_dir_holds_the_journal_and_survives_reopen(remote, tmp_path):
     assert segments and all(s.endswith(".log") for s in segments)
     store = MemoryStore.named(remote.split("://")[1])
     assert store.list("wal/") == []  # no WAL objects on the remote store
-    db._wal._journal.close()  # simulate a crash: no flush, no close
-    db._closed = True
+    db._commit.wal._journal.close()  # simulate a crash: no flush, no close
+    db._health.closed = True
 
     db2 = kvstore.open(remote, wal_dir=wal_dir)
     assert [db2.get(b"k%03d" % i) for i in range(100)] == [b"v%d" % i for i in range(100)]
@@ -60,12 +62,12 @@ QUIET = {"background_flush": False, "background_compaction": False}
 
 def crash(db: kvstore.DB) -> None:
     """Abandon a writer as a killed process would: no flush, no close."""
-    journal = getattr(db._wal, "_journal", None)
+    journal = getattr(db._commit.wal, "_journal", None)
     if journal is not None:
         journal.close()
     if db._ownership is not None:  # a dead process holds no lock
         db._ownership.drop_lock()
-    db._closed = True
+    db._health.closed = True
 
 
 def write_and_crash(url, n: int, **opts) -> None:
@@ -77,12 +79,12 @@ def write_and_crash(url, n: int, **opts) -> None:
 
 def test_the_manifest_records_where_the_wal_lives(remote, tmp_path):
     with kvstore.open(remote, wal_dir=tmp_path / "w") as db:
-        assert db._manifest.wal_dir == str(tmp_path / "w")
+        assert db._manifests.current.wal_dir == str(tmp_path / "w")
         db.put(b"a", b"1")
     with kvstore.open(remote, wal_dir=tmp_path / "w") as db:
-        assert db._manifest.wal_dir == str(tmp_path / "w") and db.get(b"a") == b"1"
+        assert db._manifests.current.wal_dir == str(tmp_path / "w") and db.get(b"a") == b"1"
     with kvstore.open(remote) as db:  # the last writer closed cleanly: nothing left there
-        assert db._manifest.wal_dir is None and db.get(b"a") == b"1"
+        assert db._manifests.current.wal_dir is None and db.get(b"a") == b"1"
 
 
 @pytest.mark.parametrize("elsewhere", ["none", "other"])
@@ -96,7 +98,7 @@ def test_opening_elsewhere_replays_the_wal_dir_that_holds_acknowledged_writes(
     opts = {} if elsewhere == "none" else {"wal_dir": tmp_path / "other"}
     with kvstore.open(remote, **opts) as db:
         assert len(dict(db.scan())) == 5
-        recorded = db._manifest.wal_dir
+        recorded = db._manifests.current.wal_dir
         assert recorded == (None if elsewhere == "none" else str(tmp_path / "other"))
     with kvstore.open(remote, **opts) as db:
         assert len(dict(db.scan())) == 5
@@ -116,7 +118,7 @@ def test_a_moved_wal_dir_is_recognised_by_its_segments(remote, tmp_path):
     os.rename(tmp_path / "before", tmp_path / "after")
     with kvstore.open(remote, wal_dir=tmp_path / "after") as db:
         assert len(dict(db.scan())) == 4
-        assert db._manifest.wal_dir == str(tmp_path / "after")
+        assert db._manifests.current.wal_dir == str(tmp_path / "after")
 
 
 def test_a_lost_wal_dir_needs_accept_wal_loss(remote, tmp_path):
@@ -151,14 +153,14 @@ def test_switching_back_to_an_old_wal_dir_does_not_skip_the_newer_one(remote, tm
 def test_a_clean_close_lets_the_next_writer_use_any_wal_location(remote, tmp_path):
     with kvstore.open(remote, wal_dir=tmp_path / "temp") as db:
         db.put(b"a", b"1")
-        assert not db._manifest.wal_clean
+        assert not db._manifests.current.wal_clean
     m = kvstore.open_reader(remote)._manifest
     assert m is not None and m.wal_clean and m.wal_id and m.store_id
     for p in sorted((tmp_path / "temp").rglob("*"), reverse=True):
         p.unlink() if p.is_file() else p.rmdir()
     (tmp_path / "temp").rmdir()
     with kvstore.open(remote) as db:  # the temporary wal_dir is gone, nothing was in it
-        assert db.get(b"a") == b"1" and not db._manifest.wal_clean
+        assert db.get(b"a") == b"1" and not db._manifests.current.wal_clean
 
 
 def test_a_new_empty_wal_dir_at_the_same_path_is_not_the_old_wal(remote, tmp_path):
@@ -240,11 +242,11 @@ def test_a_crash_while_switching_wal_locations_resurrects_nothing(tmp_path, monk
     def crash_at_final_manifest(self, m):
         raise SimulatedCrash("power loss before the final manifest")
 
-    real = kvstore.DB._write_manifest
-    monkeypatch.setattr(kvstore.DB, "_write_manifest", crash_at_final_manifest)
+    real = ManifestWriter.write
+    monkeypatch.setattr(ManifestWriter, "write", crash_at_final_manifest)
     with pytest.raises(SimulatedCrash):
         kvstore.open(path, wal_dir=b, **QUIET)
-    monkeypatch.setattr(kvstore.DB, "_write_manifest", real)
+    monkeypatch.setattr(ManifestWriter, "write", real)
     with kvstore.open(path, wal_dir=b, **QUIET) as db:
         assert db.get(b"k000") == b"newer"
 
@@ -256,16 +258,16 @@ def test_a_live_old_writer_is_fenced_before_its_wal_is_read(tmp_path, monkeypatc
     w1 = kvstore.open(path, wal_dir=tmp_path / "a", **QUIET)
     w1.put(b"x", b"0")
     w1.flush()
-    real = kvstore.DB._check_wal_location
+    real = Recovery.check_wal_location
 
     def w1_writes_meanwhile(self, m, store_id):
         got = real(self, m, store_id)
         w1.put(b"k", b"acked-by-w1")  # durable: acknowledged when it returns
         return got
 
-    monkeypatch.setattr(kvstore.DB, "_check_wal_location", w1_writes_meanwhile)
+    monkeypatch.setattr(Recovery, "check_wal_location", w1_writes_meanwhile)
     w2 = kvstore.open(path, wal_dir=tmp_path / "b", takeover=True, **QUIET)  # W1 is live
-    monkeypatch.setattr(kvstore.DB, "_check_wal_location", real)
+    monkeypatch.setattr(Recovery, "check_wal_location", real)
     try:
         assert w2.get(b"k") == b"acked-by-w1"
         with pytest.raises(kvstore.FencedError):

@@ -32,9 +32,9 @@ from kvstore.cli.store import (
     summarize,
 )
 from kvstore.cli.verify import Plan, Progress, verify
+from kvstore.engine.checkpoints import check_checkpoint_name
 from kvstore.errors import CorruptionError, KvError
 from kvstore.format.manifest import Manifest, SstMeta
-from kvstore.maintenance import check_checkpoint_name
 from kvstore.manifest_store import ManifestStore
 
 EXIT_OK = 0

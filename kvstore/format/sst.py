@@ -46,7 +46,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import accumulate, compress, repeat
 from operator import add, eq, le, ne
-from typing import TYPE_CHECKING, Any
 
 import zstandard
 from crc32c import crc32c
@@ -225,28 +224,3 @@ def _build_blocks_py(
         starts.append(start)
         start = end
     return blocks, starts
-
-
-# ---------------------------------------------------------------------------
-# transitional re-exports: removed once kvstore/engine lands
-# ---------------------------------------------------------------------------
-# kvstore/db.py, maintenance.py, readpath.py, txn.py and kvstore/engine/ are
-# being rewritten and still import these names from here; everything else
-# imports them from their homes. Exactly four names:
-#
-#   Entry, Columns, MAX_KEY_LEN  -> kvstore.entries (bound by the import at the
-#                                   top, which build_sst needs anyway)
-#   SstReader                    -> kvstore.format.sst_reader (looked up on first
-#                                   use: sst_reader imports this module, so an
-#                                   import here would make importing sst_reader
-#                                   first fail)
-if TYPE_CHECKING:
-    from kvstore.format.sst_reader import SstReader as SstReader
-else:
-
-    def __getattr__(name: str) -> Any:
-        if name == "SstReader":
-            from kvstore.format.sst_reader import SstReader
-
-            return SstReader
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -186,7 +186,7 @@ class BrokenOracleEngine(KvEngine):
         super().__init__(**kwargs)
         # an instance attribute of a database this adapter owns, replaced before any
         # transaction begins
-        self.db._oracle = ForgetfulOracle()
+        self.db._commit.oracle = ForgetfulOracle()
 
 
 # -- broken: SERIALIZABLE that is really SNAPSHOT -------------------------------

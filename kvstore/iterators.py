@@ -14,7 +14,8 @@ layer serve both::
 ``visible`` keeps, for each key, the first version with ``seq <= read_seq``
 and drops the key if that version is a tombstone. Seqs are unique across
 sources (one seq per write, keys unique within a write), so the merge never
-has to break ties.
+has to break ties (a transaction's own writes are the one exception, see
+:class:`OwnWrites`). Sources implement :class:`EntrySource`.
 """
 
 from __future__ import annotations
@@ -24,11 +25,57 @@ from bisect import bisect_left
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import islice
 from operator import eq, itemgetter
+from typing import Protocol
 
 from kvstore.entries import Columns, Entry
 
 #: a block's entries as parallel columns (keys, seqs, values)
 BlockColumns = tuple[list[bytes], tuple[int, ...], list["bytes | None"]]
+
+
+class EntrySource(Protocol):
+    """An ordered source of entries: memtables, SSTs, sorted runs and a
+    transaction's own writes (:class:`OwnWrites`) all are one."""
+
+    def iter_forward(self, start: bytes | None, end: bytes | None) -> Iterator[Entry]:
+        """Entries with ``start <= key < end``: key ascending, newest first per key."""
+        ...
+
+    def iter_reverse(self, start: bytes | None, end: bytes | None) -> Iterator[Entry]:
+        """The same entries, key descending (still newest first per key)."""
+        ...
+
+
+class OwnWrites:
+    """A transaction's buffered writes as an entry source at its read seq.
+
+    Listed first in a merge, an own write sorts before a committed version
+    with the same key and seq (``heapq.merge`` is stable), so
+    :func:`visible` at ``read_seq`` shows it and hides what it overwrote or
+    deleted. The one place two sources may share a seq."""
+
+    __slots__ = ("_items", "_seq")
+
+    def __init__(self, writes: dict[bytes, bytes | None], read_seq: int) -> None:
+        self._items = sorted(writes.items())
+        self._seq = read_seq
+
+    def _range(self, start: bytes | None, end: bytes | None) -> list[tuple[bytes, bytes | None]]:
+        items = self._items
+        lo = 0 if start is None else bisect_left(items, (start,))
+        hi = len(items) if end is None else bisect_left(items, (end,))
+        return items[lo:hi]
+
+    def any_in(self, start: bytes | None, end: bytes | None) -> bool:
+        return bool(self._range(start, end))
+
+    def iter_forward(self, start: bytes | None, end: bytes | None) -> Iterator[Entry]:
+        seq = self._seq
+        return ((k, seq, v) for k, v in self._range(start, end))
+
+    def iter_reverse(self, start: bytes | None, end: bytes | None) -> Iterator[Entry]:
+        seq = self._seq
+        return ((k, seq, v) for k, v in reversed(self._range(start, end)))
 
 
 def _fwd(e: Entry) -> tuple[bytes, int]:

@@ -20,10 +20,8 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Iterator
 from typing import Any
 
-from kvstore import _validate
 from kvstore import readpath as rp
 from kvstore.cache import BlockCache
 from kvstore.clock import Clock
@@ -34,6 +32,7 @@ from kvstore.format.wal_id import read_wal_identity
 from kvstore.manifest_store import ManifestStore
 from kvstore.memtable import Memtable
 from kvstore.objstore import LocalStore, ObjectStore
+from kvstore.reads import ReadSurface
 from kvstore.wal import (
     ReplayResult,
     live_segment_missing,
@@ -46,7 +45,7 @@ class ReadOnlyError(KvError):
     """A write was attempted through a read-only view."""
 
 
-class Reader:
+class Reader(ReadSurface):
     def __init__(
         self,
         store: ObjectStore,
@@ -221,23 +220,9 @@ class Reader:
     def last_seq(self) -> int:
         return self._seq
 
-    def get(self, key: bytes) -> bytes | None:
+    def _view(self) -> tuple[rp.State, int]:
         self._maybe_refresh()
-        return rp.get(self._state, _validate.key(key), self._seq)
-
-    def scan(
-        self, start: bytes | None = None, end: bytes | None = None, *, reverse: bool = False
-    ) -> Iterator[tuple[bytes, bytes]]:
-        self._maybe_refresh()
-        s = _validate.bound(start, "start")
-        e = _validate.bound(end, "end")
-        return rp.scan(self._state, s, e, _validate.flag(reverse, "reverse"), self._seq)
-
-    def scan_prefix(self, prefix: bytes, *, reverse: bool = False) -> Iterator[tuple[bytes, bytes]]:
-        p = _validate.bound(prefix, "prefix")
-        if p is None:
-            raise TypeError("prefix must be bytes, not None")
-        return self.scan(p or None, _validate.prefix_end(p) if p else None, reverse=reverse)
+        return self._state, self._seq
 
     def snapshot(self, seq: int | None = None) -> ReaderSnapshot:
         """A view fixed at ``seq`` (default: the latest loaded) of what this reader
@@ -268,28 +253,15 @@ class Reader:
         self.close()
 
 
-class ReaderSnapshot:
+class ReaderSnapshot(ReadSurface):
     """A reader's state at one seq: ``get`` / ``scan`` / ``scan_prefix``, like a Snapshot."""
 
     def __init__(self, state: rp.State, seq: int) -> None:
         self._state = state
         self.seq = seq
 
-    def get(self, key: bytes) -> bytes | None:
-        return rp.get(self._state, _validate.key(key), self.seq)
-
-    def scan(
-        self, start: bytes | None = None, end: bytes | None = None, *, reverse: bool = False
-    ) -> Iterator[tuple[bytes, bytes]]:
-        s = _validate.bound(start, "start")
-        e = _validate.bound(end, "end")
-        return rp.scan(self._state, s, e, _validate.flag(reverse, "reverse"), self.seq)
-
-    def scan_prefix(self, prefix: bytes, *, reverse: bool = False) -> Iterator[tuple[bytes, bytes]]:
-        p = _validate.bound(prefix, "prefix")
-        if p is None:
-            raise TypeError("prefix must be bytes, not None")
-        return self.scan(p or None, _validate.prefix_end(p) if p else None, reverse=reverse)
+    def _view(self) -> tuple[rp.State, int]:
+        return self._state, self.seq
 
     def close(self) -> None:
         """Nothing to release (kept for the Snapshot interface)."""

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from kvstore.entries import Entry
 from kvstore.format.manifest import SstMeta
 from kvstore.format.sst_reader import SstReader
-from kvstore.iterators import merge, visible, visible_slices
+from kvstore.iterators import EntrySource, OwnWrites, merge, visible, visible_slices
 from kvstore.memtable import ABSENT, Memtable
 
 
@@ -40,24 +40,23 @@ class SortedRun:
             return self.ssts[i]
         return None
 
-    def iter(
-        self, start: bytes | None, end: bytes | None, reverse: bool, *, fill_cache: bool = True
+    def iter_forward(
+        self, start: bytes | None, end: bytes | None, *, fill_cache: bool = True
     ) -> Iterator[Entry]:
-        ssts = self.ssts
-        if not reverse:
-            for h in ssts:
-                if end is not None and h.meta.first_key >= end:
-                    return
-                if start is not None and h.meta.last_key < start:
-                    continue
-                yield from h.reader.iter_forward(start, end, fill_cache=fill_cache)
-        else:
-            for h in reversed(ssts):
-                if start is not None and h.meta.last_key < start:
-                    return
-                if end is not None and h.meta.first_key >= end:
-                    continue
-                yield from h.reader.iter_reverse(start, end)
+        for h in self.ssts:
+            if end is not None and h.meta.first_key >= end:
+                return
+            if start is not None and h.meta.last_key < start:
+                continue
+            yield from h.reader.iter_forward(start, end, fill_cache=fill_cache)
+
+    def iter_reverse(self, start: bytes | None, end: bytes | None) -> Iterator[Entry]:
+        for h in reversed(self.ssts):
+            if start is not None and h.meta.last_key < start:
+                return
+            if end is not None and h.meta.first_key >= end:
+                continue
+            yield from h.reader.iter_reverse(start, end)
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,26 +92,45 @@ def _overlaps(meta: SstMeta, start: bytes | None, end: bytes | None) -> bool:
     return (start is None or meta.last_key >= start) and (end is None or meta.first_key < end)
 
 
-def entries(state: State, start: bytes | None, end: bytes | None, reverse: bool) -> Iterator[Entry]:
-    """Every version in [start, end), merged across sources."""
-    sources: list[Iterator[Entry]] = []
-    for mt in (state.active, *state.immutable):
-        if len(mt):
-            sources.append(mt.iter_reverse(start, end) if reverse else mt.iter_forward(start, end))
-    for h in state.l0:
-        if _overlaps(h.meta, start, end):
-            r = h.reader
-            sources.append(r.iter_reverse(start, end) if reverse else r.iter_forward(start, end))
-    for run in state.runs:
-        sources.append(run.iter(start, end, reverse))
-    return merge(sources, reverse=reverse)
+def sources(
+    state: State, start: bytes | None, end: bytes | None, first: EntrySource | None = None
+) -> list[EntrySource]:
+    """The sources that may hold keys in [start, end), newest first."""
+    found: list[EntrySource] = [] if first is None else [first]
+    found += [mt for mt in (state.active, *state.immutable) if len(mt)]
+    found += [h.reader for h in state.l0 if _overlaps(h.meta, start, end)]
+    found += state.runs
+    return found
+
+
+def entries(
+    state: State,
+    start: bytes | None,
+    end: bytes | None,
+    reverse: bool,
+    first: EntrySource | None = None,
+) -> Iterator[Entry]:
+    """Every version in [start, end), merged across sources (``first`` wins ties)."""
+    srcs = sources(state, start, end, first)
+    if reverse:
+        return merge([s.iter_reverse(start, end) for s in srcs], reverse=True)
+    return merge([s.iter_forward(start, end) for s in srcs])
 
 
 def scan(
-    state: State, start: bytes | None, end: bytes | None, reverse: bool, read_seq: int
+    state: State,
+    start: bytes | None,
+    end: bytes | None,
+    reverse: bool,
+    read_seq: int,
+    own: OwnWrites | None = None,
 ) -> Iterator[tuple[bytes, bytes]]:
+    """The visible ``(key, value)`` pairs at ``read_seq``; ``own``: a transaction's
+    writes, shown over the committed state."""
     if start is not None and end is not None and start >= end:
         return iter(())
+    if own is not None and own.any_in(start, end):
+        return visible(entries(state, start, end, reverse, own), read_seq)
     if not reverse:
         single = _single_sorted_source(state, start, end)
         if single is not None:  # nothing to merge: decide visibility block by block

@@ -40,6 +40,7 @@ from kvstore import readpath as rp
 from kvstore.engine.protocol import Engine
 from kvstore.entries import MAX_KEY_LEN
 from kvstore.errors import ClosedError
+from kvstore.iterators import OwnWrites
 from kvstore.reads import ReadSurface
 
 
@@ -178,17 +179,8 @@ class Transaction(ReadSurface):
         """As of ``read_seq``, with own writes merged (they win)."""
         if self._serializable:
             self._ranges.append((s, e))  # the requested range, consumed or not
-        base = rp.scan(state, s, e, reverse, seq)
-        own = sorted(
-            (k, v)
-            for k, v in self._writes.items()
-            if (s is None or k >= s) and (e is None or k < e)
-        )
-        if not own:
-            return base
-        if reverse:
-            own.reverse()
-        return _overlay(base, own, reverse)
+        own = OwnWrites(self._writes, seq) if self._writes else None
+        return rp.scan(state, s, e, reverse, seq, own)
 
     # -- writes -------------------------------------------------------------------
     def put(self, key: bytes, value: bytes) -> None:
@@ -257,27 +249,3 @@ class Transaction(ReadSurface):
             f"<kvstore.Transaction {self.isolation.name} read_seq={self.read_seq} "
             f"{self._status}, {len(self._writes)} writes>"
         )
-
-
-def _overlay(
-    base: Iterator[tuple[bytes, bytes]], own: list[tuple[bytes, bytes | None]], reverse: bool
-) -> Iterator[tuple[bytes, bytes]]:
-    """Merge a snapshot scan with the transaction's own writes (own writes win)."""
-    i = 0
-    n = len(own)
-    for key, value in base:
-        while i < n and (own[i][0] > key if reverse else own[i][0] < key):
-            ok, ov = own[i]
-            if ov is not None:
-                yield ok, ov
-            i += 1
-        if i < n and own[i][0] == key:
-            ov = own[i][1]
-            i += 1
-            if ov is not None:
-                yield key, ov
-            continue
-        yield key, value
-    for ok, ov in own[i:]:
-        if ov is not None:
-            yield ok, ov

@@ -250,7 +250,7 @@ class Compactor:
             sources: list[Iterator[Entry]] = [
                 h.reader.iter_forward(None, None, fill_cache=False) for h in l0_in
             ]
-            sources += [r.iter(None, None, False, fill_cache=False) for r in runs_in]
+            sources += [r.iter_forward(None, None, fill_cache=False) for r in runs_in]
             merged = merge_batches(sources)
             if tick is not None:
                 merged = _counted(merged, inputs, tick)

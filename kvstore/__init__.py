@@ -36,6 +36,7 @@ from kvstore.txn import Isolation, Transaction
 __all__ = [
     "DB",
     "CheckpointNotFound",
+    "Clock",
     "ClosedError",
     "CorruptionError",
     "FencedError",
@@ -58,7 +59,9 @@ __all__ = [
 __version__ = "0.1.0"
 
 
-def open(url: str | os.PathLike[str] | ObjectStore, **options: Any) -> DB:
+def open(
+    url: str | os.PathLike[str] | ObjectStore, *, clock: Clock | None = None, **options: Any
+) -> DB:
     """Open (creating if missing) the store at ``url`` as its single writer.
 
     ``url`` is a local directory, ``file:///abs/dir``, ``memory://name``,
@@ -72,12 +75,14 @@ def open(url: str | os.PathLike[str] | ObjectStore, **options: Any) -> DB:
     previous writer. A fenced handle's writes raise :class:`FencedError` and
     its reads show only what it made durable.
     Options are those of :class:`Options`; unknown names raise TypeError.
+    ``clock``: a :class:`kvstore.clock.Clock` for wall time, monotonic time,
+    sleeps and random bits (a :class:`~kvstore.clock.FakeClock` in tests).
     """
     opts = Options.from_kwargs(options)
     store = open_store(url, opts.storage_options)
     if not opts.fsync and hasattr(store, "_fsync"):
         store._fsync = False
-    return DB(store, opts)
+    return DB(store, opts, clock=clock)
 
 
 def open_reader(

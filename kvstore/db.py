@@ -86,7 +86,7 @@ class DB(ReadSurface):
         self._health = health = Health(store.describe())
         self._cache = BlockCache(options.block_cache_bytes)
         self._files = files = SstFiles(
-            store, options, IdGenerator(options.seed, clock.time), self._cache
+            store, options, IdGenerator(options.seed, clock.time, rng=clock), self._cache
         )
         # Non-durable writes check for fencing on every write where that is
         # cheap: a memory-mapped epoch cell on local disk, a dict on memory://.

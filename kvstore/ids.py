@@ -6,13 +6,32 @@ import random
 import threading
 import time
 from collections.abc import Callable
+from typing import Protocol
+
+
+class _Bits(Protocol):
+    def getrandbits(self, k: int, /) -> int: ...
+
 
 _CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
 
 class IdGenerator:
-    def __init__(self, seed: int | None = None, clock: Callable[[], float] = time.time) -> None:
-        self._rng = random.Random(seed) if seed is not None else random.SystemRandom()
+    def __init__(
+        self,
+        seed: int | None = None,
+        clock: Callable[[], float] = time.time,
+        rng: _Bits | None = None,
+    ) -> None:
+        """``seed`` seeds the ids; else ``rng`` (a seeded Clock reproduces them) draws
+        them, else the system's randomness."""
+        self._rng: _Bits = (
+            random.Random(seed)
+            if seed is not None
+            else rng
+            if rng is not None
+            else random.SystemRandom()
+        )
         self._clock = clock
         self._lock = threading.Lock()
 

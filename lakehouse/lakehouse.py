@@ -505,6 +505,8 @@ def open(url: Any, **options: Any) -> Lakehouse:
         kv["storage_options"] = opts.storage_options
     if opts.takeover:
         kv["takeover"] = True
+    if isinstance(opts.clock, kvstore.Clock) and "clock" not in kv:
+        kv["clock"] = opts.clock  # one clock for the whole run
     try:
         db = kvstore.open(layout.meta, retention="all", **kv)
     except kvstore.WriterActive as exc:

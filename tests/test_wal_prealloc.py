@@ -1,8 +1,8 @@
 """Preallocated WAL journals (kvstore/objstore/local.py, docs/format/wal.md).
 
-A local journal segment is extended ahead of its write position with
-``posix_fallocate``, so while it is open (and after a crash) it ends in zero
-padding; a clean close truncates it to its content. Checked here:
+A local journal segment is pre-written with zeros ahead of its write position
+(by a thread, or by append when it falls behind), so while it is open (and
+after a crash) it ends in zero padding; a clean close truncates it to its content. Checked here:
 
 * the file sizes: whole preallocation steps while open, with at least one
   zero byte after the last write; exactly the content after close;
@@ -12,7 +12,8 @@ padding; a clean close truncates it to its content. Checked here:
   frame before zeros is cut);
 * recovery from copies taken while the writer is open, from a torn last frame
   written into such a copy, and from a writer process killed with SIGKILL;
-* the fallback to plain appends when ``posix_fallocate`` is missing or fails;
+* the pre-writer keeping ahead, and the fallback to plain appends when a pre-write
+  fails with a full disk (other errors are raised);
 * readers of a live journal: zero padding, and the re-read of a segment read
   while a write was in progress.
 """
@@ -92,14 +93,15 @@ def test_journal_is_preallocated_while_open_and_exact_after_close(tmp_path: Path
 
 def test_journal_extends_by_whole_steps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(local, "JOURNAL_PREALLOCATE", 64)
+    monkeypatch.setattr(local, "PREWRITE_IN_BACKGROUND", False)  # append pre-writes
     calls: list[tuple[int, int]] = []
-    real = os.posix_fallocate
+    real = local._write_zeros
 
-    def fallocate(fd: int, offset: int, length: int) -> None:
+    def write_zeros(fd: int, offset: int, length: int) -> None:
         calls.append((offset, length))
         real(fd, offset, length)
 
-    monkeypatch.setattr(os, "posix_fallocate", fallocate)
+    monkeypatch.setattr(local, "_write_zeros", write_zeros)
     j = LocalStore(tmp_path).open_journal("j")
     assert j is not None
     path = tmp_path / "j"
@@ -116,6 +118,31 @@ def test_journal_extends_by_whole_steps(tmp_path: Path, monkeypatch: pytest.Monk
     assert path.read_bytes() == written
 
 
+def test_the_prewriter_keeps_ahead_of_the_commits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In steady state the thread pre-writes and append never waits for it; every
+    frame lands in zeros that were written and synced before it (no extent or
+    size change for the commit's fdatasync)."""
+    monkeypatch.setattr(local, "JOURNAL_PREALLOCATE", 4096)
+    j = LocalStore(tmp_path).open_journal("j")
+    assert isinstance(j, local._FileJournal)
+    frame = b"f" * 100
+    for _ in range(2000):  # about 50 steps
+        before = j._allocated
+        j.append(frame)
+        j.sync()
+        assert j._pos <= before or j.prewrites[1] > 0  # only append's own step lands past
+        deadline = time.monotonic() + 2
+        while j._allocated - j._pos < 2048 and time.monotonic() < deadline:
+            time.sleep(0.0005)  # a commit takes far longer than one step's pre-write
+    assert j.prewrites[0] >= 40 and j.prewrites[1] == 1  # append only for the first step
+    data = (tmp_path / "j").read_bytes()
+    assert data[: j._pos] == frame * 2000 and not any(data[j._pos :])
+    j.close()
+    assert (tmp_path / "j").read_bytes() == frame * 2000
+
+
 def test_no_preallocation_without_fsync(tmp_path: Path) -> None:
     j = LocalStore(tmp_path, fsync=False).open_journal("j")
     assert j is not None
@@ -124,19 +151,16 @@ def test_no_preallocation_without_fsync(tmp_path: Path) -> None:
     j.close()
 
 
-@pytest.mark.parametrize("how", ["missing", "EOPNOTSUPP", "EINVAL", "ENOSPC"])
+@pytest.mark.parametrize("how", ["EOPNOTSUPP", "EINVAL", "ENOSPC"])
 def test_fallback_to_plain_appends(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, how: str
 ) -> None:
-    if how == "missing":
-        monkeypatch.delattr(os, "posix_fallocate")
-    else:
-        code = getattr(errno, how)
+    code = getattr(errno, how)
 
-        def refuse(fd: int, offset: int, length: int) -> None:
-            raise OSError(code, os.strerror(code))
+    def refuse(fd: int, offset: int, length: int) -> None:
+        raise OSError(code, os.strerror(code))
 
-        monkeypatch.setattr(os, "posix_fallocate", refuse)
+    monkeypatch.setattr(local, "_write_zeros", refuse)
     db = kvstore.open(tmp_path / "db")
     put_many(db, 30)
     data = segments(tmp_path / "db")[-1].read_bytes()
@@ -148,13 +172,13 @@ def test_fallback_to_plain_appends(
         assert [db2.get(b"k%06d" % i) for i in range(30)] == [value(i) for i in range(30)]
 
 
-def test_unexpected_fallocate_error_is_raised(
+def test_unexpected_prewrite_error_is_raised(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     def broken(fd: int, offset: int, length: int) -> None:
         raise OSError(errno.EIO, "I/O error")
 
-    monkeypatch.setattr(os, "posix_fallocate", broken)
+    monkeypatch.setattr(local, "_write_zeros", broken)
     j = LocalStore(tmp_path).open_journal("j")
     assert j is not None
     with pytest.raises(OSError) as exc:

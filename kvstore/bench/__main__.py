@@ -115,6 +115,7 @@ def label(workload: str, size: int | None, cfg: Config) -> str:
         "get": f"random get, {n} keys, reopened",
         "scan": f"full scan, {n} keys",
         "raw_fsync": "raw append+fdatasync (around durable put)",
+        "raw_overwrite": "raw overwrite+fdatasync: the limit (around durable put)",
         "put_durable": "durable put, 1 thread",
         "put_durable_mt": f"durable put, {cfg.threads} threads",
         "memory": f"peak RSS of the {n} load (MiB)",
@@ -194,6 +195,7 @@ def render(report: Report, *, markdown: bool) -> str:
     keys = report.row_keys()
     versions = ", ".join(f"{k} {v}" for k, v in m["versions"].items())
     raw = report.raw_fsync_ops
+    over = report.raw_overwrite_ops
     sizes = ", ".join(human(n) for n in sorted(cfg.sizes))
     bullet = "- " if markdown else ""
     out = [
@@ -210,7 +212,8 @@ def render(report: Report, *, markdown: bool) -> str:
         f"{human(cfg.txn_keys)} keys; overwrite: {human(cfg.overwrite_puts)} puts over "
         f"{human(cfg.overwrite_keys)} keys (bound {cfg.overwrite_seconds:g}s)",
         f"{bullet}raw append+fdatasync ({RAW_RECORD_BYTES}-byte appends): "
-        f"{'-' if raw is None else f'{raw:,.0f}'} ops/s",
+        f"{'-' if raw is None else f'{raw:,.0f}'} ops/s; overwrite+fdatasync of written "
+        f"blocks (the limit): {'-' if over is None else f'{over:,.0f}'} ops/s",
         "",
     ]
     by_row: dict[tuple[str, int | None], list[Target]] = {}

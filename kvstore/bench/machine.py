@@ -2,8 +2,9 @@
 
 :func:`machine_info` is the report's header (CPUs, memory, Python, platform,
 load average, the versions of every store's package); :func:`raw_append_fdatasync`
-measures the disk's append+fdatasync rate, the floor kvstore's durable puts
-are judged against; :func:`peak_rss_bytes` is a process's own peak RSS (the
+measures the disk's append+fdatasync rate and :func:`raw_overwrite_fdatasync`
+its overwrite+fdatasync rate (of blocks already written: the limit kvstore's
+durable puts are judged against); :func:`peak_rss_bytes` is a process's own peak RSS (the
 ``memory`` row, read in the load subprocess).
 """
 
@@ -15,6 +16,7 @@ import platform
 import sqlite3
 import sys
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -46,25 +48,60 @@ def machine_info(data_dir: str) -> dict[str, Any]:
     }
 
 
+def _synced_writes(
+    fd: int, write: Callable[[int], None], seconds: float, max_ops: int
+) -> tuple[int, float]:
+    """``write(n)`` then fdatasync, for ``seconds`` or ``max_ops``: (writes, seconds)."""
+    sync = getattr(os, "fdatasync", os.fsync)
+    n = 0
+    start = time.perf_counter()
+    deadline = start + seconds
+    while n < max_ops:
+        write(n)
+        sync(fd)
+        n += 1
+        if time.perf_counter() >= deadline:
+            break
+    return n, time.perf_counter() - start
+
+
 def raw_append_fdatasync(
     directory: str, seconds: float, max_ops: int = 1_000_000
 ) -> tuple[int, float]:
     """Appends of RAW_RECORD_BYTES, each followed by fdatasync: (appends, seconds)."""
     path = os.path.join(directory, "raw-append.bin")
-    sync = getattr(os, "fdatasync", os.fsync)
     record = b"\x00" * RAW_RECORD_BYTES
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
-        n = 0
-        start = time.perf_counter()
-        deadline = start + seconds
-        while n < max_ops:
+
+        def append(n: int) -> None:
             os.write(fd, record)
-            sync(fd)
-            n += 1
-            if time.perf_counter() >= deadline:
-                break
-        return n, time.perf_counter() - start
+
+        return _synced_writes(fd, append, seconds, max_ops)
+    finally:
+        os.close(fd)
+        os.unlink(path)
+
+
+def raw_overwrite_fdatasync(
+    directory: str, seconds: float, max_ops: int = 1_000_000, region: int = 8 << 20
+) -> tuple[int, float]:
+    """Overwrites of RAW_RECORD_BYTES in blocks already written (a ``region`` of
+    zeros, written and synced first, cycled through), each followed by
+    fdatasync: (writes, seconds). The limit of a durable commit: the sync
+    flushes data only, no size or extent change (docs/format/wal.md)."""
+    path = os.path.join(directory, "raw-overwrite.bin")
+    record = b"\x01" * RAW_RECORD_BYTES
+    slots = region // RAW_RECORD_BYTES
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.write(fd, bytes(region))
+        getattr(os, "fdatasync", os.fsync)(fd)
+
+        def overwrite(n: int) -> None:
+            os.pwrite(fd, record, (n % slots) * RAW_RECORD_BYTES)
+
+        return _synced_writes(fd, overwrite, seconds, max_ops)
     finally:
         os.close(fd)
         os.unlink(path)

@@ -133,6 +133,7 @@ class Report:
     config: Config
     machine: dict[str, Any]
     raw_fsync_ops: float | None = None
+    raw_overwrite_ops: float | None = None
     rows: list[Row] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)
     #: (store, row workload) -> why that store does not run that row ("n/a")
@@ -181,7 +182,7 @@ class Report:
 
     def ratio(self, other: str, workload: str, size: int | None) -> float | None:
         """kvstore's value divided by ``other``'s on one row (None for raw_fsync, %, x rows)."""
-        if workload == "raw_fsync" or UNITS.get(workload) in ("%", "x"):
+        if workload in ("raw_fsync", "raw_overwrite") or UNITS.get(workload) in ("%", "x"):
             return None
         mine = self.value("kvstore", workload, size)
         theirs = self.value(other, workload, size)
@@ -194,6 +195,7 @@ class Report:
             "machine": self.machine,
             "config": asdict(self.config),
             "raw_append_fdatasync_ops_per_s": self.raw_fsync_ops,
+            "raw_overwrite_fdatasync_ops_per_s": self.raw_overwrite_ops,
             "rows": [asdict(r) | {"unit": r.unit} for r in self.rows],
             "ratios": [
                 {

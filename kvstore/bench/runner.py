@@ -20,7 +20,7 @@ from functools import partial
 
 from kvstore.bench import loads, txns, writes
 from kvstore.bench.adapters import ROW_GROUPS, SERIALIZABLE, SNAPSHOT, Store
-from kvstore.bench.machine import machine_info, raw_append_fdatasync
+from kvstore.bench.machine import machine_info, raw_append_fdatasync, raw_overwrite_fdatasync
 from kvstore.bench.model import Config, Report, Row
 from kvstore.bench.stores import STORES
 from kvstore.bench.targets import evaluate_targets
@@ -39,6 +39,9 @@ def run(cfg: Config) -> Report:
         n, seconds = raw_append_fdatasync(root, cfg.fsync_seconds)
         report.raw_fsync_ops = n / seconds
         log.info("raw append+fdatasync: %.0f ops/s", report.raw_fsync_ops)
+        n, seconds = raw_overwrite_fdatasync(root, cfg.fsync_seconds)
+        report.raw_overwrite_ops = n / seconds
+        log.info("raw overwrite+fdatasync: %.0f ops/s", report.raw_overwrite_ops)
         for name in cfg.stores:
             cls = STORES[name]
             reason = cls.missing()

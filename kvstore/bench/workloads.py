@@ -103,6 +103,7 @@ ROW_ORDER = (
     "get",
     "scan",
     "raw_fsync",
+    "raw_overwrite",
     "put_durable",
     "put_durable_mt",
     "memory",

@@ -19,7 +19,7 @@ from array import array
 from collections.abc import Callable
 
 from kvstore.bench.adapters import Store
-from kvstore.bench.machine import raw_append_fdatasync
+from kvstore.bench.machine import raw_append_fdatasync, raw_overwrite_fdatasync
 from kvstore.bench.model import Config, Report, Row
 from kvstore.bench.workloads import KEY_BYTES, VALUE_BYTES, alternate, key, pairs, value
 
@@ -30,6 +30,7 @@ OVERWRITE_VALUES = 1009
 def put_durable(cls: type[Store], path: str, cfg: Config, report: Report) -> None:
     os.makedirs(path)
     n0, s0 = raw_append_fdatasync(path, cfg.fsync_seconds / 2)
+    o0, t0 = raw_overwrite_fdatasync(path, cfg.fsync_seconds / 2)
     store = cls(path)
     store.open()
     try:
@@ -38,10 +39,13 @@ def put_durable(cls: type[Store], path: str, cfg: Config, report: Report) -> Non
         seconds = time.perf_counter() - start
     finally:
         store.close()
+    o1, t1 = raw_overwrite_fdatasync(path, cfg.fsync_seconds / 2)
     n1, s1 = raw_append_fdatasync(path, cfg.fsync_seconds / 2)
     shutil.rmtree(path, ignore_errors=True)
     note = f"raw rate {n0 / s0:,.0f}/s before, {n1 / s1:,.0f}/s after"
     report.add(Row(cls.name, "raw_fsync", None, (n0 + n1) / (s0 + s1), n0 + n1, s0 + s1, note))
+    note = f"raw rate {o0 / t0:,.0f}/s before, {o1 / t1:,.0f}/s after"
+    report.add(Row(cls.name, "raw_overwrite", None, (o0 + o1) / (t0 + t1), o0 + o1, t0 + t1, note))
     report.add(Row(cls.name, "put_durable", None, n / seconds, n, seconds))
 
 

@@ -29,16 +29,16 @@ and frame count, so an object cut at a frame boundary is detected::
                       the next WAL id so the old writer's next object is refused
 
 Torn tail rule (applied by :func:`decode_frames`, see docs/format/wal.md).
-A local journal is preallocated (``kvstore/objstore/local.py``): while it is
+A local journal is pre-written with zeros (``kvstore/objstore/local.py``): while it is
 open, and after a crash, the bytes after the last frame are zeros up to the
 allocated end. So a power cut can leave the last frame incomplete in two ways:
 cut short at the end of the file, or partially written and followed by zeros
-(preallocated space reads as zeros). Scanning from the start of a segment, at
+(the pre-written zeros). Scanning from the start of a segment, at
 each frame start ``pos``:
 
 1. fewer than 12 bytes left: a *torn tail*, stop there.
 2. every byte from ``pos`` to the end is zero: a torn tail (a zero-filled,
-   unsynced extent, or the preallocated padding after the last frame).
+   unsynced extent, or the pre-written padding after the last frame).
 3. the header checksum fails: its length cannot be trusted, so the frame is
    taken to be its 12 header bytes. A torn tail if it is followed by *zero
    padding* (at least one byte after ``pos + 12``, every one zero); otherwise
@@ -53,7 +53,7 @@ but the last is reported, and so is bit rot in the last frame of a closed
 segment (a clean close truncates the file to its content, leaving no
 padding), and so is a damaged header of any frame that has a payload after
 it. The one blind spot is deliberate: a payload checksum failure in the very
-last frame of a preallocated segment (one that was open when the process or
+last frame of a pre-written segment (one that was open when the process or
 machine died) cannot be told apart from a torn write, and is cut, as SQLite's
 WAL and RocksDB's point-in-time recovery also do. It only ever loses that one
 frame. The rule assumes a torn write left a prefix of its bytes followed by

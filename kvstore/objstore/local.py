@@ -14,26 +14,28 @@ steps with ``os.replace``. Leftover ``.tmp-*`` files from a crash are never
 listed and are removed by :meth:`LocalStore.cleanup_temp`.
 
 Journals (the WAL) are files written with ``pwrite`` at the journal's own
-write position and preallocated ahead of it; ``sync`` is ``fdatasync``. An
+write position into zeros written ahead of it; ``sync`` is ``fdatasync``. An
 ``fdatasync`` after a small append to a growing file must also commit the new
-file size; into preallocated space it need not, which makes it about 25-30 %
-faster (ext4, measured)::
+file size (and into ``posix_fallocate``d space, an extent conversion); over
+blocks already written it flushes data only, the limit of a durable commit::
 
     0                      pos (written)                       allocated end
-    | segment header | frames ...  | zeros (posix_fallocate)  |
+    | segment header | frames ...  | zeros (written, synced)  |
                                    ^ the next pwrite
 
-* a write that would reach the allocated end first extends the file with
-  ``posix_fallocate`` to the next multiple of ``JOURNAL_PREALLOCATE`` past it
-  and fdatasyncs the extension (once per chunk), so every frame lands in space
-  whose size is already durable, with at least one zero byte after it;
+* a pre-writer thread keeps at least half of ``JOURNAL_PREALLOCATE`` of
+  written, synced zeros ahead of the write position; a write that would reach
+  the allocated end (the thread fell behind, or a new segment) first
+  pre-writes to the next multiple of the step past it itself, so every frame
+  lands in zeros that are already durable, with at least one zero byte after
+  it (docs/format/wal.md, "Pre-written segments");
 * ``close`` truncates the file to ``pos`` (and fdatasyncs): a closed journal
   holds exactly its content, with no padding;
 * a crash leaves the zero padding, and a reader of a live journal sees it:
   the WAL decoder cuts it (the torn-tail rule in ``kvstore/format/wal.py``);
-* where ``posix_fallocate`` is missing or fails with EOPNOTSUPP, EINVAL,
-  ENOSYS or ENOSPC, the journal falls back to plain appends;
-* with ``fsync=False`` nothing is preallocated (it only makes syncs cheaper).
+* where a pre-write fails with EOPNOTSUPP, EINVAL, ENOSYS or ENOSPC, the
+  journal falls back to plain appends;
+* with ``fsync=False`` nothing is pre-written (it only makes syncs cheaper).
 
 Journals are only ever created (``O_EXCL``), never reopened for appending.
 """
@@ -46,6 +48,7 @@ import os
 import secrets
 import struct
 import threading
+import weakref
 from typing import Any
 
 from kvstore.objstore.base import DurabilityUnknown, Journal, RangeReader, check_name
@@ -56,12 +59,15 @@ log = logging.getLogger("kvstore.objstore")
 _TMP_PREFIX = ".tmp-"
 _U64 = struct.Struct("<Q")
 
-#: journals are preallocated in steps of this many bytes (0: never). Each step
+#: journals are pre-written with zeros in steps of this many bytes (0: never). Each step
 #: costs one extra fdatasync (a few thousand small commits apart); a reader of a
 #: live journal reads up to one step of zero padding on every refresh.
 JOURNAL_PREALLOCATE = 1 << 20
 
-#: posix_fallocate errors after which a journal falls back to plain appends
+#: whether a thread pre-writes ahead of the write position (off: append does it)
+PREWRITE_IN_BACKGROUND = True
+
+#: errors of a pre-write after which a journal falls back to plain appends
 _NO_PREALLOCATION = frozenset(
     {errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL, errno.ENOSYS, errno.ENOSPC}
 )
@@ -317,11 +323,14 @@ class EpochCell:
 
 
 class _FileJournal:
-    """A new, empty file written at its own position and preallocated ahead of it.
+    """A new, empty file written at its own position into zeros written ahead of it.
 
-    ``preallocate`` is the extension step in bytes (0: plain appends). The file
+    ``preallocate`` is the pre-write step in bytes (0: plain appends). The file
     is never opened ``O_APPEND``: on Linux that makes ``pwrite`` ignore its
-    offset.
+    offset. A pre-writer thread keeps at least half a step of written, synced
+    zeros ahead of the write position, so a commit's ``fdatasync`` flushes
+    data only (no size or extent change); if it falls behind, ``append``
+    pre-writes the step itself.
     """
 
     def __init__(self, name: str, fd: int, fsync: bool, *, preallocate: int = 0) -> None:
@@ -330,54 +339,113 @@ class _FileJournal:
         self.name = name
         self._fd = fd
         self._fsync = fsync
-        self._step = preallocate if hasattr(os, "posix_fallocate") else 0
+        self._step = preallocate
         self._pos = 0  # end of what was written: the next write goes here
-        self._allocated = 0  # end of the preallocated space
+        self._allocated = 0  # end of the written, synced zeros
+        self._ext_lock = threading.Lock()  # one pre-write at a time
+        self._want = threading.Event()
+        self._prewriter: threading.Thread | None = None
+        #: pre-writes done by the thread / by append (it fell behind); for tests
+        self.prewrites = [0, 0]
 
     def append(self, data: bytes) -> None:
         end = self._pos + len(data)
         if self._step and end >= self._allocated:
-            self._extend(end)
+            with self._ext_lock:
+                if self._step and end >= self._allocated:
+                    self._prewrite_locked(end)
+                    self.prewrites[1] += 1
         view = memoryview(data)
         while view:
             written = os.pwrite(self._fd, view, self._pos)
             self._pos += written
             view = view[written:]
+        if self._step and self._allocated - self._pos < self._step // 2:
+            self._wake_prewriter()
 
-    def _extend(self, end: int) -> None:
-        """Preallocate up to the next multiple of the step strictly past ``end``."""
-        target = (end // self._step + 1) * self._step
+    def _prewrite_locked(self, end: int) -> None:
+        """Write and sync zeros from the end of the written space to the next
+        multiple of the step strictly past ``end`` (the lock held). Where that
+        cannot be done (a full disk), fall back to plain appends."""
+        start = self._allocated
+        target = (max(start, end) // self._step + 1) * self._step
         try:
-            os.posix_fallocate(self._fd, self._allocated, target - self._allocated)
+            _write_zeros(self._fd, start, target - start)
+            if self._fsync:
+                os.fdatasync(self._fd)  # the zeros and the size are durable before use
         except OSError as exc:
             if exc.errno not in _NO_PREALLOCATION:
                 raise
-            log.info("%s: cannot preallocate (%s), appending instead", self.name, exc)
+            log.info("%s: cannot pre-write (%s), appending instead", self.name, exc)
             self._step = 0
             return
         self._allocated = target
-        if self._fsync:
-            os.fdatasync(self._fd)  # the new size is durable before a frame lands in it
+
+    def _wake_prewriter(self) -> None:
+        if not PREWRITE_IN_BACKGROUND:
+            return
+        if self._prewriter is None:
+            ref = weakref.ref(self)
+            self._prewriter = threading.Thread(
+                target=_prewrite_loop,
+                args=(ref, self._want),
+                name="kvstore-wal-prewrite",
+                daemon=True,
+            )
+            self._prewriter.start()
+        self._want.set()
+
+    def _prewrite_ahead(self) -> None:
+        """The pre-writer's step: keep at least half a step of zeros ahead."""
+        with self._ext_lock:
+            if self._fd >= 0 and self._step and self._allocated - self._pos < self._step // 2:
+                self._prewrite_locked(self._pos)
+                self.prewrites[0] += 1
 
     def sync(self) -> None:
         if self._fsync:
             os.fdatasync(self._fd)
 
     def close(self) -> None:
-        """Trim the preallocated tail (a closed journal is exactly its content), close."""
-        fd = self._fd
-        if fd < 0:
-            return
-        self._fd = -1
+        """Trim the pre-written tail (a closed journal is exactly its content), close."""
+        with self._ext_lock:  # no pre-write runs from here on
+            fd = self._fd
+            if fd < 0:
+                return
+            self._fd = -1
+        self._want.set()  # the pre-writer sees the closed file and ends
         try:
             if os.fstat(fd).st_size > self._pos:
                 os.ftruncate(fd, self._pos)
                 if self._fsync:
                     os.fdatasync(fd)
         except OSError as exc:  # the zero padding stays; readers cut it
-            log.warning("%s: could not trim the preallocated tail: %s", self.name, exc)
+            log.warning("%s: could not trim the pre-written tail: %s", self.name, exc)
         finally:
             os.close(fd)
+
+
+def _write_zeros(fd: int, start: int, length: int) -> None:
+    view = memoryview(bytes(length))
+    while view:
+        written = os.pwrite(fd, view, start)
+        start += written
+        view = view[written:]
+
+
+def _prewrite_loop(ref: weakref.ref[_FileJournal], want: threading.Event) -> None:
+    """A journal's pre-writer: wakes when asked (or every second), ends with it."""
+    while True:
+        want.wait(1.0)
+        want.clear()
+        journal = ref()
+        if journal is None or journal._fd < 0:
+            return
+        try:
+            journal._prewrite_ahead()
+        except OSError as exc:  # append pre-writes itself, and raises there
+            log.warning("%s: pre-writing the journal failed: %s", journal.name, exc)
+        del journal
 
 
 class _FdReader:

@@ -206,7 +206,8 @@ class DB(ReadSurface):
 
     def transaction(self, isolation: Isolation = Isolation.SNAPSHOT) -> Transaction:
         """Begin an optimistic transaction at ``isolation`` (see :mod:`kvstore.txn`)."""
-        self._health.check_open()
+        if self._health.closed:
+            raise ClosedError("the database is closed")
         if not isinstance(isolation, Isolation):
             raise TypeError(
                 f"isolation must be a kvstore.Isolation, not {type(isolation).__name__}"

@@ -73,7 +73,7 @@ class Transaction(ReadSurface):
     __slots__ = (
         "__weakref__",
         "_engine",
-        "_id",
+        "_health",
         "_locked",
         "_ranges",
         "_reads",
@@ -83,13 +83,16 @@ class Transaction(ReadSurface):
         "_writes",
         "isolation",
         "read_seq",
+        "txn_id",
     )
 
     def __init__(self, engine: Engine, isolation: Isolation, txn_id: int, read_seq: int) -> None:
         self._engine = engine
+        self._health = engine.health
         self.isolation = isolation
         self.read_seq = read_seq
-        self._id = txn_id
+        #: the oracle's id of this transaction
+        self.txn_id = txn_id
         self._registered = True  # in the oracle and pinning read_seq: see _unregister
         self._writes: dict[bytes, bytes | None] = {}
         self._locked: set[bytes] | frozenset[bytes] = _NONE_LOCKED  # see get_for_update
@@ -101,7 +104,7 @@ class Transaction(ReadSurface):
     def _unregister(self) -> None:
         if self._registered:
             self._registered = False
-            self._engine.end_transaction(self._id, self.read_seq)
+            self._engine.end_transaction(self.txn_id, self.read_seq)
 
     def __del__(self) -> None:
         # dropped while open: the oracle must not keep its window open forever
@@ -111,7 +114,7 @@ class Transaction(ReadSurface):
             return
         if registered:
             self._registered = False
-            self._engine.transaction_dropped(self._id, self.read_seq)
+            self._engine.transaction_dropped(self.txn_id, self.read_seq)
 
     # -- state ------------------------------------------------------------
     @property
@@ -125,10 +128,6 @@ class Transaction(ReadSurface):
         self._engine.check_readable(self.read_seq)  # closed? fenced past what is durable?
 
     # -- what the commit path asks (kvstore.engine.commit.Committing) -------------
-    @property
-    def txn_id(self) -> int:
-        return self._id
-
     def conflict_sets(
         self,
     ) -> tuple[tuple[Iterable[bytes], ...], list[tuple[bytes | None, bytes | None]]]:
@@ -150,7 +149,7 @@ class Transaction(ReadSurface):
 
     def get(self, key: bytes) -> bytes | None:
         """The value as of ``read_seq``, or this transaction's own write."""
-        health = self._engine.health
+        health = self._health
         if self._status != "open" or health.closed or health.fenced is not None:
             self._check()
         if type(key) is not bytes or not key or len(key) > MAX_KEY_LEN:
@@ -184,7 +183,7 @@ class Transaction(ReadSurface):
 
     # -- writes -------------------------------------------------------------------
     def put(self, key: bytes, value: bytes) -> None:
-        if self._status != "open" or self._engine.health.closed:
+        if self._status != "open" or self._health.closed:
             self._check()
         if type(key) is not bytes or not key or len(key) > MAX_KEY_LEN:
             key = _validate.key(key)
@@ -209,7 +208,7 @@ class Transaction(ReadSurface):
         transaction becomes visible; retry it) or
         :class:`~kvstore.errors.TransactionExpired`.
         """
-        if self._status != "open" or self._engine.health.closed:
+        if self._status != "open" or self._health.closed:
             self._check()
         if durable is not True and durable is not False:
             _validate.flag(durable, "durable")

@@ -54,9 +54,8 @@ class Committing(Protocol):
     """What a transaction shows the commit path."""
 
     read_seq: int
+    txn_id: int
 
-    @property
-    def txn_id(self) -> int: ...
     def conflict_sets(self) -> tuple[tuple[Iterable[bytes], ...], list[Range]]:
         """The key sets and ranges a later commit must not have written."""
         ...
@@ -175,10 +174,19 @@ class CommitPath:
             self.forget_dropped()
         wal = self.wal
         health = self.health
-        if health.trouble() or wal._error is not None:  # check_writable acts only then
+        if (  # check_writable() acts only when one of these is set
+            health.closed
+            or health.fenced is not None
+            or health.broken is not None
+            or health.bg_error is not None
+            or wal._error is not None
+        ):
             self.check_writable()
         if not durable:
-            self._manifests.quick_fence_check()
+            manifests = self._manifests
+            cell = manifests.epoch_cell
+            if cell is None or cell.read() > manifests.epoch:  # else nothing is newer
+                manifests.quick_fence_check()
         opts = self._opts
         oracle = self.oracle
         olock = oracle.lock
@@ -188,7 +196,13 @@ class CommitPath:
         lock = self.lock
         lock.acquire()
         try:
-            if health.trouble() or wal._error is not None:
+            if (
+                health.closed
+                or health.fenced is not None
+                or health.broken is not None
+                or health.bg_error is not None
+                or wal._error is not None
+            ):
                 self.check_writable()
             st = self.state
             if len(st.immutable) >= opts.max_immutable_memtables:
@@ -324,12 +338,14 @@ class CommitPath:
         self.snapshots.remove(seq)
 
     def begin_transaction(self) -> tuple[int, int]:
-        """Register a transaction with the oracle; returns ``(txn id, read seq)``."""
-        self.health.check_open()
+        """Register a transaction with the oracle; returns ``(txn id, read seq)``.
+
+        The caller checked that the engine is open."""
         if self.dropped:
             self.forget_dropped()
         oracle = self.oracle
         now = self.monotonic()
+        health = self.health
         snapshots = self.snapshots
         slock = snapshots.lock
         olock = oracle.lock
@@ -339,7 +355,7 @@ class CommitPath:
             try:
                 # last_seq is published under oracle.lock together with the oracle
                 # record, so every commit after read_seq is visible to the check.
-                read_seq = self.last_seq if self.health.fenced is None else self.visible_seq()
+                read_seq = self.last_seq if health.fenced is None else self.visible_seq()
                 txn_id = oracle.begin_locked(read_seq, now, self._opts.transaction_ttl)
             finally:
                 olock.release()

@@ -45,15 +45,6 @@ class Health:
         self.bg_error: BaseException | None = None
         self._on_fenced: list[Callable[[], None]] = []
 
-    def trouble(self) -> bool:
-        """Whether any check below would act (the fast paths test this first)."""
-        return (
-            self.closed
-            or self.fenced is not None
-            or self.broken is not None
-            or self.bg_error is not None
-        )
-
     def check_open(self) -> None:
         if self.closed:
             raise ClosedError("the database is closed")

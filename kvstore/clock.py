@@ -40,7 +40,8 @@ from __future__ import annotations
 import random
 import secrets
 import threading
-import time
+import time as _time
+from collections.abc import Callable
 
 __all__ = ["Clock", "FakeClock"]
 
@@ -57,17 +58,14 @@ class Clock:
         self._rng: random.Random = random.SystemRandom() if seed is None else random.Random(seed)
         self._rng_lock = threading.Lock()
 
-    def time(self) -> float:
-        """Wall-clock time in seconds since the epoch (``time.time``)."""
-        return time.time()
-
-    def monotonic(self) -> float:
-        """Seconds on a clock that never goes back (``time.monotonic``)."""
-        return time.monotonic()
-
-    def sleep(self, seconds: float) -> None:
-        """Block for ``seconds`` (``time.sleep``)."""
-        time.sleep(seconds)
+    # The real clock's calls are the builtins themselves (no Python frame on
+    # the commit path, which reads the monotonic clock once per commit).
+    #: wall-clock time in seconds since the epoch (``time.time``)
+    time: Callable[[], float] = staticmethod(_time.time)
+    #: seconds on a clock that never goes back (``time.monotonic``)
+    monotonic: Callable[[], float] = staticmethod(_time.monotonic)
+    #: block for ``seconds`` (``time.sleep``)
+    sleep: Callable[[float], None] = staticmethod(_time.sleep)
 
     def token_hex(self, nbytes: int) -> str:
         """``2 * nbytes`` random hex digits, like ``secrets.token_hex`` (seeded when seeded)."""

@@ -77,12 +77,12 @@ class Transaction(ReadSurface):
         "_locked",
         "_ranges",
         "_reads",
-        "_registered",
         "_serializable",
         "_status",
         "_writes",
         "isolation",
         "read_seq",
+        "registered",
         "txn_id",
     )
 
@@ -93,7 +93,7 @@ class Transaction(ReadSurface):
         self.read_seq = read_seq
         #: the oracle's id of this transaction
         self.txn_id = txn_id
-        self._registered = True  # in the oracle and pinning read_seq: see _unregister
+        self.registered = True  # in the oracle and pinning read_seq: see _unregister
         self._writes: dict[bytes, bytes | None] = {}
         self._locked: set[bytes] | frozenset[bytes] = _NONE_LOCKED  # see get_for_update
         self._serializable = isolation is Isolation.SERIALIZABLE
@@ -102,18 +102,18 @@ class Transaction(ReadSurface):
         self._status = "open"
 
     def _unregister(self) -> None:
-        if self._registered:
-            self._registered = False
+        if self.registered:
+            self.registered = False
             self._engine.end_transaction(self.txn_id, self.read_seq)
 
     def __del__(self) -> None:
         # dropped while open: the oracle must not keep its window open forever
         try:
-            registered = self._registered
+            registered = self.registered
         except AttributeError:  # __init__ never ran
             return
         if registered:
-            self._registered = False
+            self.registered = False
             self._engine.transaction_dropped(self.txn_id, self.read_seq)
 
     # -- state ------------------------------------------------------------
@@ -138,9 +138,6 @@ class Transaction(ReadSurface):
 
     def describe(self) -> str:
         return f"{self.isolation.name} transaction (read seq {self.read_seq})"
-
-    def left_locked(self) -> None:
-        self._registered = False
 
     # -- reads ----------------------------------------------------------------
     def _view(self) -> tuple[rp.State, int]:
@@ -223,7 +220,7 @@ class Transaction(ReadSurface):
             return seq
         finally:
             self._status = outcome
-            if self._registered:  # else the commit step already unregistered it
+            if self.registered:  # else the commit step already unregistered it
                 self._unregister()
 
     def rollback(self) -> None:

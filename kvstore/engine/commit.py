@@ -55,16 +55,15 @@ class Committing(Protocol):
 
     read_seq: int
     txn_id: int
+    #: in the oracle and pinning ``read_seq``; the commit step clears it when it
+    #: publishes the write (nothing is left to end afterwards)
+    registered: bool
 
     def conflict_sets(self) -> tuple[tuple[Iterable[bytes], ...], list[Range]]:
         """The key sets and ranges a later commit must not have written."""
         ...
 
     def describe(self) -> str: ...
-    def left_locked(self) -> None:
-        """Called under the commit lock once the commit is published: the
-        transaction is no longer registered (nothing to end afterwards)."""
-        ...
 
 
 class CommitPath:
@@ -86,6 +85,7 @@ class CommitPath:
         self.health = health
         self._manifests = manifests
         self._retention = retention
+        self._by_age = retention.by_age
         self.wal = wal
         self.state = state
         self.last_seq = last_seq
@@ -233,15 +233,14 @@ class CommitPath:
             finally:
                 olock.release()
             if txn is not None:  # it no longer pins its snapshot either
-                txn.left_locked()
+                txn.registered = False
                 self.snapshots.remove(txn.read_seq)
             if st.active.size >= opts.memtable_bytes:
                 self.freeze_locked()
         finally:
             lock.release()
-        retention = self._retention
-        if retention.by_age:
-            retention.sample(seq, self._clock.time())
+        if self._by_age:
+            self._retention.sample(seq, self._clock.time())
         if opts.background_compaction and len(self.state.l0) >= opts.l0_slowdown_ssts:
             self.counters["write_slowdowns"] += 1
             self._clock.sleep(0.001)  # let compaction catch up before writers must stop

@@ -43,7 +43,7 @@ import threading
 import time as _time
 from collections.abc import Callable
 
-__all__ = ["Clock", "FakeClock"]
+__all__ = ["Clock", "FakeClock", "as_clock"]
 
 
 class Clock:
@@ -89,6 +89,28 @@ class Clock:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(seed={self.seed!r})"
+
+
+class _WallClock(Clock):
+    """A :class:`Clock` whose wall time comes from a plain function."""
+
+    def __init__(self, now: Callable[[], float], seed: int | None = None) -> None:
+        super().__init__(seed)
+        self._now = now
+
+    def time(self) -> float:
+        return self._now()
+
+
+def as_clock(clock: Clock | Callable[[], float] | None, seed: int | None = None) -> Clock:
+    """``clock`` as a :class:`Clock`: itself; a wall-clock function (epoch seconds,
+    as older options took) replacing only the wall time; or, for None, a real
+    clock whose random bits are seeded with ``seed``."""
+    if isinstance(clock, Clock):
+        return clock
+    if clock is None:
+        return Clock(seed)
+    return _WallClock(clock, seed)
 
 
 class FakeClock(Clock):

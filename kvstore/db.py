@@ -26,7 +26,7 @@ from kvstore import _validate, ownership, paths
 from kvstore import readpath as rp
 from kvstore.batch import WriteBatch
 from kvstore.cache import BlockCache
-from kvstore.clock import Clock
+from kvstore.clock import Clock, as_clock
 from kvstore.engine.checkpoints import Checkpoints, check_checkpoint_name, check_expiry
 from kvstore.engine.commit import CommitPath
 from kvstore.engine.compactor import CompactionStopped, Compactor
@@ -50,17 +50,6 @@ from kvstore.wal import JournalWal
 log = logging.getLogger("kvstore")
 
 
-class _WallClock(Clock):
-    """A :class:`Clock` whose wall time comes from a plain function (tests pass one)."""
-
-    def __init__(self, now: Callable[[], float]) -> None:
-        super().__init__()
-        self._now = now
-
-    def time(self) -> float:
-        return self._now()
-
-
 class DB(ReadSurface):
     """An open kvstore (the single writer). Use :func:`kvstore.open`."""
 
@@ -71,10 +60,7 @@ class DB(ReadSurface):
         *,
         clock: Clock | Callable[[], float] | None = None,
     ) -> None:
-        if clock is None:
-            clock = Clock()  # options.seed seeds SST names only, as before
-        elif not isinstance(clock, Clock):
-            clock = _WallClock(clock)
+        clock = as_clock(clock)  # options.seed seeds SST names only, as before
         self._store = store
         self._opts = options
         self._clock = clock

@@ -118,20 +118,8 @@ class _GroupCommit:
             return self._appended
 
     def append_record(self, seq: int, keys: list[bytes], values: list[bytes | None]) -> int:
-        """Encode one commit's record and append it; returns its LSN (see :meth:`append`).
-
-        The body of :meth:`append`, inlined: this runs once per commit."""
-        frame = encode_record(seq, keys, values)
-        with self._buf_lock:
-            pending = self._pending
-            pending.append(frame)
-            self._pending_bytes += len(frame)
-            self._appended += len(frame)
-            gathering = self._gathering
-            if gathering is not None and len(pending) >= self._gather_want:
-                self._gathering = None
-                gathering.release()  # the leader's group is complete: sync now
-            return self._appended
+        """Encode one commit's record and append it; returns its LSN (see :meth:`append`)."""
+        return self.append(encode_record(seq, keys, values))
 
     def _take_pending(self) -> tuple[bytes, int]:
         data = b"".join(self._pending)

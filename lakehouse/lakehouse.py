@@ -31,7 +31,7 @@ from typing import Any
 import pyarrow as pa
 
 import kvstore
-from kvstore.clock import Clock
+from kvstore.clock import as_clock
 from lakehouse import codec, commit, keys
 from lakehouse.commit import CommitOptions
 from lakehouse.data.scan import ScanFile
@@ -78,11 +78,8 @@ class Lakehouse:
         self._options = options
         # one kvstore Clock gives time, sleeps and random bits (ids, jitter);
         # the older callable options still replace its wall clock and sleep
-        given = options.clock
-        self._kclock = given if isinstance(given, Clock) else Clock(options.seed)
-        self._clock: Callable[[], float] = (
-            self._kclock.time if given is None or isinstance(given, Clock) else given
-        )
+        self._kclock = as_clock(options.clock, options.seed)
+        self._clock: Callable[[], float] = self._kclock.time
         self._sleep: Callable[[float], None] = options.sleep or self._kclock.sleep
         self._monotonic: Callable[[], float] = self._kclock.monotonic
         self._records = RecordCache()

@@ -31,7 +31,7 @@ from kvstore.cli.store import (
     manifest_ids,
     summarize,
 )
-from kvstore.cli.verify import Plan, Progress, verify
+from kvstore.cli.verify import Plan, Progress, print_verdict, verify
 from kvstore.engine.checkpoints import check_checkpoint_name
 from kvstore.errors import CorruptionError, KvError
 from kvstore.format.manifest import Manifest, SstMeta
@@ -501,14 +501,4 @@ def cmd_verify(ctx: Ctx) -> int:
         f"{plural(r.wal_segments, 'WAL segment')} ({plural(r.wal_records, 'record')}): "
         f"{human_bytes(r.bytes)}"
     )
-    for n in r.notes:
-        ctx.line(f"note: {n}")
-    if r.ok:
-        ctx.line("OK: no damage found")
-        return EXIT_OK
-    damaged = r.damaged_objects()
-    ctx.line(f"DAMAGED: {plural(len(damaged), 'object')}")
-    for p in r.problems:
-        ctx.line(f"  {p.object}: {p.kind}: {p.message}")
-    ctx.note(f"corruption found in {plural(len(damaged), 'object')}: {', '.join(damaged)}")
-    return EXIT_CORRUPTION
+    return EXIT_OK if print_verdict(ctx, r) else EXIT_CORRUPTION

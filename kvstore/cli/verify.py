@@ -24,9 +24,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from kvstore import paths
+from kvstore.cli.codec import plural
 from kvstore.errors import CorruptionError
 from kvstore.format.manifest import Manifest, SstMeta
 from kvstore.format.sst_reader import SstReader
@@ -51,16 +52,18 @@ class Problem:
         return {"object": self.object, "kind": self.kind, "message": self.message}
 
 
+class Out(Protocol):
+    """Where a command prints (the kvstore and lakehouse CLIs' contexts)."""
+
+    def line(self, text: str = "") -> None: ...
+    def note(self, text: str) -> None: ...
+
+
 @dataclass
-class VerifyReport:
-    manifest_id: int | None = None
-    manifests: int = 0
-    ssts: int = 0
-    blocks: int = 0
-    entries: int = 0
-    wal_segments: int = 0
-    wal_records: int = 0
-    bytes: int = 0
+class Findings:
+    """What a verification found: damage (``problems``) and ``notes``; the
+    kvstore's and the lakehouse's reports both are one."""
+
     problems: list[Problem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
 
@@ -70,6 +73,33 @@ class VerifyReport:
 
     def damaged_objects(self) -> list[str]:
         return sorted({p.object for p in self.problems})
+
+
+def print_verdict(out: Out, r: Findings) -> bool:
+    """Print the notes, then OK or every damaged object's problems; True when OK."""
+    for n in r.notes:
+        out.line(f"note: {n}")
+    if r.ok:
+        out.line("OK: no damage found")
+        return True
+    damaged = r.damaged_objects()
+    out.line(f"DAMAGED: {plural(len(damaged), 'object')}")
+    for p in r.problems:
+        out.line(f"  {p.object}: {p.kind}: {p.message}")
+    out.note(f"corruption found in {plural(len(damaged), 'object')}: {', '.join(damaged)}")
+    return False
+
+
+@dataclass
+class VerifyReport(Findings):
+    manifest_id: int | None = None
+    manifests: int = 0
+    ssts: int = 0
+    blocks: int = 0
+    entries: int = 0
+    wal_segments: int = 0
+    wal_records: int = 0
+    bytes: int = 0
 
     def to_json(self) -> dict[str, Any]:
         return {

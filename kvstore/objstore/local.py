@@ -360,7 +360,7 @@ class _FileJournal:
             written = os.pwrite(self._fd, view, self._pos)
             self._pos += written
             view = view[written:]
-        if self._step and self._allocated - self._pos < self._step // 2:
+        if self._step and self._allocated - self._pos < self._step // 2 and not self._want.is_set():
             self._wake_prewriter()
 
     def _prewrite_locked(self, end: int) -> None:

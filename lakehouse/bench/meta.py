@@ -85,22 +85,11 @@ def _threads(n_threads: int, body: Callable[[int], None]) -> float:
     return time.perf_counter() - start
 
 
-class LakehouseCommits:
-    def __init__(self, path: str, n_tables: int = 8, fsync: bool = True) -> None:
-        shutil.rmtree(path, ignore_errors=True)
-        self.lh = lakehouse.open(path, kv_options={"fsync": fsync})
-        with self.lh.begin() as txn:
-            txn.create_namespace("bench")
-            for i in range(n_tables):
-                txn.create_table(f"bench.t{i}", SCHEMA, {"owner": "bench"})
-        self.counter = 0
-        self.retries = 0
+class _Commits:
+    """Commit rates of one system: one thread on one table, or a thread per table."""
 
     def commit(self, table: int) -> None:
-        self.counter += 1
-        with self.lh.begin() as txn:
-            txn.alter_table(f"bench.t{table}", set_properties={"n": str(self.counter)})
-        self.retries += txn.attempts - 1
+        raise NotImplementedError
 
     def single(self, n: int) -> float:
         start = time.perf_counter()
@@ -117,11 +106,29 @@ class LakehouseCommits:
 
         return per * n_threads / _threads(n_threads, body)
 
+
+class LakehouseCommits(_Commits):
+    def __init__(self, path: str, n_tables: int = 8, fsync: bool = True) -> None:
+        shutil.rmtree(path, ignore_errors=True)
+        self.lh = lakehouse.open(path, kv_options={"fsync": fsync})
+        with self.lh.begin() as txn:
+            txn.create_namespace("bench")
+            for i in range(n_tables):
+                txn.create_table(f"bench.t{i}", SCHEMA, {"owner": "bench"})
+        self.counter = 0
+        self.retries = 0
+
+    def commit(self, table: int) -> None:
+        self.counter += 1
+        with self.lh.begin() as txn:
+            txn.alter_table(f"bench.t{table}", set_properties={"n": str(self.counter)})
+        self.retries += txn.attempts - 1
+
     def close(self) -> None:
         self.lh.close()
 
 
-class IcebergCommits:
+class IcebergCommits(_Commits):
     """The same operation through pyiceberg's SQL catalog on sqlite."""
 
     def __init__(self, path: str, n_tables: int = 8) -> None:
@@ -142,21 +149,6 @@ class IcebergCommits:
         self.counter += 1
         tx = self.tables[table].transaction()
         tx.set_properties(n=str(self.counter)).commit_transaction()
-
-    def single(self, n: int) -> float:
-        start = time.perf_counter()
-        for _ in range(n):
-            self.commit(0)
-        return n / (time.perf_counter() - start)
-
-    def threaded(self, n: int, n_threads: int = 8) -> float:
-        per = max(1, n // n_threads)
-
-        def body(i: int) -> None:
-            for _ in range(per):
-                self.commit(i)
-
-        return per * n_threads / _threads(n_threads, body)
 
     def close(self) -> None:
         self.catalog.engine.dispose()

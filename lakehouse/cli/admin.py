@@ -14,6 +14,7 @@ from typing import Any
 import lakehouse
 from kvstore.cli.codec import human_bytes, human_ms, plural
 from kvstore.cli.progress import ProgressBar
+from kvstore.cli.verify import print_verdict
 from lakehouse.cli.parse import parse_props
 from lakehouse.cli.target import EXIT_CORRUPTION, EXIT_OK, CliError, Ctx
 from lakehouse.cli.verify import verify
@@ -227,14 +228,4 @@ def cmd_verify(ctx: Ctx) -> int:
             f"{plural(r.data_files, 'data file')} ({plural(r.rows, 'row')}, "
             f"{human_bytes(r.bytes)})"
         )
-    for n in r.notes:
-        ctx.line(f"note: {n}")
-    if r.ok:
-        ctx.line("OK: no damage found")
-        return EXIT_OK
-    damaged = r.damaged_objects()
-    ctx.line(f"DAMAGED: {plural(len(damaged), 'object')}")
-    for p in r.problems:
-        ctx.line(f"  {p.object}: {p.kind}: {p.message}")
-    ctx.note(f"corruption found in {plural(len(damaged), 'object')}: {', '.join(damaged)}")
-    return EXIT_CORRUPTION
+    return EXIT_OK if print_verdict(ctx, r) else EXIT_CORRUPTION

@@ -21,7 +21,7 @@ raised; the command exits 3 when there are any.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
@@ -31,7 +31,7 @@ import kvstore
 import lakehouse
 from kvstore.cli.store import CliError as KvCliError
 from kvstore.cli.store import Target as KvTarget
-from kvstore.cli.verify import Problem, VerifyReport
+from kvstore.cli.verify import Findings, Problem, VerifyReport
 from kvstore.cli.verify import verify as verify_kvstore
 from kvstore.objstore import ObjectStore, open_store
 from lakehouse.cli.target import CliError, Target, one_line
@@ -42,7 +42,7 @@ Progress = Callable[[int, str], None]
 
 
 @dataclass
-class Report:
+class Report(Findings):
     meta: VerifyReport | None = None
     version: int | None = None
     versions: int = 0
@@ -52,18 +52,9 @@ class Report:
     data_files: int = 0
     rows: int = 0
     bytes: int = 0
-    problems: list[Problem] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
 
     def problem(self, obj: str, kind: str, message: str) -> None:
         self.problems.append(Problem(obj, kind, one_line(message)))
-
-    @property
-    def ok(self) -> bool:
-        return not self.problems
-
-    def damaged_objects(self) -> list[str]:
-        return sorted({p.object for p in self.problems})
 
     def to_json(self) -> dict[str, Any]:
         return {

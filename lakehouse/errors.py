@@ -106,6 +106,20 @@ class CorruptionError(LakehouseError, kvstore.CorruptionError):
     """Stored metadata or a data file failed a check (format, checksum, missing file)."""
 
 
+class DataFileMissing(CorruptionError):
+    """A data file a version references is not in storage.
+
+    Reads raise it where no better answer is known; the lakehouse turns it
+    into :class:`VersionExpired` when the version read has expired (its files
+    were deleted by ``expire_versions``), so only a file lost otherwise stays
+    a corruption.
+    """
+
+    def __init__(self, message: str, path: str = "") -> None:
+        super().__init__(message)
+        self.path = path
+
+
 class WriterActive(LakehouseError, kvstore.WriterActive):
     """A live process writes this lakehouse (local directories only)."""
 

@@ -29,7 +29,7 @@ from pyroaring import BitMap
 from kvstore.objstore import ObjectStore, open_store
 from lakehouse.data import files as datafiles
 from lakehouse.data.predicate import Predicate, matches, parse_where
-from lakehouse.errors import CorruptionError
+from lakehouse.errors import CorruptionError, DataFileMissing
 from lakehouse.model import Column, DataFile, TableDef, TableStats
 
 _POOL: ThreadPoolExecutor | None = None
@@ -67,8 +67,8 @@ def fetch(store: ObjectStore, path: str) -> bytes:
             return open_store(parent, create=False).get(name)
         return store.get(path)
     except FileNotFoundError:
-        raise CorruptionError(
-            f"data file {path} is referenced by the table but missing from storage"
+        raise DataFileMissing(
+            f"data file {path} is referenced by the table but missing from storage", path
         ) from None
 
 
@@ -211,7 +211,7 @@ def _read_plain(
             filter=None if pred is None else pred.expression,
         )
     except FileNotFoundError as exc:
-        raise CorruptionError(f"a data file of {d.qualified_name} is missing: {exc}") from None
+        raise DataFileMissing(f"a data file of {d.qualified_name} is missing: {exc}") from None
 
 
 def scan_batches(

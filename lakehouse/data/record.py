@@ -159,7 +159,7 @@ def _nat(v: Any) -> int:
 
 def _json_value(v: Any) -> Any:
     if isinstance(v, list):
-        if len(v) != 2 or v[0] not in ("i", "d", "b"):
+        if len(v) != 2 or v[0] not in ("i", "n", "d", "b"):
             raise ValueError(f"bad tagged statistic {v!r}")
     elif not (v is None or isinstance(v, (int, float, str, bool))):
         raise ValueError(f"bad statistic {v!r}")

@@ -20,7 +20,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from typing import Any
+from typing import Any, NamedTuple
 
 from lakehouse.data import record
 from lakehouse.errors import CorruptionError
@@ -208,6 +208,34 @@ def encode_paths(paths: list[str]) -> bytes:
 
 def decode_paths(data: bytes) -> list[str]:
     return list(_load(data, "path list").get("paths", []))
+
+
+class QueuedFile(NamedTuple):
+    """A data file in the deletion queue (``L/gc``): only expired versions
+    reference it since ``since_ms``; it may be deleted once ``grace_ms`` has passed."""
+
+    path: str
+    since_ms: int
+    grace_ms: int
+
+    @property
+    def due_ms(self) -> int:
+        return self.since_ms + self.grace_ms
+
+
+def encode_gc_queue(files: list[QueuedFile]) -> bytes:
+    return _dump({"kind": "gc", "files": [list(q) for q in files]})
+
+
+def decode_gc_queue(data: bytes) -> list[QueuedFile]:
+    """The deletion queue; the older ``paths`` form (no times) is due at once."""
+    o = _load(data, "deletion queue")
+    try:
+        if o.get("kind") == "paths":
+            return [QueuedFile(str(p), 0, 0) for p in o["paths"]]
+        return [QueuedFile(str(p), int(s), int(g)) for p, s, g in o["files"]]
+    except (KeyError, ValueError, TypeError) as exc:
+        raise CorruptionError(f"deletion queue: {exc!r}") from None
 
 
 # -- version records ----------------------------------------------------------------------

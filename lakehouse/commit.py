@@ -224,10 +224,10 @@ def run(lh: LakehouseServices, txn: TransactionState, options: CommitOptions | N
             if head > checked:
                 oldest_raw = ktx.get(keys.OLDEST)
                 oldest = 0 if oldest_raw is None else keys.decode_u64(oldest_raw)
-                if checked + 1 < oldest:
+                if txn.version < oldest:  # its base expired (API.md, "Integrity")
                     raise RetryableConflict(
-                        f"versions after {txn.version} were expired before this transaction "
-                        "could be rebased over them; re-run it",
+                        f"this transaction's base version {txn.version} has expired (the "
+                        f"oldest retained version is {oldest}); re-run it",
                         version=oldest,
                     )
                 for u in range(checked + 1, head + 1):

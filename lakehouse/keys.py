@@ -10,7 +10,7 @@ a prefix scan can list::
     H                                     head: latest version, 8-byte big-endian
     L/def                                 lakehouse definition
     L/oldest                              oldest retained version, 8-byte BE
-    L/gc                                  data files queued for deletion
+    L/gc                                  data files queued for deletion, with times
     N/<ns>                                namespace definition
     T/<ns> 00 <table>                     table definition
     V/<ns> 00 <view>                      view definition

@@ -57,6 +57,7 @@ from lakehouse.model import (
     to_epoch_ms,
 )
 from lakehouse.options import Options
+from lakehouse.pins import Pins
 from lakehouse.records import RecordCache
 from lakehouse.txn import Transaction
 from lakehouse.view import LakehouseView
@@ -86,6 +87,8 @@ class Lakehouse:
         self._maintenance_lock = threading.Lock()
         #: data files written by transactions of this process that are still open
         self._inflight: set[str] = set()
+        #: open views, transactions and streams: expiry keeps the files they read
+        self._pins = Pins()
         self._file_seq = itertools.count(self._rng_bits(31))
         self._closed = False
         #: test hook: called inside each commit attempt just before the kvstore commit
@@ -141,6 +144,12 @@ class Lakehouse:
 
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
+
+    def _oldest_now(self) -> int:
+        """The oldest retained version as the store says now (a view that found a
+        data file missing asks: was its version expired meanwhile?)."""
+        raw = self._db.get(keys.OLDEST)
+        return 0 if raw is None else keys.decode_u64(raw)
 
     def _rng_bits(self, n: int) -> int:
         return self._kclock.getrandbits(n)
@@ -219,11 +228,14 @@ class Lakehouse:
                 raise TypeError("app_version must be an int")
             if app_version < 0:
                 raise ValueError(f"app_version must be >= 0, got {app_version}")
-        snap = self._db.snapshot()
-        version = self._u64(snap, keys.HEAD)
-        return Transaction(
-            self, snap, version, isolation, f"{self._rng_bits(64):016x}", app_id, app_version or 0
-        )
+        txn_id = f"{self._rng_bits(64):016x}"
+        with self._pins.lock:  # snapshot and pin together (see lakehouse.pins)
+            snap = self._db.snapshot()
+            version = self._u64(snap, keys.HEAD)
+            txn = Transaction(self, snap, version, isolation, txn_id, app_id, app_version or 0)
+            txn._pins = self._pins
+            self._pins.add(txn)
+        return txn
 
     def _commit(self, txn: Transaction, options: CommitOptions) -> int:
         """Run the commit protocol for ``txn`` (see :mod:`lakehouse.commit`)."""
@@ -237,19 +249,25 @@ class Lakehouse:
 
     # -- table data at the latest version ---------------------------------------------------
     def _head_view(self) -> LakehouseView:
-        snap = self._db.snapshot()
-        return self._make_view(snap, self._u64(snap, keys.HEAD))
+        with self._pins.lock:
+            snap = self._db.snapshot()
+            return self._make_view(snap, self._u64(snap, keys.HEAD))
 
     def _make_view(self, snap: Any, version: int) -> LakehouseView:
-        """A view of ``version`` over ``snap`` (consumed: the view closes it)."""
-        return LakehouseView(
+        """A view of ``version`` over ``snap`` (consumed: the view closes it), pinned
+        against expiry; the caller holds ``self._pins.lock`` since it took ``snap``."""
+        view = LakehouseView(
             snap,
             version,
             self.definition.max_name_length,
             self._check_open,
             self._data,
             self._layout.data_url,
+            self._oldest_now,
         )
+        view._pins = self._pins
+        self._pins.add(view)
+        return view
 
     def read(self, table: str, *, columns: Any = None, where: Any = None) -> pa.Table:
         """The table's rows at the latest version (see :meth:`LakehouseView.read`)."""
@@ -324,7 +342,8 @@ class Lakehouse:
 
     def remove_orphan_files(self, *, older_than: Any = None) -> list[str]:
         """Delete data files no retained version references, older than ``older_than``
-        (a ``timedelta``, default 1 hour); returns their paths."""
+        (a ``timedelta``, default 1 hour); returns their paths. Files of expired
+        versions still in their grace period are not orphans (see expire_versions)."""
         from lakehouse.maintenance import remove_orphan_files
 
         return remove_orphan_files(self, older_than=older_than)
@@ -336,7 +355,8 @@ class Lakehouse:
             raise TypeError(f"version must be an int, not {type(version).__name__}")
         if version < 0:
             raise ValueError(f"version must be >= 0, got {version}")
-        return self._view(self._db.snapshot(), version)
+        with self._pins.lock:
+            return self._view(self._db.snapshot(), version)
 
     def _view(self, snap: kvstore.Snapshot, version: int) -> LakehouseView:
         """A view of ``version`` given a snapshot at the latest seq (consumed)."""
@@ -367,13 +387,14 @@ class Lakehouse:
         ValueError."""
         self._check_open()
         ms = to_epoch_ms(ts)
-        snap = self._db.snapshot()
-        try:
-            version = self._version_at(snap, ms)
-        except BaseException:
-            snap.close()
-            raise
-        return self._view(snap, version)
+        with self._pins.lock:
+            snap = self._db.snapshot()
+            try:
+                version = self._version_at(snap, ms)
+            except BaseException:
+                snap.close()
+                raise
+            return self._view(snap, version)
 
     def version_at(self, ts: Any) -> int:
         """The newest version created at or before ``ts`` (see :meth:`at_time`)."""
@@ -450,13 +471,21 @@ class Lakehouse:
         return export(self, dest_url, version=version, kind=kind, open_lakehouse=open)
 
     def expire_versions(
-        self, *, keep_last: int | None = None, older_than: Any = None, compact: bool = True
+        self,
+        *,
+        keep_last: int | None = None,
+        older_than: Any = None,
+        grace: Any = None,
+        compact: bool = True,
     ) -> int:
-        """Drop old versions and the data files only they reference; returns the
-        oldest retained version. See :func:`lakehouse.maintenance.expire_versions`."""
+        """Drop old versions; the data files only they reference are deleted once
+        ``grace`` (a ``timedelta``, default 1 hour) has passed. Returns the oldest
+        retained version. See :func:`lakehouse.maintenance.expire_versions`."""
         from lakehouse.maintenance import expire_versions
 
-        return expire_versions(self, keep_last=keep_last, older_than=older_than, compact=compact)
+        return expire_versions(
+            self, keep_last=keep_last, older_than=older_than, grace=grace, compact=compact
+        )
 
     def stats(self) -> dict[str, Any]:
         self._check_open()
@@ -571,6 +600,10 @@ class LakehouseReader(Lakehouse):
         )
 
     begin = rollback = expire_versions = remove_orphan_files = _refuse
+
+    def _oldest_now(self) -> int:
+        self._db.refresh()  # type: ignore[attr-defined]  # the writer may have expired more
+        return super()._oldest_now()
 
     def stats(self) -> dict[str, Any]:
         self._check_open()

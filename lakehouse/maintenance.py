@@ -14,19 +14,27 @@ came from. ``full`` copies every data file the state references into the
 destination's data directory; ``minimal`` copies only metadata and rewrites
 relative data-file paths to absolute URLs of the source's files.
 
-**Expiration** ``expire_versions(keep_last=N, older_than=t)`` picks the oldest
-version to keep (the last N; and/or the version that was current at ``t``,
-so ``at_time(t)`` stays answerable; with both, whichever keeps more) and then,
-in this order (a crash between steps leaves something harmless):
+**Expiration** ``expire_versions(keep_last=N, older_than=t, grace=g)`` picks
+the oldest version to keep (the last N; and/or the version that was current
+at ``t``, so ``at_time(t)`` stays answerable; with both, whichever keeps
+more) and then, in this order (a crash between steps leaves something
+harmless):
 
 1. one kvstore write: ``L/oldest`` = the new oldest version, delete the
    records of the expired versions, queue in ``L/gc`` the data files that
-   only expired versions reference;
+   only expired versions reference, each with the time it was queued and
+   the grace ``g`` (default :data:`DEFAULT_GRACE`);
 2. raise the kvstore retention watermark to the seq that reads the new
    oldest version: compaction may now drop every older key version;
-3. delete the queued files, clear ``L/gc`` (retried at the next open if the
-   process dies first);
+3. the deletion pass: delete the queued files whose grace has passed and
+   that no open view or transaction of this process reads
+   (:mod:`lakehouse.pins`), and drop them from ``L/gc``. Files still in
+   their grace stay queued, times and all, across restarts: the next
+   ``expire_versions``, ``remove_orphan_files`` or open runs the pass again;
 4. ``db.compact()`` (optional) to reclaim the space now.
+
+A reader in another process at an expired version reads on during the
+grace; once the files are gone its read raises ``VersionExpired``.
 """
 
 from __future__ import annotations
@@ -40,9 +48,11 @@ from typing import Any, Protocol
 
 import kvstore
 from lakehouse import codec, keys
+from lakehouse.codec import QueuedFile
 from lakehouse.commit import CommitOptions
 from lakehouse.errors import AlreadyExists, NotFound, RetryableConflict, VersionExpired
 from lakehouse.model import Isolation, to_epoch_ms
+from lakehouse.pins import Pins
 from lakehouse.services import LakehouseServices
 from lakehouse.txn import Pending, Transaction
 
@@ -58,6 +68,9 @@ class MaintainedLakehouse(LakehouseServices, Protocol):
     def url(self) -> str: ...
     @property
     def _maintenance_lock(self) -> threading.Lock: ...
+    @property
+    def _pins(self) -> Pins: ...
+    def _oldest_now(self) -> int: ...
     def begin(
         self,
         isolation: Isolation | None = None,
@@ -268,11 +281,28 @@ def _files_at(lh: MaintainedLakehouse, version: int) -> set[str]:
         }
 
 
+#: how long the data files only expired versions reference stay by default: as
+#: long as the default transaction TTL, so a reader in another process (a Spark
+#: job, ``open_reader``) that opened an expired version can read it for that long
+DEFAULT_GRACE = timedelta(hours=1)
+
+
+def _grace_ms(grace: Any) -> int:
+    if grace is None:
+        grace = DEFAULT_GRACE
+    if not isinstance(grace, timedelta):
+        raise TypeError(f"grace must be a datetime.timedelta, not {type(grace).__name__}")
+    if grace < timedelta(0):
+        raise ValueError(f"grace must not be negative, got {grace}")
+    return grace // timedelta(milliseconds=1)
+
+
 def expire_versions(
     lh: MaintainedLakehouse,
     *,
     keep_last: int | None = None,
     older_than: Any = None,
+    grace: Any = None,
     compact: bool = True,
 ) -> int:
     """Expire old versions; returns the oldest retained version.
@@ -281,7 +311,9 @@ def expire_versions(
     datetime, epoch ms, or a ``timedelta`` meaning "that long ago") expires
     versions no longer needed to read the lakehouse as of ``t`` or later.
     With both, a version survives if either rule keeps it. The head is
-    always kept.
+    always kept. The data files only expired versions reference are deleted
+    once ``grace`` (a ``timedelta``, default :data:`DEFAULT_GRACE`) has
+    passed, by this call or a later one (see the module docstring).
     """
     lh._check_open()
     if keep_last is None and older_than is None:
@@ -291,6 +323,7 @@ def expire_versions(
             raise TypeError(f"keep_last must be an int, not {type(keep_last).__name__}")
         if keep_last < 1:
             raise ValueError(f"keep_last must be >= 1 (the latest version stays), got {keep_last}")
+    grace_ms = _grace_ms(grace)
     cutoff_ms: int | None = None
     if isinstance(older_than, timedelta):
         cutoff_ms = lh._now_ms() - older_than // timedelta(milliseconds=1)
@@ -299,33 +332,36 @@ def expire_versions(
     db = lh._db
     with lh._maintenance_lock:
         for _ in range(lh._options.commit_retries):
-            done = _expire_once(lh, keep_last, cutoff_ms)
+            done = _expire_once(lh, keep_last, cutoff_ms, grace_ms)
             if done is not None:
-                new_oldest, seq_keep, oldest = done
+                new_oldest, seq_keep, oldest, queued = done
                 break
         else:
             raise RetryableConflict("expire_versions kept losing the race with commits; retry")
         if new_oldest > oldest:
             db.set_retention_watermark(seq_keep)
             lh._forget_before(new_oldest)
-            deleted = _delete_files(lh)
             log.info(
-                "expired versions %d..%d (oldest retained: %d, watermark seq %d, %d files)",
+                "expired versions %d..%d (oldest retained: %d, watermark seq %d); "
+                "%d data files queued for deletion after a grace of %d ms",
                 oldest,
                 new_oldest - 1,
                 new_oldest,
                 seq_keep,
-                deleted,
+                queued,
+                grace_ms,
             )
-            if compact:
-                db.compact()
+        _delete_due(lh)
+        if new_oldest > oldest and compact:
+            db.compact()
         return new_oldest
 
 
 def _expire_once(
-    lh: MaintainedLakehouse, keep_last: int | None, cutoff_ms: int | None
-) -> tuple[int, int, int] | None:
-    """Step 1; returns (new oldest, watermark seq, previous oldest), None if a commit raced."""
+    lh: MaintainedLakehouse, keep_last: int | None, cutoff_ms: int | None, grace_ms: int
+) -> tuple[int, int, int, int] | None:
+    """Step 1; returns (new oldest, watermark seq, previous oldest, files queued),
+    None if a commit raced."""
     db = lh._db
     with db.snapshot() as snap:
         head = lh._u64(snap, keys.HEAD)
@@ -340,7 +376,7 @@ def _expire_once(
                 rules.append(oldest)
         new_oldest = min(max(min(rules), oldest), head)
         if new_oldest <= oldest:
-            return oldest, 0, oldest
+            return oldest, 0, oldest, 0
         seq_keep = snap.seq
         if new_oldest < head:
             seq_keep = lh._record(new_oldest + 1, snap.get).base_seq
@@ -354,11 +390,14 @@ def _expire_once(
     try:
         if ktx.get_for_update(keys.HEAD) != keys.encode_u64(head):
             return None  # a commit landed since the snapshot: recompute
-        pending = _pending_deletes(db)
+        queue = _decode_queue(ktx.get(keys.PENDING_GC))
+        known = {q.path for q in queue}
+        now = lh._now_ms()  # from now on only expired versions reference them
+        new = [QueuedFile(p, now, grace_ms) for p in sorted(doomed - known)]
         ktx.put(keys.OLDEST, keys.encode_u64(new_oldest))
         for u in range(oldest, new_oldest):
             ktx.delete(keys.record_key(u))
-        ktx.put(keys.PENDING_GC, codec.encode_paths(sorted(set(pending) | doomed)))
+        ktx.put(keys.PENDING_GC, codec.encode_gc_queue(queue + new))
         seq = ktx.commit()
     except kvstore.TransactionConflict:
         return None
@@ -370,34 +409,55 @@ def _expire_once(
         # deleted just now
         assert seq is not None
         seq_keep = seq
-    return new_oldest, seq_keep, oldest
+    return new_oldest, seq_keep, oldest, len(new)
 
 
-def _pending_deletes(db: kvstore.DB) -> list[str]:
-    raw = db.get(keys.PENDING_GC)
-    return [] if raw is None else codec.decode_paths(raw)
+def _decode_queue(raw: bytes | None) -> list[QueuedFile]:
+    return [] if raw is None else codec.decode_gc_queue(raw)
 
 
-def _delete_files(lh: MaintainedLakehouse) -> int:
-    paths = _pending_deletes(lh._db)
-    if not paths:
+def deletion_queue(db: Any) -> list[QueuedFile]:
+    """The data files queued for deletion (``L/gc``) as ``db`` (a kvstore DB,
+    reader or snapshot) sees them: ``lakehouse verify`` reports them."""
+    return _decode_queue(db.get(keys.PENDING_GC))
+
+
+def _delete_due(lh: MaintainedLakehouse) -> int:
+    """Step 3: delete the queued files whose grace has passed and that no open
+    view or transaction of this process reads; the caller holds the maintenance lock."""
+    queue = deletion_queue(lh._db)
+    now = lh._now_ms()
+    due = [q for q in queue if q.due_ms <= now]
+    if not due:
         return 0
-    deleted = 0
-    for p in paths:
+    # after the new oldest version was committed (see lakehouse.pins)
+    pinned = lh._pins.paths(below=lh._oldest_now())
+    gone: set[str] = set()
+    for q in due:
+        if q.path in pinned:
+            continue
         try:
-            lh._data.delete(p)
-            deleted += 1
-        except OSError as exc:  # left queued for the next attempt
-            log.warning("could not delete data file %s: %s", p, exc)
-            return deleted
-    lh._db.put(keys.PENDING_GC, codec.encode_paths([]))
-    return deleted
+            lh._data.delete(q.path)  # a file deleted before a crash: deleting again is fine
+            gone.add(q.path)
+        except OSError as exc:  # left queued for the next pass
+            log.warning("could not delete data file %s: %s", q.path, exc)
+    if gone:
+        lh._db.put(keys.PENDING_GC, codec.encode_gc_queue([q for q in queue if q.path not in gone]))
+        log.info(
+            "deleted %d data files of expired versions (%d queued, %d pinned by open readers)",
+            len(gone),
+            len(queue) - len(gone),
+            len(pinned & {q.path for q in due}),
+        )
+    return len(gone)
 
 
 def retry_pending_deletes(lh: MaintainedLakehouse) -> None:
-    """Finish step 3 of an expiration the previous process did not complete."""
+    """The deletion pass at open: files whose grace passed while no process ran
+    (or whose deletion a previous process did not finish) go now."""
     try:
-        _delete_files(lh)
+        with lh._maintenance_lock:
+            _delete_due(lh)
     except kvstore.KvError as exc:  # a read-only situation should not block opening
         log.warning("could not finish queued data-file deletions: %s", exc)
 
@@ -406,14 +466,16 @@ def retry_pending_deletes(lh: MaintainedLakehouse) -> None:
 # orphan data files
 # ---------------------------------------------------------------------------
 def _referenced(lh: MaintainedLakehouse) -> set[str]:
-    """Paths of every data file a retained version (or the deletion queue) references."""
+    """Paths of every data file a retained version references, or the deletion
+    queue (files in their grace period), or an open view or transaction."""
     with lh._db.snapshot() as snap:
         head = lh._u64(snap, keys.HEAD)
         oldest = lh._u64(snap, keys.OLDEST, 0)
         refs = _files_at(lh, oldest)
         for u in range(oldest + 1, head + 1):
             refs.update(lh._record(u, snap.get).files_added)
-    refs.update(_pending_deletes(lh._db))
+    refs.update(q.path for q in deletion_queue(lh._db))
+    refs.update(lh._pins.paths(below=oldest))
     return refs
 
 
@@ -422,7 +484,9 @@ def remove_orphan_files(lh: MaintainedLakehouse, *, older_than: Any = None) -> l
     created more than ``older_than`` ago (a ``timedelta``; default: the
     lakehouse's transaction TTL, so files of transactions still running are
     never touched). Crashed writers leave such files behind; so does a
-    failed delete of an aborted transaction. Returns the deleted paths."""
+    failed delete of an aborted transaction. Files of expired versions are
+    not orphans: the deletion pass (run first) deletes those whose grace has
+    passed, the others stay. Returns the deleted orphans' paths."""
     from lakehouse.data.files import SUFFIX, created_ms
 
     lh._check_open()
@@ -435,6 +499,7 @@ def remove_orphan_files(lh: MaintainedLakehouse, *, older_than: Any = None) -> l
     cutoff = lh._now_ms() - older_than // timedelta(milliseconds=1)
     deleted: list[str] = []
     with lh._maintenance_lock:
+        _delete_due(lh)
         candidates = []
         for name in lh._data.list(""):
             ms = created_ms(name)

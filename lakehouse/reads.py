@@ -21,7 +21,7 @@ from lakehouse.data import record, scan
 from lakehouse.data.predicate import Predicate
 from lakehouse.data.scan import ScanFile
 from lakehouse.data.table import FileState, load
-from lakehouse.errors import NotFound
+from lakehouse.errors import DataFileMissing, LakehouseError, NotFound
 from lakehouse.model import (
     DataFile,
     Definition,
@@ -32,12 +32,17 @@ from lakehouse.model import (
     check_name,
     split_qualified,
 )
+from lakehouse.pins import Pins, StreamPin
 
 
 class ReadOps:
     """``list_*`` / ``describe_*`` over one lakehouse version."""
 
     _name_limit: int
+    #: the version read (a view's version, a transaction's base)
+    version: int
+    #: the lakehouse's registry of readers whose data files expiry must keep
+    _pins: Pins | None = None
 
     # -- primitives (subclasses) ---------------------------------------------------
     def _fetch(self, key: bytes) -> bytes | None:
@@ -164,7 +169,13 @@ class ReadOps:
         d = self.describe_table(table)
         self._note_data_read(d, scan.predicate(d, where))
         files = self._table_files(d.namespace, d.name)
-        return scan.read(self._data_store(), d, files, columns, where)
+        try:
+            return scan.read(self._data_store(), d, files, columns, where)
+        except DataFileMissing as exc:
+            err = self._missing(exc)
+            if err is exc:
+                raise
+            raise err from exc
 
     def scan_batches(
         self, table: str, *, columns: Sequence[str] | None = None, where: Any = None
@@ -173,7 +184,31 @@ class ReadOps:
         d = self.describe_table(table)
         self._note_data_read(d, scan.predicate(d, where))
         files = self._table_files(d.namespace, d.name)
-        return scan.scan_batches(self._data_store(), d, files, columns, where)
+        reader = scan.scan_batches(self._data_store(), d, files, columns, where)
+        # the stream outlives this call (and the head view of lh.scan_batches):
+        # its files stay pinned against expiry until it ends or is dropped
+        pin = StreamPin(self.version, (f.path for f, _ in files if not f.is_external))
+        if self._pins is not None:
+            self._pins.add(pin)
+        return pa.RecordBatchReader.from_batches(reader.schema, self._stream(reader, pin))
+
+    def _stream(self, reader: pa.RecordBatchReader, pin: StreamPin) -> Iterator[pa.RecordBatch]:
+        try:
+            yield from reader
+        except DataFileMissing as exc:
+            err = self._missing(exc)
+            if err is exc:
+                raise
+            raise err from exc
+        finally:
+            pin.release()
+
+    def _missing(self, exc: DataFileMissing) -> LakehouseError:
+        """What a read that found one of its data files gone raises: here the
+        :class:`DataFileMissing` itself (damage); a view whose version has expired
+        meanwhile raises VersionExpired instead, a transaction whose base version
+        has expired RetryableConflict."""
+        return exc
 
     def table_stats(self, table: str) -> TableStats:
         """Rows a read returns, files, rows marked deleted in them, bytes."""

@@ -37,7 +37,13 @@ from lakehouse.data import ops, txnfiles
 from lakehouse.data.predicate import Predicate, parse_where
 from lakehouse.data.table import FileState, TableWrite, load
 from lakehouse.ddl import DefinitionOps
-from lakehouse.errors import ClosedError, one_hierarchy
+from lakehouse.errors import (
+    ClosedError,
+    DataFileMissing,
+    LakehouseError,
+    RetryableConflict,
+    one_hierarchy,
+)
 from lakehouse.model import (
     CompactResult,
     DataFile,
@@ -47,6 +53,7 @@ from lakehouse.model import (
     TableDef,
     check_name,
 )
+from lakehouse.pins import state_paths
 
 if TYPE_CHECKING:  # the contract, not the class: lakehouse.lakehouse imports this module
     from lakehouse.services import LakehouseServices as Lakehouse
@@ -135,6 +142,21 @@ class Transaction(DefinitionOps):
         if self._status != "open":
             raise ClosedError(f"the transaction is {self._status}; begin a new one")
         self._lh._check_open()
+
+    def _pinned_paths(self) -> set[str] | None:
+        """The base version's data files, which expiry keeps while this is open."""
+        return None if self._status != "open" else state_paths(self._snap)
+
+    def _missing(self, exc: DataFileMissing) -> LakehouseError:
+        raw = self._lh._db.get(keys.OLDEST)
+        oldest = 0 if raw is None else keys.decode_u64(raw)
+        if self.version < oldest:
+            return RetryableConflict(
+                f"this transaction's base version {self.version} has expired (the oldest "
+                f"retained version is {oldest}); re-run it",
+                version=oldest,
+            )
+        return exc
 
     # -- read primitives: the snapshot at v, overlaid with own changes -------------------
     def _fetch(self, key: bytes) -> bytes | None:

@@ -15,7 +15,14 @@ from collections.abc import Callable, Iterator
 
 import kvstore
 from kvstore.objstore import ObjectStore
-from lakehouse.errors import ClosedError, one_hierarchy
+from lakehouse.errors import (
+    ClosedError,
+    DataFileMissing,
+    LakehouseError,
+    VersionExpired,
+    one_hierarchy,
+)
+from lakehouse.pins import state_paths
 from lakehouse.reads import ReadOps
 
 
@@ -31,8 +38,11 @@ class LakehouseView(ReadOps):
         check_open: Callable[[], None] | None = None,
         data: ObjectStore | None = None,
         data_url: str | None = None,
+        oldest: Callable[[], int] | None = None,
     ) -> None:
         self._snap = snapshot
+        #: the lakehouse's oldest retained version now (a reader refreshes to know it)
+        self._oldest = oldest
         self._data = data
         self._url = data_url
         self._owner_check = check_open
@@ -65,6 +75,21 @@ class LakehouseView(ReadOps):
 
     def _data_url(self) -> str | None:
         return self._url
+
+    def _pinned_paths(self) -> set[str] | None:
+        """The data files this open view may read (expiry keeps them; see lakehouse.pins)."""
+        return None if self._closed else state_paths(self._snap)
+
+    def _missing(self, exc: DataFileMissing) -> LakehouseError:
+        if self._oldest is not None:
+            oldest = self._oldest()
+            if self.version < oldest:
+                gone = f"data file {exc.path} was" if exc.path else "data files were"
+                return VersionExpired(
+                    f"version {self.version} has expired (the oldest retained version is "
+                    f"{oldest}); its {gone} deleted"
+                )
+        return exc
 
     def close(self) -> None:
         if not self._closed:

@@ -287,7 +287,7 @@ def test_rollback_export_expire_cover_data(tmp_path):
     with lakehouse.open(str(tmp_path / "b")) as b:
         assert ids(b.read("s.orders")) == list(range(10))
     before = data_files(lh)
-    lh.expire_versions(keep_last=1)
+    lh.expire_versions(keep_last=1, grace=dt.timedelta(0))
     after = data_files(lh)
     assert len(after) == 1 and after < before  # the overwrite's file went with its version
     assert ids(lh.read("s.orders")) == list(range(10))

@@ -327,7 +327,7 @@ def test_expire_reclaims_space_and_files(lh, clock):
             txn.alter_table("ns.t", set_properties={"blob": f"{i}{big}"})
     lh._db.compact()
     before = lh._db.stats()
-    lh.expire_versions(keep_last=1)
+    lh.expire_versions(keep_last=1, grace=timedelta(0))  # no grace: its files go now
     after = lh._db.stats()
 
     def size(stats):

@@ -12,6 +12,10 @@ What is checked, in this order::
                    size, a readable Parquet file (every column of every row
                    group decoded) holding the recorded number of rows and the
                    recorded columns
+    pending        the data files of expired versions queued for deletion
+                   (``expire_versions``' grace): listed, never problems; a
+                   file that vanished while verify ran because the versions
+                   referencing it expired meanwhile is a note, not damage
 
 It only reads (through :func:`lakehouse.open_reader`), so it can run beside a
 live writer, and on a read-only directory. Problems are collected, never
@@ -20,8 +24,10 @@ raised; the command exits 3 when there are any.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import pyarrow as pa
@@ -36,7 +42,9 @@ from kvstore.cli.verify import verify as verify_kvstore
 from kvstore.objstore import ObjectStore, open_store
 from lakehouse.cli.target import CliError, Target, one_line
 from lakehouse.layout import resolve
+from lakehouse.maintenance import deletion_queue
 from lakehouse.model import DataFile
+from lakehouse.pins import state_paths
 
 Progress = Callable[[int, str], None]
 
@@ -52,6 +60,8 @@ class Report(Findings):
     data_files: int = 0
     rows: int = 0
     bytes: int = 0
+    #: data files of expired versions awaiting deletion (path, queued, due: ISO times)
+    pending_deletion: list[dict[str, str]] = field(default_factory=list)
 
     def problem(self, obj: str, kind: str, message: str) -> None:
         self.problems.append(Problem(obj, kind, one_line(message)))
@@ -70,6 +80,7 @@ class Report(Findings):
                 "rows": self.rows,
                 "bytes": self.bytes,
             },
+            "pending_deletion": self.pending_deletion,
             "damaged_objects": self.damaged_objects(),
             "problems": [p.to_json() for p in self.problems],
             "notes": self.notes,
@@ -199,6 +210,7 @@ def _check_files(
     report: Report,
     progress: Progress,
 ) -> None:
+    expired_meanwhile = _ExpiredMeanwhile(r)
     store: ObjectStore | None = None
     try:
         base, opts = r.data_location()
@@ -210,7 +222,13 @@ def _check_files(
         try:
             data = _fetch(store, path, target.storage_options)
         except FileNotFoundError:
-            report.problem(obj, "missing", f"referenced by table {table} but not in storage")
+            if expired_meanwhile(path):
+                report.notes.append(
+                    f"data file {path} was deleted while verify ran: every version "
+                    "referencing it expired meanwhile"
+                )
+            else:
+                report.problem(obj, "missing", f"referenced by table {table} but not in storage")
             progress(f.bytes, path)
             continue
         problem = _check_file(data, f)
@@ -253,4 +271,57 @@ def verify(
         total = sum(f.bytes for f, _ in files.values())
         progress = on_plan(total) if on_plan is not None else (lambda _n, _item: None)
         _check_files(r, target, files, report, progress)
+        _check_pending(r, report)
     return report
+
+
+def _iso(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, UTC).isoformat(timespec="seconds")
+
+
+def _check_pending(r: lakehouse.LakehouseReader, report: Report) -> None:
+    """List the deletion queue: files of expired versions in their grace period
+    are neither damage nor orphans (see ``expire_versions``)."""
+    try:
+        queue = deletion_queue(r._db)
+    except kvstore.CorruptionError as exc:
+        report.problem("deletion queue", "corrupt", str(exc))
+        return
+    now = time.time() * 1000
+    in_grace = 0
+    for q in queue:
+        in_grace += q.due_ms > now
+        report.pending_deletion.append(
+            {"path": q.path, "queued": _iso(q.since_ms), "due": _iso(q.due_ms)}
+        )
+    if queue:
+        report.notes.append(
+            f"{len(queue)} data files of expired versions are pending deletion "
+            f"({in_grace} in their grace period; the others go at the writer's next "
+            "expire_versions, remove_orphan_files or open)"
+        )
+
+
+class _ExpiredMeanwhile:
+    """Whether a data file found missing is no longer referenced by any retained
+    version once the reader is refreshed (the writer expired its versions and
+    deleted it while verify ran): then it is no damage."""
+
+    def __init__(self, r: lakehouse.LakehouseReader) -> None:
+        self._r = r
+        self._retained: set[str] | None = None
+
+    def __call__(self, path: str) -> bool:
+        if self._retained is None:
+            r = self._r
+            try:
+                head = r.refresh()
+                oldest = r.oldest_version
+                with r.at_version(oldest) as view:
+                    retained = state_paths(view._snap) or set()
+                for u in range(oldest + 1, head + 1):
+                    retained.update(r.version_info(u).files_added)
+            except (lakehouse.LakehouseError, kvstore.KvError):
+                return False  # cannot tell: report the file
+            self._retained = retained
+        return path not in self._retained

@@ -1,0 +1,391 @@
+"""Expiry and readers (issue 19, part 2): ``expire_versions(grace=)`` deletes the
+data files only expired versions reference once the grace has passed (the queue
+and its times survive a restart); open views, transactions and streams of the
+writer's process pin their files whatever the grace; a reader elsewhere at a
+version whose files are gone gets ``VersionExpired``; a transaction whose base
+expired gets ``RetryableConflict``; ``remove_orphan_files`` and ``verify`` agree
+with the grace. Time is a FakeClock: nothing here sleeps."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from datetime import timedelta
+
+import pyarrow as pa
+import pytest
+
+import lakehouse
+from kvstore.clock import FakeClock
+from lakehouse.cli.target import Target
+from lakehouse.cli.verify import verify
+from lakehouse.maintenance import DEFAULT_GRACE, deletion_queue
+
+SCHEMA = pa.schema([("id", pa.int64())])
+NO_GRACE = timedelta(0)
+
+
+def rows(*ids: int) -> pa.Table:
+    return pa.table({"id": pa.array(ids, pa.int64())})
+
+
+def ids(t: pa.Table) -> list[int]:
+    return sorted(t.column("id").to_pylist())
+
+
+def files_of(h: lakehouse.Lakehouse | lakehouse.LakehouseView) -> set[str]:
+    return {f.path for f in h.list_data_files("s.t")}
+
+
+def on_disk(lh: lakehouse.Lakehouse) -> set[str]:
+    return {n for n in lh._data.list("") if n.endswith(".parquet")}
+
+
+def replace_rows(lh: lakehouse.Lakehouse, *new: int) -> None:
+    with lh.begin() as txn:
+        txn.overwrite("s.t", rows(*new))
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
+def path(tmp_path, clock):
+    """A lakehouse whose table s.t holds rows 1, 2 in one data file (version 1)."""
+    p = str(tmp_path / "lh")
+    with lakehouse.open(p, clock=clock) as lh, lh.begin() as txn:
+        txn.create_namespace("s")
+        txn.create_table("s.t", SCHEMA)
+        txn.append("s.t", rows(1, 2))
+    return p
+
+
+# -- the grace --------------------------------------------------------------------------
+def test_files_stay_for_the_grace_and_a_restart_keeps_the_queue(path, clock):
+    lh = lakehouse.open(path, clock=clock)
+    old = files_of(lh)
+    replace_rows(lh, 3)
+    assert lh.expire_versions(keep_last=1, grace=timedelta(minutes=10)) == 2
+    assert old <= on_disk(lh)  # queued, not deleted
+    queue = deletion_queue(lh._db)
+    assert {q.path for q in queue} == old
+    assert {q.grace_ms for q in queue} == {600_000}
+    queued_at = {q.since_ms for q in queue}
+    assert queued_at == {int(clock.time() * 1000)}
+    clock.advance(9 * 60)
+    lh.expire_versions(keep_last=1)  # nothing new to expire; the pass runs: not due yet
+    assert old <= on_disk(lh)
+    lh.close()
+    lh = lakehouse.open(path, clock=clock)  # a restart: the queue and its times stay
+    assert old <= on_disk(lh)
+    assert {q.since_ms for q in deletion_queue(lh._db)} == queued_at
+    lh.close()
+    clock.advance(61)
+    lh = lakehouse.open(path, clock=clock)  # the pass at open: the grace is over
+    assert not old & on_disk(lh)
+    assert deletion_queue(lh._db) == []
+    assert ids(lh.read("s.t")) == [3]
+    lh.close()
+
+
+def test_default_grace_is_an_hour(path, clock):
+    assert timedelta(hours=1) == DEFAULT_GRACE
+    with lakehouse.open(path, clock=clock) as lh:
+        old = files_of(lh)
+        replace_rows(lh, 3)
+        lh.expire_versions(keep_last=1)
+        clock.advance(DEFAULT_GRACE.total_seconds() - 1)
+        lh.expire_versions(keep_last=1)
+        assert old <= on_disk(lh)
+        clock.advance(1)
+        lh.expire_versions(keep_last=1)
+        assert not old & on_disk(lh)
+
+
+def test_each_expiry_keeps_its_own_grace(path, clock):
+    with lakehouse.open(path, clock=clock) as lh:
+        first = files_of(lh)
+        replace_rows(lh, 3)
+        lh.expire_versions(keep_last=1, grace=timedelta(minutes=30))
+        second = files_of(lh)
+        replace_rows(lh, 4)
+        lh.expire_versions(keep_last=1, grace=timedelta(minutes=5))
+        clock.advance(6 * 60)
+        lh.expire_versions(keep_last=1)
+        assert first <= on_disk(lh) and not second & on_disk(lh)
+        clock.advance(25 * 60)
+        lh.expire_versions(keep_last=1)
+        assert not first & on_disk(lh)
+
+
+def test_grace_must_be_a_timedelta(path, clock):
+    with lakehouse.open(path, clock=clock) as lh:
+        with pytest.raises(TypeError, match="grace"):
+            lh.expire_versions(keep_last=1, grace=60)
+        with pytest.raises(ValueError, match="grace"):
+            lh.expire_versions(keep_last=1, grace=timedelta(seconds=-1))
+
+
+# -- pins in the writer's process ---------------------------------------------------------
+def test_an_open_view_pins_its_files_whatever_the_grace(path, clock):
+    lh = lakehouse.open(path, clock=clock)
+    view = lh.at_version(1)
+    old = files_of(view)
+    replace_rows(lh, 3)
+    lh.expire_versions(keep_last=1, grace=NO_GRACE)
+    assert old <= on_disk(lh)  # due, but pinned
+    assert ids(view.read("s.t")) == [1, 2]
+    assert ids(view.scan_batches("s.t").read_all()) == [1, 2]
+    view.close()
+    lh.expire_versions(keep_last=1)  # the next pass deletes them
+    assert not old & on_disk(lh)
+    assert deletion_queue(lh._db) == []
+    lh.close()
+
+
+def test_a_stream_pins_its_files_after_its_view_closed(path, clock):
+    lh = lakehouse.open(path, clock=clock)
+    old = files_of(lh)
+    stream = lh.scan_batches("s.t")  # the head view is closed at once
+    replace_rows(lh, 3)
+    lh.expire_versions(keep_last=1, grace=NO_GRACE)
+    assert old <= on_disk(lh)
+    assert ids(stream.read_all()) == [1, 2]
+    lh.expire_versions(keep_last=1)
+    assert not old & on_disk(lh)
+    lh.close()
+
+
+def test_a_dropped_view_stops_pinning(path, clock):
+    import gc
+
+    lh = lakehouse.open(path, clock=clock)
+    view = lh.at_version(1)
+    old = files_of(view)
+    replace_rows(lh, 3)
+    lh.expire_versions(keep_last=1, grace=NO_GRACE)
+    assert old <= on_disk(lh)
+    del view
+    gc.collect()
+    lh.expire_versions(keep_last=1)
+    assert not old & on_disk(lh)
+    lh.close()
+
+
+def test_pinned_files_are_not_orphans(path, clock):
+    lh = lakehouse.open(path, clock=clock)
+    view = lh.at_version(1)
+    old = files_of(view)
+    replace_rows(lh, 3)
+    lh.expire_versions(keep_last=1, grace=NO_GRACE)
+    assert lh.remove_orphan_files(older_than=NO_GRACE) == []
+    assert ids(view.read("s.t")) == [1, 2]
+    view.close()
+    assert lh.remove_orphan_files(older_than=NO_GRACE) == []  # expiry's, not orphans
+    assert not old & on_disk(lh)  # but deleted by the pass it runs first
+    lh.close()
+
+
+# -- transactions whose base expired ------------------------------------------------------
+def test_a_transaction_whose_base_expired_gets_retryable_conflict(path, clock):
+    lh = lakehouse.open(path, clock=clock)
+    txn = lh.begin()
+    replace_rows(lh, 3)
+    lh.expire_versions(keep_last=1, grace=NO_GRACE)
+    assert ids(txn.read("s.t")) == [1, 2]  # pinned: its reads still answer
+    txn.append("s.t", rows(9))
+    with pytest.raises(lakehouse.RetryableConflict, match="base version 1 has expired"):
+        txn.commit()
+    assert txn.status == "rolled back"
+    # a retry loop re-runs it on the latest version
+    attempts = 0
+    for attempt in range(3):
+        attempts += 1
+        try:
+            with lh.begin() as t:
+                t.append("s.t", rows(9))
+                if attempt == 0:
+                    replace_rows(lh, 4)
+                    lh.expire_versions(keep_last=1, grace=NO_GRACE)
+            break
+        except lakehouse.RetryableConflict:
+            continue
+    assert attempts == 2 and ids(lh.read("s.t")) == [4, 9]
+    lh.close()
+
+
+def test_base_just_below_the_oldest_version_also_conflicts(path, clock):
+    with lakehouse.open(path, clock=clock) as lh:
+        txn = lh.begin()  # at version 1
+        replace_rows(lh, 3)  # version 2
+        assert lh.expire_versions(keep_last=1, grace=NO_GRACE) == 2
+        txn.append("s.t", rows(9))
+        with pytest.raises(lakehouse.RetryableConflict):
+            txn.commit()  # it could be rebased over 2, but its base is gone
+
+
+def test_a_transaction_read_of_a_gone_file_of_its_expired_base_is_retryable(path, clock):
+    """Pins keep the files in this process; should one go anyway (deleted by hand
+    here), the read says the base expired, not that data is corrupt."""
+    lh = lakehouse.open(path, clock=clock)
+    txn = lh.begin()
+    old = files_of(lh)
+    replace_rows(lh, 3)
+    lh.expire_versions(keep_last=1, grace=NO_GRACE)
+    for p in old:
+        lh._data.delete(p)
+    with pytest.raises(lakehouse.RetryableConflict, match="expired"):
+        txn.read("s.t")
+    with pytest.raises(lakehouse.RetryableConflict, match="expired"):
+        txn.scan_batches("s.t").read_all()
+    txn.rollback()
+    lh.close()
+
+
+# -- readers in other processes -----------------------------------------------------------
+def test_reader_at_an_expired_version_gets_version_expired(path, clock):
+    """The race: a reader opens at v, the writer expires v with no grace, the reader reads."""
+    lh = lakehouse.open(path, clock=clock)
+    r = lakehouse.open_reader(path)
+    assert r.version == 1 and ids(r.read("s.t")) == [1, 2]
+    view = r.at_version(1)
+    stream = r.scan_batches("s.t")
+    replace_rows(lh, 3)
+    lh.expire_versions(keep_last=1, grace=NO_GRACE)
+    with pytest.raises(lakehouse.VersionExpired, match="version 1 has expired"):
+        view.read("s.t")
+    with pytest.raises(lakehouse.VersionExpired, match="version 1"):
+        view.scan_batches("s.t").read_all()
+    with pytest.raises(lakehouse.VersionExpired, match="version 1"):
+        stream.read_all()
+    r2 = lakehouse.open_reader(path)  # a reader at the head it has not refreshed past
+    r3 = lakehouse.open_reader(path)
+    with pytest.raises(lakehouse.VersionExpired, match="version 2"):
+        replace_rows(lh, 4)
+        lh.expire_versions(keep_last=1, grace=NO_GRACE)
+        r2.read("s.t")
+    assert ids(r2.read("s.t")) == [4]  # it refreshed to learn the oldest version: now at 3
+    assert r3.refresh() == 3 and ids(r3.read("s.t")) == [4]
+    for h in (view, r, r2, r3, lh):
+        h.close()
+
+
+def test_reader_reads_on_during_the_grace(path, clock):
+    lh = lakehouse.open(path, clock=clock)
+    r = lakehouse.open_reader(path)
+    view = r.at_version(1)
+    replace_rows(lh, 3)
+    lh.expire_versions(keep_last=1, grace=timedelta(minutes=5))
+    assert ids(view.read("s.t")) == [1, 2]
+    assert ids(r.read("s.t")) == [1, 2]  # its unrefreshed head, version 1
+    clock.advance(5 * 60)
+    lh.expire_versions(keep_last=1)
+    with pytest.raises(lakehouse.VersionExpired):
+        view.read("s.t")
+    view.close()
+    r.close()
+    lh.close()
+
+
+def test_a_missing_file_of_a_retained_version_stays_corruption(path, clock):
+    lh = lakehouse.open(path, clock=clock)
+    r = lakehouse.open_reader(path)
+    for p in files_of(lh):
+        lh._data.delete(p)
+    for h in (lh, r):
+        with pytest.raises(lakehouse.DataFileMissing) as info:
+            h.read("s.t")
+        assert not isinstance(info.value, lakehouse.VersionExpired)
+    with lh.at_version(1) as v, pytest.raises(lakehouse.DataFileMissing):
+        v.read("s.t")
+    r.close()
+    lh.close()
+
+
+def test_reader_in_another_process_gets_version_expired(path, clock):
+    """A real second process opens a reader at version 1, reads, waits; the writer
+    expires version 1 with no grace; the reader reads again."""
+    script = textwrap.dedent(
+        f"""
+        import sys
+        import lakehouse
+        r = lakehouse.open_reader({path!r})
+        print(r.version, r.read("s.t").num_rows, flush=True)
+        sys.stdin.readline()  # the writer has expired version 1
+        try:
+            r.read("s.t")
+            print("read", flush=True)
+        except Exception as exc:
+            print(type(exc).__name__, exc, flush=True)
+        """
+    )
+    lh = lakehouse.open(path, clock=clock)
+    child = subprocess.Popen(
+        [sys.executable, "-c", script],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert child.stdout is not None and child.stdin is not None
+    assert child.stdout.readline().split() == ["1", "2"]
+    replace_rows(lh, 3)
+    lh.expire_versions(keep_last=1, grace=NO_GRACE)
+    out, err = child.communicate("go\n", timeout=120)
+    assert child.returncode == 0, err
+    assert out.startswith("VersionExpired version 1 has expired"), out
+    lh.close()
+
+
+# -- orphans and verify ---------------------------------------------------------------------
+def test_orphans_and_verify_agree_with_the_grace(path, clock):
+    lh = lakehouse.open(path, clock=clock)
+    old = files_of(lh)
+    replace_rows(lh, 3)
+    lh.expire_versions(keep_last=1, grace=timedelta(hours=2))
+    orphan = "x/0000000000001-00000000000000ff.parquet"
+    lh._data.put(orphan, b"left by a crashed writer")
+    assert lh.remove_orphan_files(older_than=NO_GRACE) == [orphan]
+    assert old <= on_disk(lh)  # in its grace: not an orphan
+
+    report = verify(Target(path))
+    assert report.ok, report.problems
+    assert {p["path"] for p in report.pending_deletion} == old
+    assert any("pending deletion" in n for n in report.notes)
+    assert report.to_json()["pending_deletion"] == report.pending_deletion
+
+    clock.advance(2 * 3600)
+    assert lh.remove_orphan_files(older_than=NO_GRACE) == []  # expiry's files, not orphans
+    assert not old & on_disk(lh)  # the pass it runs first deleted them
+    report = verify(Target(path))
+    assert report.ok and report.pending_deletion == []
+    lh.close()
+
+
+def test_verify_notes_files_expired_while_it_ran(path, clock, monkeypatch):
+    """A file the checked head referenced, deleted because the writer expired that
+    head meanwhile, is a note; a file of a retained version gone is damage."""
+    import lakehouse.cli.verify as v
+
+    lh = lakehouse.open(path, clock=clock)
+    old = files_of(lh)
+    real = v._check_files
+
+    def expire_first(r, *args):  # the writer moves on between the tree walk and the reads
+        replace_rows(lh, 3)
+        lh.expire_versions(keep_last=1, grace=NO_GRACE)
+        return real(r, *args)
+
+    monkeypatch.setattr(v, "_check_files", expire_first)
+    report = verify(Target(path))
+    assert report.ok, report.problems
+    assert any(p in n and "expired meanwhile" in n for p in old for n in report.notes)
+    monkeypatch.undo()
+    for p in files_of(lh):
+        lh._data.delete(p)
+    report = verify(Target(path))
+    assert [p.kind for p in report.problems] == ["missing"]
+    lh.close()

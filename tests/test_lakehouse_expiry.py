@@ -389,3 +389,25 @@ def test_verify_notes_files_expired_while_it_ran(path, clock, monkeypatch):
     report = verify(Target(path))
     assert [p.kind for p in report.problems] == ["missing"]
     lh.close()
+
+
+def test_cli_expire_takes_a_grace(path, capsys):
+    from lakehouse.cli.main import main
+
+    with lakehouse.open(path) as lh:
+        old = files_of(lh)
+        replace_rows(lh, 3)
+    assert main(["expire", path, "--keep-last", "1"]) == 0  # the default grace: kept
+    with lakehouse.open(path) as lh:
+        assert old <= on_disk(lh)
+    assert main(["expire", path, "--keep-last", "1", "--grace", "0"]) == 0
+    capsys.readouterr()
+    with lakehouse.open(path) as lh:
+        # the earlier expiry queued them with the default grace: still kept
+        assert old <= on_disk(lh)
+        replace_rows(lh, 4)
+        newer = files_of(lh)
+        replace_rows(lh, 5)
+    assert main(["expire", path, "--keep-last", "1", "--grace", "0"]) == 0
+    with lakehouse.open(path) as lh:
+        assert not newer & on_disk(lh) and old <= on_disk(lh)

@@ -198,7 +198,7 @@ def cmd_expire(ctx: Ctx) -> int:
     if a.keep_last is None and a.older_than is None:
         raise usage("give --keep-last N, --older-than AGE, or both")
     with ctx.target.open_writer() as lh:
-        oldest = lh.expire_versions(keep_last=a.keep_last, older_than=a.older_than)
+        oldest = lh.expire_versions(keep_last=a.keep_last, older_than=a.older_than, grace=a.grace)
         head = lh.version
     ctx.doc({"oldest_version": oldest, "version": head})
     ctx.line(f"oldest retained version: {oldest} (latest: {head})")

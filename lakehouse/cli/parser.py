@@ -284,6 +284,13 @@ def build_parser() -> Parser:
         metavar="AGE",
         help="7d / 12h / 30m / 45s ago, or a time: epoch ms or ISO 8601",
     )
+    q.add_argument(
+        "--grace",
+        type=p.arg(p.parse_duration),
+        metavar="SECONDS",
+        help="delete the files only expired versions use after this long (readers "
+        "elsewhere may still read them): seconds or 7d/12h/30m/45s (default: 1h)",
+    )
     return parser
 
 

@@ -109,7 +109,7 @@ def parse_where(where: str | pc.Expression, schema: pa.Schema) -> Predicate:
     is neither a string nor an expression.
     """
     if isinstance(where, pc.Expression):
-        return Predicate(_check_expression(where, schema), None, str(where))
+        return Predicate(_check_expression(where, schema), None, _text(where))
     if not isinstance(where, str):
         raise TypeError(
             "where must be a SQL string or a pyarrow.compute.Expression,"
@@ -189,6 +189,14 @@ def matches(table: pa.Table | pa.RecordBatch, predicate: Predicate) -> pa.Array:
 # ---------------------------------------------------------------------------
 
 
+def _text(expression: pc.Expression) -> str:
+    """``str(expression)``; Arrow can cut a long string literal inside a UTF-8 character."""
+    try:
+        return str(expression)
+    except UnicodeDecodeError:
+        return "(a pyarrow expression with a long string literal)"
+
+
 def _check_expression(expression: pc.Expression, schema: pa.Schema) -> pc.Expression:
     """A user's ``pc.Expression``, bound against ``schema`` to check it names real columns."""
     import pyarrow.dataset as ds
@@ -200,11 +208,13 @@ def _check_expression(expression: pc.Expression, schema: pa.Schema) -> pc.Expres
         missing = _FIELD_REF.search(message)
         if missing:
             raise ValueError(
-                f"where {expression} refers to unknown column {missing.group(1)!r};"
+                f"where {_text(expression)} refers to unknown column {missing.group(1)!r};"
                 f" the table's columns are: {', '.join(schema.names) or '(none)'}"
             ) from None
-        raise ValueError(f"invalid where {expression}: {message}") from None
+        raise ValueError(f"invalid where {_text(expression)}: {message}") from None
     result = scanner.projected_schema.field("value").type
     if not (pa.types.is_boolean(result) or pa.types.is_null(result)):
-        raise ValueError(f"where {expression} is not a boolean expression (its type is {result})")
+        raise ValueError(
+            f"where {_text(expression)} is not a boolean expression (its type is {result})"
+        )
     return expression

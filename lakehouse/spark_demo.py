@@ -31,6 +31,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from datetime import timedelta
 from typing import Any
 
 import pyarrow as pa
@@ -387,9 +388,11 @@ def main(root: str = "demo-data", scale: float = 1.0, spark: Any = None) -> dict
     data_dir = lh.data_location()[0][len("file://") :]
     count_files: Callable[[], int] = lambda: sum(len(f) for _, _, f in os.walk(data_dir))  # noqa: E731
     files_before = count_files()
-    oldest = lh.expire_versions(keep_last=1)
+    # no reader elsewhere: no grace, so the files only expired versions used go now
+    oldest = lh.expire_versions(keep_last=1, grace=timedelta(0))
     say(
-        f"   expire_versions(keep_last=1): versions {oldest}..{lh.version} remain; data files "
+        f"   expire_versions(keep_last=1, grace=0): versions {oldest}..{lh.version} remain; "
+        "data files "
         "on disk "
         f"{files_before} -> {count_files()}."
     )

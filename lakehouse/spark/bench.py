@@ -32,6 +32,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
+from datetime import timedelta
 from typing import Any
 
 ORDERS_DDL = (
@@ -174,7 +175,7 @@ def run(
             shutil.rmtree(plain_dir, ignore_errors=True)
             with lh.begin() as txn:
                 txn.drop_table(table)
-        lh.expire_versions(keep_last=1)
+        lh.expire_versions(keep_last=1, grace=timedelta(0))  # no reader elsewhere: free now
         lh.close()
         df.unpersist()
         return {

@@ -28,8 +28,11 @@ which files a predicate can match at all. Only those are opened.
 from __future__ import annotations
 
 import io
+import itertools
 import logging
-from collections.abc import Iterator, Sequence
+import math
+from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 import numpy as np
@@ -38,7 +41,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyroaring import BitMap
 
-from lakehouse.data.record import footer_stats, stat_scalar
+from lakehouse.data.stats import footer_stats, stat_scalar
 from lakehouse.errors import CorruptionError
 from lakehouse.model import Column, DataFile
 
@@ -197,31 +200,58 @@ def read_file(
 
 
 # -- pruning ---------------------------------------------------------------------------
-def guarantee(f: DataFile, columns: Sequence[Column], schema: pa.Schema) -> pc.Expression:
-    """What every row of ``f`` satisfies, by its footer bounds."""
+#: up to this many bounded float columns, pruning checks every combination of NaN among them
+NAN_CASES_UP_TO = 3
+
+
+def guarantee(
+    f: DataFile,
+    columns: Sequence[Column],
+    schema: pa.Schema,
+    *,
+    nan: AbstractSet[str] = frozenset(),
+    free: AbstractSet[str] = frozenset(),
+) -> pc.Expression:
+    """What every row of ``f`` satisfies, by its footer bounds.
+
+    Each bound is a comparison of its own (``c >= min``, ``c <= max``, each
+    ``or c is null`` when the file may hold nulls; ``c == v`` when both are
+    one value), so a missing bound drops only itself. Parquet writers leave
+    NaN out of float bounds, so the guarantee covers the rows where no
+    bounded float column is NaN; the rows where the float columns ``nan``
+    are NaN are covered by the guarantee saying so, with nothing said of
+    the float columns in ``free``.
+    """
     stats = {cid: (lo, hi, n) for cid, lo, hi, n in f.raw_stats}
     in_file = dict(f.columns)
-    expr: pc.Expression | None = None
+    parts: list[pc.Expression] = []
     for c in columns:
+        field = pc.field(c.name)
         if in_file and c.id not in in_file:
-            part = pc.field(c.name).is_null()  # the file predates the column
-        elif c.id in stats:
-            lo, hi, nulls = stats[c.id]
-            typ = schema.field(c.name).type
-            a, b = stat_scalar(lo, typ), stat_scalar(hi, typ)
-            part = None
-            if a is not None and b is not None:
-                part = (pc.field(c.name) >= a) & (pc.field(c.name) <= b)
-                if nulls is not None and nulls > 0:
-                    part = part | pc.field(c.name).is_null()
-            elif nulls is not None and nulls == f.record_count and f.record_count > 0:
-                part = pc.field(c.name).is_null()
-            if part is None:
-                continue
-        else:
+            parts.append(field.is_null())  # the file predates the column
             continue
-        expr = part if expr is None else expr & part
-    return pc.scalar(True) if expr is None else expr
+        if c.id not in stats or c.name in free:
+            continue
+        typ = schema.field(c.name).type
+        if c.name in nan:
+            parts.append(field == pa.scalar(math.nan, typ))
+            continue
+        lo, hi, nulls = stats[c.id]
+        if nulls is not None and nulls == f.record_count and f.record_count > 0:
+            parts.append(field.is_null())
+            continue
+        a, b = stat_scalar(lo, typ), stat_scalar(hi, typ, upper=True)
+        may_be_null = nulls is None or nulls > 0
+        if a is not None and b is not None and not may_be_null and a.equals(b):
+            parts.append(field == a)  # a known value: Arrow substitutes it
+            continue
+        for bound in (None if a is None else field >= a, None if b is None else field <= b):
+            if bound is not None:
+                parts.append(bound | field.is_null() if may_be_null else bound)
+    expr: pc.Expression = pc.scalar(True)
+    for i, part in enumerate(parts):
+        expr = part if i == 0 else expr & part
+    return expr
 
 
 def prune(
@@ -230,23 +260,77 @@ def prune(
     columns: Sequence[Column],
     schema: pa.Schema,
 ) -> list[int]:
-    """Indexes of the ``files`` whose bounds allow a row matching ``predicate``."""
+    """Indexes of the ``files`` whose bounds allow a row matching ``predicate``.
+
+    A file is skipped only when Arrow proves the predicate false under its
+    guarantee, and also under the guarantee of each case of NaN among the
+    float columns it bounds (``x != 1`` and ``NOT x < 5`` hold for NaN,
+    which no bound includes): every combination of them up to
+    :data:`NAN_CASES_UP_TO` columns, beyond that one column NaN and the
+    others unknown. Bounds Arrow cannot compare keep their files.
+    """
     if predicate is None or not files:
         return list(range(len(files)))
+    floats = {c.id: c.name for c in columns if pa.types.is_floating(schema.field(c.name).type)}
+    try:
+        keep = set(_allowing(files, range(len(files)), predicate, columns, schema))
+        cases: dict[tuple[frozenset[str], frozenset[str]], list[int]] = {}
+        for i, f in enumerate(files):
+            if i in keep or not floats:
+                continue
+            bounded = sorted(
+                floats[cid]
+                for cid, lo, hi, _ in f.raw_stats
+                if cid in floats and (lo is not None or hi is not None)
+            )
+            for case in _nan_cases(bounded):
+                cases.setdefault(case, []).append(i)
+        for (nan, free), indexes in cases.items():
+            todo = [i for i in indexes if i not in keep]
+            keep.update(_allowing(files, todo, predicate, columns, schema, nan, free))
+    except (pa.ArrowException, TypeError, ValueError) as exc:  # bounds we cannot compare
+        log.debug("no pruning: %s", exc)
+        return list(range(len(files)))
+    return sorted(keep)
+
+
+def _nan_cases(names: list[str]) -> list[tuple[frozenset[str], frozenset[str]]]:
+    """``(NaN columns, unknown columns)`` cases covering every row with a NaN in ``names``."""
+    if len(names) <= NAN_CASES_UP_TO:
+        return [
+            (frozenset(s), frozenset())
+            for k in range(1, len(names) + 1)
+            for s in itertools.combinations(names, k)
+        ]
+    return [(frozenset([n]), frozenset(names) - {n}) for n in names]
+
+
+def _allowing(
+    files: Sequence[DataFile],
+    indexes: Iterable[int],
+    predicate: pc.Expression,
+    columns: Sequence[Column],
+    schema: pa.Schema,
+    nan: AbstractSet[str] = frozenset(),
+    free: AbstractSet[str] = frozenset(),
+) -> list[int]:
+    """Those of ``indexes`` whose guarantee (see :func:`guarantee`) allows ``predicate``."""
     import pyarrow.dataset as ds  # (loads pandas: only when a read has a where)
     import pyarrow.fs as pafs
 
     fmt, fs = ds.ParquetFileFormat(), pafs.LocalFileSystem()
-    try:
-        frags = [
-            fmt.make_fragment(f"/{i}", fs, partition_expression=guarantee(f, columns, schema))
-            for i, f in enumerate(files)
-        ]
-        dataset = ds.FileSystemDataset(frags, schema, fmt, fs)
-        return [int(fr.path[1:]) for fr in dataset.get_fragments(filter=predicate)]
-    except (pa.ArrowException, TypeError, ValueError) as exc:  # bounds we cannot compare
-        log.debug("no pruning: %s", exc)
-        return list(range(len(files)))
+    frags = [
+        fmt.make_fragment(
+            f"/{i}",
+            fs,
+            partition_expression=guarantee(files[i], columns, schema, nan=nan, free=free),
+        )
+        for i in indexes
+    ]
+    if not frags:
+        return []
+    dataset = ds.FileSystemDataset(frags, schema, fmt, fs)
+    return [int(fr.path[1:]) for fr in dataset.get_fragments(filter=predicate)]
 
 
 def batches(tables: Iterator[pa.Table], schema: pa.Schema) -> pa.RecordBatchReader:

@@ -1,34 +1,74 @@
 """Column statistics of data files: footer bounds, their stored form, their user form.
 
 A data-file record (:mod:`lakehouse.data.record`) carries per column id
-``[column id, min, max, null count]``. Footer statistics are JSON values,
-tagged where JSON has no type for them::
+``[column id, min, max, null count]``: a lower and an upper bound of the
+column's non-null values in the file (either may be None: unknown) and the
+number of nulls (None: unknown). Every orderable type has bounds: integers
+of every width, floats, decimals, strings, binary, booleans, dates, times,
+timestamps (with and without a time zone) and durations.
+
+Bounds are JSON values, tagged where JSON has no type for them::
 
     int, str, bool, float      as is (NaN and infinities are not recorded)
-    ["i", n]                   the integer behind a date, time, timestamp or duration
+    ["n", n]                   a date, time, timestamp or duration as an integer
+                               count of nanoseconds (since 1970-01-01 for dates and
+                               timestamps, since midnight for times; UTC for a
+                               timestamp with a time zone, as Arrow stores it)
     ["d", "12.50"]             a decimal, as text
     ["b", "<base64>"]          binary
+    ["i", n]                   (older records) a temporal value as the integer
+                               Arrow stores for the column's type
 
-so the bounds decode exactly with the column's type (:func:`stat_scalar`).
+so the bounds decode with the column's type (:func:`stat_scalar`) whatever
+unit the Parquet file stored them in. Strings keep at most
+:data:`PREFIX_CHARS` characters and binary values :data:`PREFIX_BYTES`
+bytes: a truncated lower bound is still a lower bound; a truncated upper
+bound is rounded *up* (its last character that can be is incremented, the
+rest dropped), and when none can be (every character is U+10FFFF, every
+byte 0xFF) the file has no upper bound for that column.
+
+The footer's bounds are read with the Parquet logical type, not through
+Python objects (``datetime.time`` has no nanoseconds), and a bound the
+footer does not give, or gives as NaN, is left unknown: pruning with
+unknown bounds reads more files, never fewer.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import datetime as dt
 import decimal
+import json
 import math
+import struct
 from typing import Any
 
 import pyarrow as pa
 
 from lakehouse.model import ColumnStats, DataFile
 
+#: characters of a string bound kept in a record
+PREFIX_CHARS = 64
+#: bytes of a binary bound kept in a record
+PREFIX_BYTES = 64
 
-# -- statistics values -----------------------------------------------------------
+_NS_PER = {"s": 10**9, "ms": 10**6, "us": 10**3, "ns": 1}
+_PARQUET_UNIT = {"seconds": "s", "milliseconds": "ms", "microseconds": "us", "nanoseconds": "ns"}
+_NS_PER_DAY = 86_400 * 10**9
+_BAD = (
+    pa.ArrowException,
+    ValueError,
+    TypeError,
+    OverflowError,
+    ArithmeticError,
+    decimal.DecimalException,
+    binascii.Error,
+)
+
+
+# -- the stored form ------------------------------------------------------------------
 def encode_stat(value: Any) -> Any:
-    """A footer bound as a JSON value (None when it cannot be recorded exactly)."""
+    """A bound as a JSON value (None when it cannot be recorded exactly)."""
     if value is None or isinstance(value, (bool, str)):
         return value
     if isinstance(value, int):
@@ -43,28 +83,45 @@ def encode_stat(value: Any) -> Any:
         if not value.is_valid:
             return None
         t = value.type
-        if pa.types.is_temporal(t):
-            return ["i", value.cast(pa.int64()).as_py()]
+        if _is_temporal(t):
+            ns = _scalar_ns(value)
+            return None if ns is None else ["n", ns]
         return encode_stat(value.as_py())
     return None
 
 
-def stat_scalar(value: Any, type_: pa.DataType) -> pa.Scalar | None:
-    """A stored bound as a scalar of ``type_`` (None when it does not fit)."""
+def stat_scalar(value: Any, type_: pa.DataType, *, upper: bool = False) -> pa.Scalar | None:
+    """A stored bound as a scalar of ``type_`` (None when it does not fit).
+
+    ``upper``: the bound is an upper bound, so a temporal value between two
+    values of ``type_``'s unit rounds up (a lower bound rounds down).
+    """
     if value is None:
         return None
     try:
         if isinstance(value, list):
             tag, body = value
+            if tag == "n":
+                if not _is_temporal(type_) or isinstance(body, bool) or not isinstance(body, int):
+                    return None
+                return pa.scalar(_from_ns(body, type_, upper), type_)
             if tag == "i":
-                return pa.scalar(int(body), pa.int64()).cast(type_)
+                if isinstance(body, bool) or not isinstance(body, int):
+                    return None
+                return pa.scalar(body, type_)
             if tag == "d":
-                return pa.scalar(decimal.Decimal(body)).cast(type_)
+                return _scalar(decimal.Decimal(body), type_)
             if tag == "b":
-                return pa.scalar(base64.b64decode(body), pa.binary()).cast(type_)
+                return _scalar(base64.b64decode(body, validate=True), type_)
             return None
-        return pa.scalar(value).cast(type_)
-    except (pa.ArrowException, ValueError, TypeError, decimal.DecimalException, binascii.Error):
+        if isinstance(value, float) and not math.isfinite(value):
+            return None
+        if _is_temporal(type_):
+            return None  # temporal bounds are always tagged
+        if isinstance(value, bool) != pa.types.is_boolean(type_):
+            return None
+        return _scalar(value, type_)
+    except _BAD:
         return None
 
 
@@ -75,21 +132,23 @@ def user_stats(f: DataFile, names: dict[int, tuple[str, pa.DataType]]) -> dict[s
         if cid not in names:
             continue
         name, typ = names[cid]
-        a, b = stat_scalar(lo, typ), stat_scalar(hi, typ)
+        a, b = stat_scalar(lo, typ), stat_scalar(hi, typ, upper=True)
         out[name] = ColumnStats(
             None if a is None else a.as_py(), None if b is None else b.as_py(), nulls
         )
     return out
 
 
+# -- from a Parquet footer --------------------------------------------------------------
 def footer_stats(
     metadata: Any, ids: dict[str, int], types: dict[str, pa.DataType]
 ) -> tuple[tuple[int, Any, Any, int | None], ...]:
     """Per column id ``(min, max, null count)`` over every row group of a Parquet footer.
 
-    ``ids`` maps the top-level column names of the file to column ids. Nested
-    columns and columns whose bounds are missing or inexact get no bounds
-    (only their null count when every row group has one).
+    ``ids`` maps the top-level column names of the file to column ids,
+    ``types`` gives their Arrow types in the file. Nested columns get
+    nothing; a bound a row group does not give leaves the column without
+    that bound (the null count is kept when every row group has one).
     """
     out: list[tuple[int, Any, Any, int | None]] = []
     schema = metadata.schema
@@ -103,66 +162,194 @@ def footer_stats(
         if jj is None:
             out.append((cid, None, None, None))
             continue
+        typ = types[name]
         lo: Any = None
         hi: Any = None
+        lo_known = hi_known = True
         nulls: int | None = 0
-        bounded = True
         for r in range(metadata.num_row_groups):
             col = metadata.row_group(r).column(jj)
             st = col.statistics if col.is_stats_set else None
             if st is None:
-                bounded, nulls = False, None
+                lo_known = hi_known = False
+                nulls = None
                 break
             if nulls is not None:
                 nulls = nulls + st.null_count if st.has_null_count else None
             if col.num_values == 0 or (st.has_null_count and st.null_count == col.num_values):
                 continue  # all nulls: no bounds needed
-            if not st.has_min_max:
-                bounded = False
-                continue
-            a = _typed(st.min, types[name])
-            b = _typed(st.max, types[name])
-            if a is None or b is None:
-                bounded = False
-                continue
-            lo = a if lo is None or a < lo else lo
-            hi = b if hi is None or b > hi else hi
-        if not bounded or lo is None:
-            lo = hi = None
-        typ = types[name]
-        out.append((cid, _encode_bound(lo, typ), _encode_bound(hi, typ), nulls))
+            a, b = _typed(st, typ, "min"), _typed(st, typ, "max")
+            if a is None:
+                lo_known = False
+            elif lo_known:
+                lo = a if lo is None or a < lo else lo
+            if b is None:
+                hi_known = False
+            elif hi_known:
+                hi = b if hi is None or b > hi else hi
+        if not lo_known:
+            lo = None
+        if not hi_known:
+            hi = None
+        out.append((cid, _encode_bound(lo, typ, False), _encode_bound(hi, typ, True), nulls))
     return tuple(out)
 
 
-def _typed(value: Any, type_: pa.DataType) -> Any:
-    """A footer statistic as a value comparable within its column, or None."""
+def _typed(st: Any, type_: pa.DataType, which: str) -> Any:
+    """One footer bound as a value comparable within its column, or None.
+
+    Temporal values become integer nanoseconds, read from the physical
+    value and the Parquet logical type's unit; others are the Python value
+    pyarrow decodes, checked against the column's type.
+    """
+    try:
+        if not st.has_min_max:
+            return None
+        if _is_temporal(type_):
+            return _footer_ns(st, type_, which)
+        value = st.min if which == "min" else st.max
+    except _BAD:  # e.g. a string bound that is not UTF-8
+        return None
     if value is None:
         return None
-    if isinstance(value, float) and not math.isfinite(value):
+    if pa.types.is_boolean(type_):
+        return value if isinstance(value, bool) else None
+    if isinstance(value, bool):
         return None
-    if pa.types.is_timestamp(type_) and isinstance(value, dt.datetime):
-        if value.tzinfo is None and type_.tz is not None:
-            value = value.replace(tzinfo=dt.UTC)
-        try:
-            return pa.scalar(value, type_).cast(pa.int64()).as_py()
-        except (pa.ArrowException, ValueError, TypeError, OverflowError):
+    if pa.types.is_integer(type_):
+        return value if isinstance(value, int) else None
+    if pa.types.is_floating(type_):
+        if pa.types.is_float16(type_) and isinstance(value, bytes) and len(value) == 2:
+            value = struct.unpack("<e", value)[0]  # pyarrow gives float16 bounds as raw bytes
+        if isinstance(value, int):
+            value = float(value)
+        if not isinstance(value, float) or math.isnan(value):
             return None
-    if pa.types.is_temporal(type_):
-        try:
-            return pa.scalar(value, type_).cast(pa.int64()).as_py()
-        except (pa.ArrowException, ValueError, TypeError, OverflowError):
+        # an infinite lower bound says nothing more than none (same for +inf above)
+        if (which == "min" and value == -math.inf) or (which == "max" and value == math.inf):
             return None
-    if pa.types.is_string(type_) or pa.types.is_large_string(type_):
+        return value if math.isfinite(value) else None
+    if pa.types.is_decimal(type_):
+        return value if isinstance(value, decimal.Decimal) and value.is_finite() else None
+    if _is_string(type_):
         return value if isinstance(value, str) else None
-    if isinstance(value, (int, float, decimal.Decimal, bytes, bool)):
-        return value
+    if _is_binary(type_):
+        return bytes(value) if isinstance(value, (bytes, bytearray)) else None
     return None
 
 
-def _encode_bound(value: Any, type_: pa.DataType) -> Any:
-    if pa.types.is_temporal(type_) and isinstance(value, int):
-        return ["i", value]
+def _footer_ns(st: Any, type_: pa.DataType, which: str) -> int | None:
+    raw = st.min_raw if which == "min" else st.max_raw
+    if isinstance(raw, bool) or not isinstance(raw, int):
+        return None  # INT96 timestamps and other physical forms: no bounds
+    logical = json.loads(st.logical_type.to_json())
+    kind = logical.get("Type")
+    if kind == "Date":
+        return raw * _NS_PER_DAY
+    if kind in ("Time", "Timestamp"):
+        unit = _PARQUET_UNIT.get(logical.get("timeUnit", ""))
+        return None if unit is None else raw * _NS_PER[unit]
+    if kind == "None" and pa.types.is_duration(type_):
+        return raw * _NS_PER[type_.unit]  # Arrow's duration: an INT64 in the type's unit
+    return None
+
+
+def _encode_bound(value: Any, type_: pa.DataType, upper: bool) -> Any:
+    if value is None:
+        return None
+    if _is_temporal(type_):
+        return ["n", value] if isinstance(value, int) else None
+    if isinstance(value, str):
+        return _round_up_str(value) if upper else value[:PREFIX_CHARS]
+    if isinstance(value, bytes):
+        if pa.types.is_fixed_size_binary(type_):
+            return encode_stat(value) if len(value) <= PREFIX_BYTES else None
+        short = _round_up_bytes(value) if upper else value[:PREFIX_BYTES]
+        return encode_stat(short)
     return encode_stat(value)
 
 
-__all__ = ["encode_stat", "footer_stats", "stat_scalar", "user_stats"]
+# -- truncation ------------------------------------------------------------------------------
+def _round_up_str(s: str) -> str | None:
+    """The shortest-kept upper bound of ``s``: ``s`` itself if short, else a larger prefix."""
+    if len(s) <= PREFIX_CHARS:
+        return s
+    for i in range(PREFIX_CHARS - 1, -1, -1):
+        c = ord(s[i])
+        if c < 0x10FFFF:
+            c += 1
+            if 0xD800 <= c <= 0xDFFF:  # surrogates are not characters of a str from UTF-8
+                c = 0xE000
+            return s[:i] + chr(c)
+    return None
+
+
+def _round_up_bytes(b: bytes) -> bytes | None:
+    if len(b) <= PREFIX_BYTES:
+        return b
+    for i in range(PREFIX_BYTES - 1, -1, -1):
+        if b[i] < 0xFF:
+            return b[:i] + bytes([b[i] + 1])
+    return None
+
+
+# -- helpers -------------------------------------------------------------------------------
+def _is_temporal(t: pa.DataType) -> bool:
+    return bool(pa.types.is_temporal(t)) and not pa.types.is_interval(t)
+
+
+def _is_string(t: pa.DataType) -> bool:
+    return bool(pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t))
+
+
+def _is_binary(t: pa.DataType) -> bool:
+    return bool(
+        pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+        or pa.types.is_binary_view(t)
+        or pa.types.is_fixed_size_binary(t)
+    )
+
+
+def _ns_per(t: pa.DataType) -> int:
+    """Nanoseconds per unit of the integer Arrow stores for temporal type ``t``."""
+    if pa.types.is_date32(t):
+        return _NS_PER_DAY
+    if pa.types.is_date64(t):
+        return _NS_PER["ms"]
+    return _NS_PER[t.unit]
+
+
+def _scalar_ns(value: pa.Scalar) -> int | None:
+    t = value.type
+    try:
+        storage = pa.int32() if t.bit_width == 32 else pa.int64()
+        n = pa.array([value], t).view(storage)[0].as_py()
+    except _BAD:
+        return None
+    return None if n is None else int(n) * _ns_per(t)
+
+
+def _from_ns(ns: int, type_: pa.DataType, upper: bool) -> int:
+    per = _ns_per(type_)
+    return -(-ns // per) if upper else ns // per
+
+
+def _scalar(value: Any, type_: pa.DataType) -> pa.Scalar:
+    if _is_string(type_) and not isinstance(value, str):
+        raise TypeError("not a string")
+    if _is_binary(type_) and not isinstance(value, bytes):
+        raise TypeError("not bytes")
+    if pa.types.is_integer(type_) and not isinstance(value, int):
+        raise TypeError("not an integer")  # no float or decimal bound on an integer column
+    return pa.scalar(value, type_)
+
+
+__all__ = [
+    "PREFIX_BYTES",
+    "PREFIX_CHARS",
+    "encode_stat",
+    "footer_stats",
+    "stat_scalar",
+    "user_stats",
+]

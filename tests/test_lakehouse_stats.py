@@ -219,6 +219,8 @@ def _predicate(
     if floating:
         nan = pa.scalar(math.nan, kind.type)
         ops += [lambda: pc.is_nan(f), lambda: f == nan, lambda: f < nan, lambda: ~(f < lit)]
+        one, zero = pc.scalar(pa.scalar(1.0, kind.type)), pa.scalar(0.0, kind.type)
+        ops += [lambda: pc.divide(one, f) > zero]  # tells -0.0 from 0.0
     return rng.choice(ops)()
 
 
@@ -325,6 +327,16 @@ def test_nan_rows_are_never_pruned_away() -> None:
         assert data.filter(pred).num_rows > 0
     for pred in [x > 2.0, x == nan, (x > 2.0) | (y < 5.0), x.is_null()]:
         assert datafiles.prune([f], pred, columns, schema) == [], str(pred)
+
+
+def test_signed_zeros_are_not_one_value() -> None:
+    """Bounds -0.0 and 0.0 compare equal, but 1 / x tells them apart."""
+    data = pa.table({"x": [-0.0, 0.0, -0.0]})
+    columns = [Column(1, "x", "double")]
+    f = _data_file(0, _parquet(data, random.Random(0)), columns)
+    pred = pc.divide(pc.scalar(1.0), pc.field("x")) > 0.0
+    assert data.filter(pred).num_rows == 1
+    assert datafiles.prune([f], pred, columns, data.schema) == [0]
 
 
 def test_unknown_null_count_keeps_the_file_for_is_null() -> None:

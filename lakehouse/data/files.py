@@ -233,6 +233,7 @@ def guarantee(
         if c.id not in stats or c.name in free:
             continue
         typ = schema.field(c.name).type
+        floating = pa.types.is_floating(typ)
         if c.name in nan:
             parts.append(field == pa.scalar(math.nan, typ))
             continue
@@ -242,8 +243,8 @@ def guarantee(
             continue
         a, b = stat_scalar(lo, typ), stat_scalar(hi, typ, upper=True)
         may_be_null = nulls is None or nulls > 0
-        if a is not None and b is not None and not may_be_null and a.equals(b):
-            parts.append(field == a)  # a known value: Arrow substitutes it
+        if a is not None and b is not None and not may_be_null and a.equals(b) and not floating:
+            parts.append(field == a)  # a known value: Arrow substitutes it (not -0.0 for 0.0)
             continue
         for bound in (None if a is None else field >= a, None if b is None else field <= b):
             if bound is not None:
@@ -286,6 +287,8 @@ def prune(
             for case in _nan_cases(bounded):
                 cases.setdefault(case, []).append(i)
         for (nan, free), indexes in cases.items():
+            if not _possible([_all_nan(nan, schema)], predicate, schema):
+                continue  # false whatever the other columns hold (x > 5 when x is NaN)
             todo = [i for i in indexes if i not in keep]
             keep.update(_allowing(files, todo, predicate, columns, schema, nan, free))
     except (pa.ArrowException, TypeError, ValueError) as exc:  # bounds we cannot compare
@@ -315,20 +318,31 @@ def _allowing(
     free: AbstractSet[str] = frozenset(),
 ) -> list[int]:
     """Those of ``indexes`` whose guarantee (see :func:`guarantee`) allows ``predicate``."""
+    indexes = list(indexes)
+    guarantees = [guarantee(files[i], columns, schema, nan=nan, free=free) for i in indexes]
+    return [indexes[j] for j in _possible(guarantees, predicate, schema)]
+
+
+def _all_nan(names: AbstractSet[str], schema: pa.Schema) -> pc.Expression:
+    expr: pc.Expression = pc.scalar(True)
+    for n in sorted(names):
+        expr = expr & (pc.field(n) == pa.scalar(math.nan, schema.field(n).type))
+    return expr
+
+
+def _possible(
+    guarantees: list[pc.Expression], predicate: pc.Expression, schema: pa.Schema
+) -> list[int]:
+    """Indexes of the ``guarantees`` under which Arrow cannot prove ``predicate`` false."""
+    if not guarantees:
+        return []
     import pyarrow.dataset as ds  # (loads pandas: only when a read has a where)
     import pyarrow.fs as pafs
 
     fmt, fs = ds.ParquetFileFormat(), pafs.LocalFileSystem()
     frags = [
-        fmt.make_fragment(
-            f"/{i}",
-            fs,
-            partition_expression=guarantee(files[i], columns, schema, nan=nan, free=free),
-        )
-        for i in indexes
+        fmt.make_fragment(f"/{j}", fs, partition_expression=g) for j, g in enumerate(guarantees)
     ]
-    if not frags:
-        return []
     dataset = ds.FileSystemDataset(frags, schema, fmt, fs)
     return [int(fr.path[1:]) for fr in dataset.get_fragments(filter=predicate)]
 

@@ -832,3 +832,21 @@ def test_sql_predicates_prune_right() -> None:
         assert checked > 100
     finally:
         h.close()
+
+
+def test_a_string_too_long_for_the_footer_leaves_no_bounds_and_prunes_nothing() -> None:
+    """pyarrow writes no string bounds for a row group holding a value over 4 KiB."""
+    schema = pa.schema([("s", pa.string())])
+    h, store = _counted(schema, [pa.table({"s": ["a" * 5000, "b"]}, schema=schema)])
+    try:
+        (f,) = h.list_data_files("s.t")
+        assert (f.stats["s"].min, f.stats["s"].max, f.stats["s"].null_count) == (None, None, 0)
+        store.read.clear()
+        assert h.read("s.t", where="s = 'b'").num_rows == 1
+        assert h.read("s.t", where="s > 'a'").num_rows == 2
+        assert len(_files_read(store)) == 1
+        store.read.clear()
+        assert h.read("s.t", where="s IS NULL").num_rows == 0
+        assert _files_read(store) == set()  # the null count still prunes
+    finally:
+        h.close()

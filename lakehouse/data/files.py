@@ -216,7 +216,8 @@ def guarantee(
 
     Each bound is a comparison of its own (``c >= min``, ``c <= max``, each
     ``or c is null`` when the file may hold nulls; ``c == v`` when both are
-    one value), so a missing bound drops only itself. Parquet writers leave
+    one value; ``c is not null`` when it has no nulls and no bounds), so a
+    missing bound drops only itself. Parquet writers leave
     NaN out of float bounds, so the guarantee covers the rows where no
     bounded float column is NaN; the rows where the float columns ``nan``
     are NaN are covered by the guarantee saying so, with nothing said of
@@ -249,6 +250,8 @@ def guarantee(
         for bound in (None if a is None else field >= a, None if b is None else field <= b):
             if bound is not None:
                 parts.append(bound | field.is_null() if may_be_null else bound)
+        if a is None and b is None and not may_be_null:
+            parts.append(field.is_valid())
     expr: pc.Expression = pc.scalar(True)
     for i, part in enumerate(parts):
         expr = part if i == 0 else expr & part

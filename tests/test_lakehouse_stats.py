@@ -850,3 +850,115 @@ def test_a_string_too_long_for_the_footer_leaves_no_bounds_and_prunes_nothing() 
         assert _files_read(store) == set()  # the null count still prunes
     finally:
         h.close()
+
+
+# -- footers of other writers -------------------------------------------------------------------
+@dataclass
+class _Logical:
+    text: str
+
+    def to_json(self) -> str:
+        return self.text
+
+
+@dataclass
+class _Stats:
+    min: Any
+    max: Any
+    min_raw: Any = None
+    max_raw: Any = None
+    logical: str = '{"Type":"None"}'
+    has_min_max: bool = True
+    null_count: int = 0
+    has_null_count: bool = True
+
+    @property
+    def logical_type(self) -> _Logical:
+        return _Logical(self.logical)
+
+
+class _Undecodable:
+    """A string bound pyarrow cannot decode (a foreign writer's bytes that are not UTF-8)."""
+
+    @property
+    def min(self) -> str:
+        raise UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte")
+
+    max = min
+    has_min_max = True
+    null_count = 0
+    has_null_count = True
+
+
+@dataclass
+class _Chunk:
+    statistics: Any
+    num_values: int = 3
+
+    @property
+    def is_stats_set(self) -> bool:
+        return self.statistics is not None
+
+
+class _Footer:
+    """Just what footer_stats reads of a ``pyarrow.parquet.FileMetaData``: row groups of chunks."""
+
+    def __init__(self, names: list[str], groups: list[list[Any]]) -> None:
+        self.names, self.groups = names, groups
+        self.num_columns, self.num_row_groups = len(names), len(groups)
+
+    @property
+    def schema(self) -> Any:
+        names = self.names
+
+        class S:
+            def column(self, j: int) -> Any:
+                return type("C", (), {"path": names[j]})()
+
+        return S()
+
+    def row_group(self, r: int) -> Any:
+        chunks = self.groups[r]
+        return type("RG", (), {"column": lambda self, j: chunks[j]})()
+
+
+def test_foreign_footers_give_only_sound_bounds() -> None:
+    int96 = _Stats(
+        None, None, min_raw=b"\x00" * 12, max_raw=b"\x01" * 12, logical='{"Type":"None"}'
+    )
+    ts_ms = '{"Type":"Timestamp","isAdjustedToUTC":true,"timeUnit":"milliseconds"}'
+    names = ["x", "ts", "s", "i", "t"]
+    types = {
+        "x": pa.float64(),
+        "ts": pa.timestamp("ns"),
+        "s": pa.string(),
+        "i": pa.int32(),
+        "t": pa.timestamp("us", "UTC"),
+    }
+    groups = [
+        [
+            _Chunk(_Stats(2.5, math.nan)),  # parquet-mr: NaN as the maximum
+            _Chunk(int96),  # INT96: no order, no bounds
+            _Chunk(_Undecodable()),
+            _Chunk(_Stats(1, 5)),
+            _Chunk(_Stats(None, None, min_raw=1_000, max_raw=2_000, logical=ts_ms)),
+        ],
+        [
+            _Chunk(_Stats(-1.0, 3.0)),
+            _Chunk(int96),
+            _Chunk(_Stats("a", "b")),
+            _Chunk(_Stats(None, None, has_min_max=False, null_count=3), num_values=3),  # all null
+            _Chunk(
+                _Stats(None, None, min_raw=500, max_raw=700, logical=ts_ms, has_null_count=False)
+            ),
+        ],
+    ]
+    raw = footer_stats(_Footer(names, groups), {n: k for k, n in enumerate(names)}, types)
+    ns = 10**6  # per millisecond
+    assert raw == (
+        (0, -1.0, None, 0),
+        (1, None, None, 0),
+        (2, None, None, 0),  # one row group without bounds: none for the file
+        (3, 1, 5, 3),
+        (4, ["n", 500 * ns], ["n", 2_000 * ns], None),
+    )

@@ -434,6 +434,16 @@ def test_a_read_of_one_date_touches_only_that_dates_files() -> None:
         store.read.clear()
         assert h.read("s.t", where=pc.field("day") > pa.scalar(days[-1])).num_rows == 0
         assert _files_read(store) == set()
+
+        store.read.clear()  # a streamed read and a delete prune the same way
+        batches = list(h.scan_batches("s.t", where="day = '2024-03-07'"))
+        assert sum(b.num_rows for b in batches) == 10
+        assert _files_read(store) == by_day[dt.date(2024, 3, 7)]
+        store.read.clear()
+        with h.begin() as txn:
+            assert txn.delete("s.t", "day = DATE '2024-03-07'") == 10
+        assert _files_read(store) == by_day[dt.date(2024, 3, 7)]
+        assert h.read("s.t").num_rows == 110
     finally:
         h.close()
 

@@ -972,3 +972,23 @@ def test_foreign_footers_give_only_sound_bounds() -> None:
         (3, 1, 5, 3),
         (4, ["n", 500 * ns], ["n", 2_000 * ns], None),
     )
+
+
+def test_bounds_python_cannot_hold_are_none() -> None:
+    """Arrow dates and timestamps reach past Python's year 9999; their stats are unknown."""
+    schema = pa.schema([("d", pa.date32()), ("ts", pa.timestamp("s"))])
+    data = pa.table(
+        {
+            "d": pa.array([0, 2**31 - 1], pa.int32()).view(pa.date32()),
+            "ts": pa.array([0, 10**15], pa.int64()).view(pa.timestamp("s")),
+        }
+    )
+    h, _ = _counted(schema, [data])
+    try:
+        (f,) = h.list_data_files("s.t")
+        assert f.stats["d"].min == dt.date(1970, 1, 1) and f.stats["d"].max is None
+        assert f.stats["ts"].min == dt.datetime(1970, 1, 1) and f.stats["ts"].max is None
+        late = pa.array([2**31 - 2], pa.int32()).view(pa.date32())[0]
+        assert h.read("s.t", where=pc.field("d") > late).num_rows == 1  # still pruned right
+    finally:
+        h.close()

@@ -133,10 +133,16 @@ def user_stats(f: DataFile, names: dict[int, tuple[str, pa.DataType]]) -> dict[s
             continue
         name, typ = names[cid]
         a, b = stat_scalar(lo, typ), stat_scalar(hi, typ, upper=True)
-        out[name] = ColumnStats(
-            None if a is None else a.as_py(), None if b is None else b.as_py(), nulls
-        )
+        out[name] = ColumnStats(_py(a), _py(b), nulls)
     return out
+
+
+def _py(s: pa.Scalar | None) -> Any:
+    """``s`` as a Python value; None when Python has none (a date past year 9999)."""
+    try:
+        return None if s is None else s.as_py()
+    except _BAD:
+        return None
 
 
 # -- from a Parquet footer --------------------------------------------------------------

@@ -737,6 +737,24 @@ def test_older_records_decode() -> None:
     }
 
 
+def test_older_nanosecond_time_bounds_are_widened() -> None:
+    """Older records took a time64[ns] bound from a datetime.time, losing its nanoseconds."""
+    f = DataFile(
+        "t/x.parquet",
+        1,
+        2,
+        file_id="x",
+        columns=((1, "t"),),
+        raw_stats=((1, ["i", 1000], ["i", 5000], 0),),
+    )
+    schema = pa.schema([("t", pa.time64("ns"))])
+    columns = [Column(1, "t", "time64[ns]")]
+    t = pc.field("t")
+    assert datafiles.prune([f], t > pa.scalar(5001, pa.time64("ns")), columns, schema) == [0]
+    assert datafiles.prune([f], t > pa.scalar(5999, pa.time64("ns")), columns, schema) == []
+    assert datafiles.prune([f], t < pa.scalar(1000, pa.time64("ns")), columns, schema) == []
+
+
 def test_bounds_that_do_not_fit_the_column_are_ignored() -> None:
     """A bound of the wrong kind (a foreign or damaged record) prunes nothing."""
     raw = ((1, "abc", ["n", 5], 0), (2, ["d", "x"], ["b", "!!"], 0), (3, True, 300, 0))

@@ -17,7 +17,9 @@ Bounds are JSON values, tagged where JSON has no type for them::
     ["d", "12.50"]             a decimal, as text
     ["b", "<base64>"]          binary
     ["i", n]                   (older records) a temporal value as the integer
-                               Arrow stores for the column's type
+                               Arrow stores for the column's type (a time64[ns]
+                               upper bound came from a datetime.time, so it is
+                               widened by 999 ns)
 
 so the bounds decode with the column's type (:func:`stat_scalar`) whatever
 unit the Parquet file stored them in. Strings keep at most
@@ -108,6 +110,8 @@ def stat_scalar(value: Any, type_: pa.DataType, *, upper: bool = False) -> pa.Sc
             if tag == "i":
                 if isinstance(body, bool) or not isinstance(body, int):
                     return None
+                if upper and pa.types.is_time64(type_) and type_.unit == "ns":
+                    body += 999  # older records took it from a datetime.time: microseconds
                 return pa.scalar(body, type_)
             if tag == "d":
                 return _scalar(decimal.Decimal(body), type_)

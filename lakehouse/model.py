@@ -303,6 +303,10 @@ class DataFile:
     :class:`ColumnStats`. ``columns`` pairs each column id the file holds
     with the name it has *in the file* (names can change later; ids do not),
     and ``raw_stats`` keeps the footer bounds by column id, encoded as stored.
+    ``footer_size`` and ``footer_crc`` (the length and CRC-32C of the file's
+    Thrift footer) and ``crc`` (CRC-32C of the whole file) are what the commit
+    recorded, checked by every read and by ``lakehouse verify``; None in
+    records written before they existed (those checks are then skipped).
     """
 
     path: str
@@ -313,6 +317,9 @@ class DataFile:
     raw_stats: tuple[tuple[int, Any, Any, int | None], ...] = field(default=(), repr=False)
     deleted_rows: int = 0
     stats: Mapping[str, ColumnStats] = field(default_factory=dict, compare=False)
+    footer_size: int | None = field(default=None, repr=False)
+    footer_crc: int | None = field(default=None, repr=False)
+    crc: int | None = field(default=None, repr=False)
 
     @property
     def is_external(self) -> bool:

@@ -240,5 +240,17 @@ class ReadOps:
             if not f.columns:
                 cols = {c.name: c.name for c in d.columns}
             url = f.path if f.is_external or base is None else f"{base}/{f.path}"
-            out.append(ScanFile(f.path, url, f.record_count, dv, cols, d.schema))
+            out.append(
+                ScanFile(
+                    f.path,
+                    url,
+                    f.record_count,
+                    dv,
+                    cols,
+                    d.schema,
+                    f.size,
+                    f.footer_size,
+                    f.footer_crc,
+                )
+            )
         return out

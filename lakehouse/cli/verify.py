@@ -9,9 +9,10 @@ What is checked, in this order::
                    each namespace, table and view definition decodes, and each
                    table's state (data file records, deletion vectors)
     data files     every file those tables reference: present, of the recorded
-                   size, a readable Parquet file (every column of every row
-                   group decoded) holding the recorded number of rows and the
-                   recorded columns
+                   size, footer length and footer and whole-file CRC-32C (for
+                   records that have them), a readable Parquet file (every
+                   column of every row group decoded, page checksums verified)
+                   holding the recorded number of rows and the recorded columns
     pending        the data files of expired versions queued for deletion
                    (``expire_versions``' grace): listed, never problems; a
                    file that vanished while verify ran because the versions
@@ -41,6 +42,7 @@ from kvstore.cli.verify import Findings, Problem, VerifyReport
 from kvstore.cli.verify import verify as verify_kvstore
 from kvstore.objstore import ObjectStore, open_store
 from lakehouse.cli.target import CliError, Target, one_line
+from lakehouse.data import files as datafiles
 from lakehouse.layout import resolve
 from lakehouse.maintenance import deletion_queue
 from lakehouse.model import DataFile
@@ -182,18 +184,24 @@ def _fetch(store: ObjectStore | None, path: str, storage_options: dict[str, Any]
 
 
 def _check_file(data: bytes, f: DataFile) -> str | None:
-    """What is wrong with the bytes of data file ``f`` (None: nothing)."""
+    """What is wrong with the bytes of data file ``f`` (None: nothing): its size,
+    footer length and CRC-32C and whole-file CRC-32C against the record (when
+    recorded), every page's checksum, its rows and columns."""
     if len(data) != f.bytes:
         return f"it holds {len(data)} bytes; its record says {f.bytes}"
     try:
+        datafiles.check_bytes(data, f)
+    except lakehouse.CorruptionError as exc:
+        return str(exc)
+    try:
         # decoded on this thread: a pyarrow worker thread that still holds the file's
         # buffer when the interpreter exits aborts the process (seen with pyarrow 26)
-        with pq.ParquetFile(pa.BufferReader(data)) as pf:
+        with pq.ParquetFile(pa.BufferReader(data), page_checksum_verification=True) as pf:
             rows = 0
             for i in range(pf.num_row_groups):
                 rows += pf.read_row_group(i, use_threads=False).num_rows
             names = set(pf.schema_arrow.names)
-    except (pa.ArrowException, OSError, ValueError) as exc:
+    except datafiles.READ_ERRORS as exc:
         return f"not a readable Parquet file: {exc}"
     if rows != f.rows:
         return f"it holds {rows} rows; its record says {f.rows}"

@@ -19,6 +19,14 @@ type (widening: int32 -> int64, float32 -> float64), and filled with nulls
 when the file predates the column. Deleted positions are dropped before any
 filter, so row positions always mean positions in the file.
 
+**Integrity** (see docs/lakehouse.md, "Integrity: what is checked where").
+Every page carries a CRC-32 (``write_page_checksum``) that every read
+verifies; the commit records the footer's length and CRC-32C and the whole
+file's CRC-32C (:func:`checksums`), and a read checks the footer against
+them before parsing it (:func:`check_tail`), so a damaged footer, statistic
+or offset cannot drop or invent rows. Every failure to read a data file is
+a :class:`~lakehouse.errors.CorruptionError` naming its path.
+
 **Pruning.** Each file's footer bounds become an Arrow *guarantee*
 (``min <= c <= max``, ``c is not null`` when it has no nulls); Arrow's own
 expression simplification (``Dataset.get_fragments(filter=...)``) then says
@@ -41,6 +49,8 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyroaring import BitMap
 
+from crc32c import crc32c
+
 from lakehouse.data.stats import footer_stats, stat_scalar
 from lakehouse.errors import CorruptionError
 from lakehouse.model import Column, DataFile
@@ -48,6 +58,11 @@ from lakehouse.model import Column, DataFile
 log = logging.getLogger("lakehouse")
 
 SUFFIX = ".parquet"
+MAGIC = b"PAR1"
+
+#: reads verify page checksums and recorded footer/file checksums; only the read
+#: benchmark turns this off, to measure what the checks cost
+VERIFY = True
 
 
 def file_path(table_id: str, now_ms: int, rand64: int) -> tuple[str, str]:
@@ -89,9 +104,64 @@ def encode_parquet(table: pa.Table) -> tuple[bytes, Any]:
         compression="snappy",
         use_dictionary=False,
         write_statistics=True,
+        write_page_checksum=True,
         metadata_collector=footer,
     )
     return buf.getvalue(), footer[0]
+
+
+def checksums(data: bytes | memoryview, path: str) -> dict[str, int]:
+    """``footer_size``, ``footer_crc`` and ``crc`` of the Parquet bytes ``data``
+    (the :class:`DataFile` fields a commit records; ValueError if ``data`` has
+    no Parquet tail)."""
+    view = memoryview(data)
+    n = len(view)
+    if n < 12 or bytes(view[-4:]) != MAGIC:
+        raise ValueError(f"{path} is not a Parquet file (no PAR1 at its end)")
+    flen = int.from_bytes(view[-8:-4], "little")
+    if flen > n - 12:
+        raise ValueError(f"{path} is not a Parquet file (footer length {flen} of {n} bytes)")
+    return {
+        "footer_size": flen,
+        "footer_crc": crc32c(view[n - 8 - flen : n - 8]),
+        "crc": crc32c(view),
+    }
+
+
+def tail_length(f: DataFile) -> int | None:
+    """Bytes at the end of ``f`` that :func:`check_tail` needs (None: nothing recorded)."""
+    return None if f.footer_size is None else f.footer_size + 8
+
+
+def check_tail(tail: bytes | memoryview, f: DataFile) -> None:
+    """Check the last bytes of ``f`` (at least :func:`tail_length`) against its
+    record: the footer's length and CRC-32C. CorruptionError naming the path."""
+    if f.footer_size is None or f.footer_crc is None or not VERIFY:
+        return
+    view = memoryview(tail)
+    n = len(view)
+    if n < f.footer_size + 8 or bytes(view[-4:]) != MAGIC:
+        raise CorruptionError(f"data file {f.path} is damaged: its Parquet tail is not intact")
+    flen = int.from_bytes(view[-8:-4], "little")
+    if flen != f.footer_size:
+        raise CorruptionError(
+            f"data file {f.path} is damaged: footer length {flen}, recorded {f.footer_size}"
+        )
+    if crc32c(view[n - 8 - flen : n - 8]) != f.footer_crc:
+        raise CorruptionError(f"data file {f.path} is damaged: its footer checksum differs")
+
+
+def check_bytes(data: bytes | memoryview, f: DataFile) -> None:
+    """Check the whole bytes of ``f`` against its record: size, footer, CRC-32C."""
+    if not VERIFY:
+        return
+    if f.size and len(data) != f.size:
+        raise CorruptionError(
+            f"data file {f.path} is damaged: it holds {len(data)} bytes, recorded {f.size}"
+        )
+    check_tail(data, f)
+    if f.crc is not None and crc32c(data) != f.crc:
+        raise CorruptionError(f"data file {f.path} is damaged: its checksum differs")
 
 
 def describe(path: str, data: bytes, columns: Sequence[Column]) -> DataFile:
@@ -101,13 +171,19 @@ def describe(path: str, data: bytes, columns: Sequence[Column]) -> DataFile:
         schema = meta.schema.to_arrow_schema()
     except (pa.ArrowException, OSError) as exc:
         raise ValueError(f"{path} is not a readable Parquet file: {exc}") from None
-    return describe_footer(path, len(data), meta, schema, columns)
+    return describe_footer(path, len(data), meta, schema, columns, data)
 
 
 def describe_footer(
-    path: str, size: int, meta: Any, schema: pa.Schema, columns: Sequence[Column]
+    path: str,
+    size: int,
+    meta: Any,
+    schema: pa.Schema,
+    columns: Sequence[Column],
+    data: bytes | memoryview | None = None,
 ) -> DataFile:
-    """A record from a footer; the file's columns are matched to ``columns`` by name."""
+    """A record from a footer; the file's columns are matched to ``columns`` by name.
+    With the file's bytes ``data``, it records their checksums."""
     by_name = {c.name: c for c in columns}
     ids: dict[str, int] = {}
     types: dict[str, pa.DataType] = {}
@@ -123,14 +199,23 @@ def describe_footer(
         file_id=file_id_of(path),
         columns=tuple((cid, name) for name, cid in ids.items()),
         raw_stats=footer_stats(meta, ids, types),
+        **(checksums(data, path) if data is not None else {}),
     )
 
 
 # -- reading ------------------------------------------------------------------------------
-def open_parquet(data: bytes, path: str) -> pq.ParquetFile:
+#: what reading damaged Parquet bytes can raise inside pyarrow (besides its own errors)
+READ_ERRORS = (pa.ArrowException, OSError, ValueError, IndexError, UnicodeDecodeError)
+
+
+def open_parquet(data: bytes, path: str, f: DataFile | None = None) -> pq.ParquetFile:
+    """``data`` as a ParquetFile that verifies page checksums; with ``f``, the bytes
+    are first checked against its record (:func:`check_bytes`)."""
+    if f is not None:
+        check_bytes(data, f)
     try:
-        return pq.ParquetFile(pa.BufferReader(data))
-    except (pa.ArrowException, OSError) as exc:
+        return pq.ParquetFile(pa.BufferReader(data), page_checksum_verification=VERIFY)
+    except READ_ERRORS as exc:
         raise CorruptionError(f"data file {path} is not readable Parquet: {exc}") from None
 
 
@@ -159,17 +244,17 @@ def read_file(
     ``with_positions`` a ``_pos`` column (uint32 row position in the file) is
     appended.
     """
-    pf = open_parquet(data, f.path)
+    pf = open_parquet(data, f.path, f)
     in_file = dict(f.columns) if f.columns else None
-    file_names = set(pf.schema_arrow.names)
     wanted: list[tuple[Column, str | None]] = []
-    for c in columns:
-        name = in_file.get(c.id) if in_file is not None else c.name
-        wanted.append((c, name if name in file_names else None))
-    names = [n for _, n in wanted if n is not None]
     try:
+        file_names = set(pf.schema_arrow.names)
+        for c in columns:
+            name = in_file.get(c.id) if in_file is not None else c.name
+            wanted.append((c, name if name in file_names else None))
+        names = [n for _, n in wanted if n is not None]
         raw = pf.read(columns=names, use_threads=False)
-    except (pa.ArrowException, OSError) as exc:
+    except READ_ERRORS as exc:
         raise CorruptionError(f"data file {f.path} could not be read: {exc}") from None
     if raw.num_rows != f.record_count:
         raise CorruptionError(

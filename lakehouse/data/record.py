@@ -6,8 +6,13 @@ see :mod:`lakehouse.keys`) whose value is this record::
     +------+------------------------------------------------------------------+
     | 0x01 | {"kind":"file","id":...,"path":...,"size":...,"rows":...,         |
     |      |  "cols":[[column id, name in the file], ...],                      |
-    |      |  "stats":[[column id, min, max, null count], ...]}                 |
+    |      |  "stats":[[column id, min, max, null count], ...],                 |
+    |      |  "flen":..., "fcrc":..., "crc":...}                                |
     +------+------------------------------------------------------------------+
+
+``flen``/``fcrc`` are the length and CRC-32C of the file's Thrift footer,
+``crc`` the CRC-32C of the whole file (integrity; absent in older records,
+which decode with None and skip those checks).
 
 Column ids, not names, tie a file to the table: a column renamed or widened
 after the file was written is still found in it, and a dropped column's id is
@@ -49,8 +54,19 @@ def encode_file(f: DataFile) -> bytes:
             "rows": f.record_count,
             "cols": [[cid, name] for cid, name in f.columns],
             "stats": [list(s) for s in f.raw_stats],
+            **_checksums(f),
         }
     )
+
+
+def _checksums(f: DataFile) -> dict[str, int]:
+    """The integrity keys of a file record (absent in records written before them)."""
+    out = {}
+    if f.footer_size is not None and f.footer_crc is not None:
+        out["flen"], out["fcrc"] = f.footer_size, f.footer_crc
+    if f.crc is not None:
+        out["crc"] = f.crc
+    return out
 
 
 _FILE_CACHE: dict[bytes, DataFile] = {}
@@ -87,6 +103,9 @@ def _decode_file(data: bytes) -> DataFile:
             file_id=_str(o["id"]),
             columns=cols,
             raw_stats=stats,
+            footer_size=_opt_nat(o.get("flen")),
+            footer_crc=_opt_nat(o.get("fcrc")),
+            crc=_opt_nat(o.get("crc")),
         )
     except (KeyError, ValueError, TypeError, IndexError, AttributeError) as exc:
         raise CorruptionError(f"data file record: {exc!r}") from None
@@ -155,6 +174,10 @@ def _nat(v: Any) -> int:
     if isinstance(v, bool) or not isinstance(v, int) or v < 0:
         raise ValueError(f"expected a natural number, got {v!r}")
     return v
+
+
+def _opt_nat(v: Any) -> int | None:
+    return None if v is None else _nat(v)
 
 
 def _json_value(v: Any) -> Any:

@@ -57,6 +57,10 @@ class ScanFile:
     columns: dict[str, str]
     #: the table's current schema (absent columns read as nulls, types are widened)
     schema: pa.Schema = field(repr=False)
+    #: size, footer length and footer CRC-32C recorded by the commit (None: not recorded)
+    size: int = 0
+    footer_size: int | None = None
+    footer_crc: int | None = None
 
 
 def fetch(store: ObjectStore, path: str) -> bytes:
@@ -200,10 +204,16 @@ def _read_plain(
 ) -> pa.Table:
     import pyarrow.dataset as ds
 
+    check_footers(store, [f for f, _ in files])
     fs, root = store.arrow_filesystem()
     dschema = pa.schema([d.schema.field(c.name).with_nullable(True) for c in read_cols])
+    fmt = ds.ParquetFileFormat(
+        default_fragment_scan_options=ds.ParquetFragmentScanOptions(
+            page_checksum_verification=datafiles.VERIFY
+        )
+    )
     dataset = ds.dataset(
-        [f"{root}/{f.path}" for f, _ in files], schema=dschema, format="parquet", filesystem=fs
+        [f"{root}/{f.path}" for f, _ in files], schema=dschema, format=fmt, filesystem=fs
     )
     try:
         return dataset.to_table(
@@ -212,6 +222,52 @@ def _read_plain(
         )
     except FileNotFoundError as exc:
         raise DataFileMissing(f"a data file of {d.qualified_name} is missing: {exc}") from None
+    except datafiles.READ_ERRORS as exc:
+        raise _culprit(store, d, files, exc) from None
+
+
+def check_footers(store: ObjectStore, files: Sequence[DataFile]) -> None:
+    """Check the footers of ``files`` against their records before a reader that
+    fetches the files itself (Arrow's dataset reader) trusts them: one ranged read
+    of each file's tail, in parallel (CorruptionError naming the first damaged file)."""
+    todo = [f for f in files if datafiles.tail_length(f) is not None]
+    if not datafiles.VERIFY or not todo:
+        return
+
+    def one(f: DataFile) -> None:
+        n = datafiles.tail_length(f) or 0
+        try:
+            if f.is_external:
+                parent, name = f.path.rsplit("/", 1)
+                tail = open_store(parent, create=False).get_range(name, f.size - n, n)
+            else:
+                tail = store.get_range(f.path, max(0, f.size - n), n)
+        except FileNotFoundError:
+            raise DataFileMissing(
+                f"data file {f.path} is referenced by the table but missing from storage", f.path
+            ) from None
+        datafiles.check_tail(tail, f)
+
+    runner: Callable[..., Any] = _pool().map if len(todo) > 1 else map
+    list(runner(one, todo))
+
+
+def _culprit(
+    store: ObjectStore, d: TableDef, files: Sequence[FileState], exc: BaseException
+) -> CorruptionError:
+    """The error of a dataset read that failed: each file is read alone (with every
+    check) to name the damaged one."""
+    for f, _ in files:
+        try:
+            pf = datafiles.open_parquet(fetch(store, f.path), f.path, f)
+            for i in range(pf.num_row_groups):
+                pf.read_row_group(i, use_threads=False)
+        except CorruptionError as found:
+            return found
+        except datafiles.READ_ERRORS as err:
+            return CorruptionError(f"data file {f.path} could not be read: {err}")
+    paths = ", ".join(f.path for f, _ in files)
+    return CorruptionError(f"a data file of {d.qualified_name} ({paths}) could not be read: {exc}")
 
 
 def scan_batches(

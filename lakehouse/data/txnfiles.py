@@ -23,6 +23,7 @@ from lakehouse.data import files as datafiles
 from lakehouse.data.conform import conform
 from lakehouse.data.scan import fetch
 from lakehouse.data.table import TableWrite, file_key_id
+from lakehouse.errors import CorruptionError
 from lakehouse.model import Column, DataFile, TableDef
 
 if TYPE_CHECKING:
@@ -35,7 +36,7 @@ def write_data_file(txn: TransactionState, d: TableDef, rows: Any, w: TableWrite
     """Write ``rows`` as a new Parquet file of table ``d`` (durable before this returns)."""
     data, footer = datafiles.encode_parquet(rows)
     _, path = txn._new_file_name(d)
-    f = datafiles.describe_footer(path, len(data), footer, rows.schema, d.columns)
+    f = datafiles.describe_footer(path, len(data), footer, rows.schema, d.columns, data)
     w.owned.append(path)  # before the write: a failed put may still leave bytes
     txn._lh._inflight.add(path)
     store = txn._lh._data
@@ -54,7 +55,12 @@ def adopt_data_file(
     data = fetch(txn._lh._data, path)
     pf = datafiles.open_parquet(data, path)  # the footer, parsed once
     conform(pf.schema_arrow.empty_table(), d.schema, f"data file {path}")
-    f = datafiles.describe_footer(path, len(data), pf.metadata, pf.schema_arrow, d.columns)
+    try:  # the checksums of the bytes in hand (one read of the file, on this process)
+        f = datafiles.describe_footer(
+            path, len(data), pf.metadata, pf.schema_arrow, d.columns, data
+        )
+    except ValueError as exc:
+        raise CorruptionError(f"data file {path} cannot be adopted: {exc}") from None
     keys = None
     if key_cols:
         schema = pa.schema([d.schema.field(c.name) for c in key_cols])

@@ -41,15 +41,14 @@ import logging
 import math
 from collections.abc import Iterable, Iterator, Sequence
 from collections.abc import Set as AbstractSet
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
-from pyroaring import BitMap
-
 from crc32c import crc32c
+from pyroaring import BitMap
 
 from lakehouse.data.stats import footer_stats, stat_scalar
 from lakehouse.errors import CorruptionError
@@ -128,12 +127,23 @@ def checksums(data: bytes | memoryview, path: str) -> dict[str, int]:
     }
 
 
-def tail_length(f: DataFile) -> int | None:
+class Recorded(Protocol):
+    """What :func:`check_tail` needs of a file's record (a DataFile, a ScanFile)."""
+
+    @property
+    def path(self) -> str: ...
+    @property
+    def footer_size(self) -> int | None: ...
+    @property
+    def footer_crc(self) -> int | None: ...
+
+
+def tail_length(f: Recorded) -> int | None:
     """Bytes at the end of ``f`` that :func:`check_tail` needs (None: nothing recorded)."""
     return None if f.footer_size is None else f.footer_size + 8
 
 
-def check_tail(tail: bytes | memoryview, f: DataFile) -> None:
+def check_tail(tail: bytes | memoryview, f: Recorded) -> None:
     """Check the last bytes of ``f`` (at least :func:`tail_length`) against its
     record: the footer's length and CRC-32C. CorruptionError naming the path."""
     if f.footer_size is None or f.footer_crc is None or not VERIFY:
@@ -192,6 +202,7 @@ def describe_footer(
         if c is not None:
             ids[f.name] = c.id
             types[f.name] = f.type
+    sums = checksums(data, path) if data is not None else {}
     return DataFile(
         path,
         size,
@@ -199,7 +210,9 @@ def describe_footer(
         file_id=file_id_of(path),
         columns=tuple((cid, name) for name, cid in ids.items()),
         raw_stats=footer_stats(meta, ids, types),
-        **(checksums(data, path) if data is not None else {}),
+        footer_size=sums.get("footer_size"),
+        footer_crc=sums.get("footer_crc"),
+        crc=sums.get("crc"),
     )
 
 

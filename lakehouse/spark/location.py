@@ -114,6 +114,15 @@ class Location:
             return open(path, "wb")
         return self.fs().open(self.fs_path(rel), "wb")
 
+    def read_tail(self, rel: str, size: int, n: int) -> bytes:
+        """The ``n`` bytes of a file of ``size`` bytes before its end (fewer if shorter)."""
+        start = max(0, size - n)
+        if self.jvm:
+            with open(self.fs_path(rel), "rb") as f:
+                f.seek(start)
+                return f.read(size - start)
+        return bytes(self.fs().cat_file(self.fs_path(rel), start=start, end=size))
+
     def open_input(self, rel: str) -> Any:
         """A readable binary file of a data file (tasks)."""
         if self.jvm:

@@ -42,6 +42,8 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from functools import reduce
 from typing import Any, Protocol
 
@@ -52,6 +54,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
+from lakehouse.data import files as datafiles
+from lakehouse.errors import CorruptionError, DataFileMissing
 from lakehouse.spark.location import Location
 from lakehouse.spark.types import arrow_type, jvm_readable, spark_schema, spark_type
 from lakehouse.spark.writer import col
@@ -71,6 +75,9 @@ class ScanFileLike(Protocol):
     rows: int
     deleted: Any  # pyroaring.BitMap
     columns: dict[str, str]
+    size: int
+    footer_size: int | None
+    footer_crc: int | None
 
 
 def base_name(path: str) -> str:
@@ -89,6 +96,7 @@ def scan_frame(
     names = [base_name(f.path) for f in files]
     if len(set(names)) != len(names):
         raise ValueError("two data files of the table share a base name; cannot scan it")
+    check_footers(files, loc)
     if loc.jvm and all(jvm_readable(f.type) for f in schema):
         return _jvm_frame(spark, files, schema, positions)
     return _python_frame(spark, files, schema, loc, positions)
@@ -101,7 +109,41 @@ def _empty(spark: SparkSession, schema: pa.Schema, positions: bool) -> DataFrame
     return spark.createDataFrame([], s)
 
 
+def check_footers(files: Sequence[ScanFileLike], loc: Location) -> None:
+    """On the driver, before any job: the footer of every file to read against
+    what its commit recorded (one tail read each, in parallel), so no executor
+    trusts a damaged footer (CorruptionError naming the first damaged file)."""
+    todo = [f for f in files if datafiles.tail_length(f) is not None]
+    if not todo or not datafiles.VERIFY:
+        return
+
+    def one(f: ScanFileLike) -> None:
+        n = datafiles.tail_length(f) or 0
+        try:
+            tail = loc.read_tail(f.path, f.size, n)
+        except FileNotFoundError:
+            raise DataFileMissing(
+                f"data file {f.path} is referenced by the table but missing from storage", f.path
+            ) from None
+        except OSError as exc:
+            raise CorruptionError(f"data file {f.path} could not be read: {exc}") from None
+        datafiles.check_tail(tail, f)
+
+    if len(todo) == 1:
+        one(todo[0])
+        return
+    with ThreadPoolExecutor(max_workers=min(16, len(todo))) as pool:
+        list(pool.map(one, todo))
+
+
 # -- JVM reader -------------------------------------------------------------------------------
+#: options of every Parquet scan: verify page checksums; no page skipping by the
+#: column index (it lies outside the pages and the footer, so no checksum covers it)
+SCAN_OPTIONS = {
+    "parquet.page.verify-checksum.enabled": "true",
+    "parquet.filter.columnindex.enabled": "false",
+}
+
 _SIZE = "_lh_size"
 _ROW32 = "_lh_row32"
 _INT_MAX = (1 << 31) - 1
@@ -157,7 +199,7 @@ def _jvm_frame(
                 if fld.name in mapping
             ]
         )
-        raw = spark.read.schema(stored).parquet(*[f.url for f in group])
+        raw = spark.read.schema(stored).options(**SCAN_OPTIONS).parquet(*[f.url for f in group])
         sizes = _file_sizes(group) if has_deleted else None
         by_name = has_deleted and sizes is None
         meta = []
@@ -216,14 +258,32 @@ def _task_reader(loc: Location, schema: pa.Schema, out: pa.Schema, positions: bo
             for task in batch.to_pylist():
                 deleted = BitMap.deserialize(task["deleted"]) if task["deleted"] else BitMap()
                 mapping = json.loads(task["mapping"])
-                yield from _read_file(loc, task["path"], deleted, mapping, schema, out, positions)
+                rec = _Recorded(task["path"], task["size"], task["flen"], task["fcrc"])
+                try:
+                    yield from _read_file(loc, rec, deleted, mapping, schema, out, positions)
+                except datafiles.READ_ERRORS as exc:
+                    if isinstance(exc, FileNotFoundError):
+                        raise
+                    raise CorruptionError(
+                        f"data file {rec.path} could not be read: {exc}"
+                    ) from None
 
     return run
 
 
+@dataclass(frozen=True)
+class _Recorded:
+    """What a task knows of a file's record."""
+
+    path: str
+    size: int
+    footer_size: int | None
+    footer_crc: int | None
+
+
 def _read_file(
     loc: Location,
-    rel: str,
+    rec: _Recorded,
     deleted: Any,
     mapping: dict[str, str],
     schema: pa.Schema,
@@ -231,9 +291,15 @@ def _read_file(
     positions: bool,
 ) -> Iterator[pa.RecordBatch]:
     dead = np.asarray(deleted.to_array(), dtype=np.int64)
+    rel = rec.path
     name = base_name(rel)
     with loc.open_input(rel) as f:
-        pf = pq.ParquetFile(f)
+        n = datafiles.tail_length(rec)
+        if n is not None:  # the footer this task parses is the one the commit recorded
+            f.seek(max(0, rec.size - n))
+            datafiles.check_tail(f.read(n), rec)
+            f.seek(0)
+        pf = pq.ParquetFile(f, page_checksum_verification=datafiles.VERIFY)
         stored = set(pf.schema_arrow.names)
         wanted = [mapping[c] for c in schema.names if mapping.get(c) in stored]
         start = 0
@@ -284,6 +350,9 @@ def _python_frame(
                 [f.deleted.serialize() if f.deleted else b"" for f in files], pa.binary()
             ),
             "mapping": pa.array([json.dumps(f.columns) for f in files], pa.string()),
+            "size": pa.array([f.size for f in files], pa.int64()),
+            "flen": pa.array([f.footer_size for f in files], pa.int64()),
+            "fcrc": pa.array([f.footer_crc for f in files], pa.int64()),
         }
     )
     slices = max(1, min(len(files), spark.sparkContext.defaultParallelism * 2))

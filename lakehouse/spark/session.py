@@ -11,12 +11,19 @@ The settings that matter (measured on PySpark 4.3, Java 17, 2 cores):
   the ``timestamp[us, tz=UTC]`` the table declares;
 * ``spark.sql.sources.parallelPartitionDiscovery.threshold`` raised: planning
   a read of 1,000 files took 3.5-6.8 s at the default (32: above it Spark runs
-  a job just to list the files it was given) and 0.2 s raised.
+  a job just to list the files it was given) and 0.2 s raised;
+* page checksums: parquet-mr writes them by default
+  (``parquet.page.write-checksum.enabled``) but never verifies them unless
+  ``parquet.page.verify-checksum.enabled`` is true. Spark copies a session's
+  SQL settings into the Hadoop configuration of every file scan, so setting
+  it with ``spark.conf.set`` works on a running session (as does
+  ``spark.hadoop.parquet.page.verify-checksum.enabled`` at build time).
 
-:func:`configure` applies the two SQL settings to any session (every call of
-:mod:`lakehouse.spark` does so, once per session); :func:`local_session`
-builds a whole local session with all of them, for scripts, the demo, the
-benchmark and the tests.
+:func:`configure` applies the SQL settings to any session (every call of
+:mod:`lakehouse.spark` does so, once per session; the lakehouse's own scans
+also pass the checksum options per read); :func:`local_session` builds a
+whole local session with all of them, for scripts, the demo, the benchmark
+and the tests.
 """
 
 from __future__ import annotations
@@ -30,6 +37,13 @@ from typing import Any
 REQUIRED_CONF = {
     "spark.sql.parquet.outputTimestampType": "TIMESTAMP_MICROS",
     "spark.sql.sources.parallelPartitionDiscovery.threshold": "100000",
+    "parquet.page.verify-checksum.enabled": "true",
+    "parquet.page.write-checksum.enabled": "true",
+}
+#: Hadoop settings of a session :func:`local_session` builds
+HADOOP_CONF = {
+    "spark.hadoop.parquet.page.verify-checksum.enabled": "true",
+    "spark.hadoop.parquet.page.write-checksum.enabled": "true",
 }
 
 _configured: set[int] = set()
@@ -82,7 +96,7 @@ def local_session(
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .config("spark.driver.memory", driver_memory)
     )
-    for k, v in {**REQUIRED_CONF, **(conf or {})}.items():
+    for k, v in {**REQUIRED_CONF, **HADOOP_CONF, **(conf or {})}.items():
         builder = builder.config(k, v)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")

@@ -119,7 +119,11 @@ def write_jvm(
     moved: list[str] = []
     try:
         with spark_job(what):
-            w = df.write.mode("errorifexists").option("compression", "snappy")
+            w = (
+                df.write.mode("errorifexists")
+                .option("compression", "snappy")
+                .option("parquet.page.write-checksum.enabled", "true")  # parquet-mr's default
+            )
             if split is not None:
                 w = w.partitionBy(split)
             w.parquet(loc.url(staging))
@@ -171,7 +175,9 @@ class _TaskFiles:
         if self.writer is None:
             self.path = f"{self.prefix}-{uuid.uuid4().hex}.parquet"
             self.file = self.loc.open_output(self.path)
-            self.writer = pq.ParquetWriter(self.file, self.schema, compression="snappy")
+            self.writer = pq.ParquetWriter(
+                self.file, self.schema, compression="snappy", write_page_checksum=True
+            )
             self.rows = 0
         self.writer.write_table(pa.concat_tables(self.buffered), row_group_size=ROW_GROUP_ROWS)
         self.rows += self.nbuf

@@ -1,0 +1,235 @@
+"""Data-file integrity: a damaged data file never yields a wrong row.
+
+The sweep flips one bit at a time, seeded, in the data files of a table of
+three files that take every read path: one written by the lakehouse with a
+deletion vector (read from the bytes in hand), one adopted with
+``add_files`` holding dictionary pages and page indexes, one written by the
+lakehouse without deletions (the last two read by Arrow's dataset reader
+straight from the filesystem). Each flip goes through ``read``,
+``read(where=...)``, ``scan_batches`` and a ``lakehouse.open_reader``
+reader: every read gives the original rows or a CorruptionError naming the
+damaged file, and verify's check of the file reports every flip.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+import lakehouse
+from integrity_flips import REGIONS, flipped, flips, regions
+from lakehouse.cli.main import main
+from lakehouse.cli.verify import _check_file
+from lakehouse.data import files as datafiles
+from lakehouse.data import record
+
+T = "n.t"
+SCHEMA = pa.schema([("i", pa.int64()), ("s", pa.string()), ("f", pa.float64())])
+WHERE = "i >= 2500 AND i < 7000 AND s <> 'v7'"
+SEED = 19
+
+
+def rows(lo: int, hi: int) -> pa.Table:
+    return pa.table(
+        {
+            "i": pa.array(range(lo, hi), pa.int64()),
+            "s": pa.array([f"v{k % 50}" for k in range(lo, hi)]),
+            "f": pa.array([k / 7 for k in range(lo, hi)], pa.float64()),
+        }
+    )
+
+
+def by_i(t: pa.Table) -> pa.Table:
+    return t.sort_by("i")
+
+
+class Setup:
+    def __init__(self, root: Path) -> None:
+        self.url = str(root / "lh")
+        self.lh = lakehouse.open(self.url)
+        lh = self.lh
+        with lh.begin() as txn:
+            txn.create_namespace("n")
+            txn.create_table(T, SCHEMA)
+            txn.create_table("n.other", SCHEMA)
+        with lh.begin() as txn:
+            txn.append(T, rows(0, 3000))
+        with lh.begin() as txn:
+            txn.delete(T, "i % 97 = 0")
+        base = lh.data_location()[0].removeprefix("file://")
+        adopted = "adopted/0000000000000-dict.parquet"
+        (Path(base) / "adopted").mkdir()
+        pq.write_table(  # dictionary pages, several data pages, page indexes
+            rows(3000, 6000),
+            str(Path(base) / adopted),
+            use_dictionary=True,
+            data_page_size=4096,
+            write_page_checksum=True,
+            write_page_index=True,
+        )
+        with lh.begin() as txn:
+            txn.add_files(T, [adopted])
+        with lh.begin() as txn:
+            txn.append(T, rows(6000, 9000))
+        with lh.begin() as txn:
+            txn.append("n.other", rows(0, 10))
+        self.records = {f.path: f for f in lh.list_data_files(T)}
+        self.paths = {Path(base) / p: p for p in self.records}
+        self.original = {p: p.read_bytes() for p in self.paths}
+        self.want = by_i(lh.read(T))
+        self.want_where = by_i(lh.read(T, where=WHERE))
+        self.reader = lakehouse.open_reader(self.url)
+        assert self.want.num_rows == 9000 - 31 and self.want_where.num_rows > 3000
+
+    def reads(self) -> dict[str, Any]:
+        lh, r = self.lh, self.reader
+        return {
+            "read": lambda: lh.read(T),
+            "read(where)": lambda: lh.read(T, where=WHERE),
+            "scan_batches": lambda: lh.scan_batches(T).read_all(),
+            "reader": lambda: r.read(T),
+        }
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    s = Setup(tmp_path_factory.mktemp("integrity"))
+    yield s
+    s.reader.close()
+    s.lh.close()
+
+
+def test_every_file_records_its_checksums(setup: Setup) -> None:
+    for path, rel in setup.paths.items():
+        f = setup.records[rel]
+        data = path.read_bytes()
+        assert (f.footer_size, f.footer_crc, f.crc) == tuple(
+            datafiles.checksums(data, rel).values()
+        )
+        assert f.size == len(data)
+        decoded = record.decode_file(record.encode_file(f))
+        assert (decoded.footer_size, decoded.footer_crc, decoded.crc) == (
+            f.footer_size,
+            f.footer_crc,
+            f.crc,
+        )
+    kinds = {rel: regions(p.read_bytes()) for p, rel in setup.paths.items()}
+    assert sum(bool(k["dictionary"]) for k in kinds.values()) == 1  # the adopted file
+
+
+def sweep(setup: Setup, per_region: int, seed: int) -> Counter[tuple[str, str]]:
+    """Flip, read every way, check, restore; returns outcomes by (region, outcome)."""
+    outcomes: Counter[tuple[str, str]] = Counter()
+    rng = random.Random(seed)
+    wants = {"read(where)": setup.want_where}
+    for path, region, offset, bit in flips(rng, setup.original, per_region):
+        rel = setup.paths[path]
+        bad = flipped(setup.original[path], offset, bit)
+        path.write_bytes(bad)
+        try:
+            for how, read in setup.reads().items():
+                try:
+                    got = read()
+                except lakehouse.CorruptionError as exc:
+                    assert rel in str(exc), (how, region, offset, bit, str(exc))
+                    outcomes[region, "error"] += 1
+                    continue
+                want = wants.get(how, setup.want)
+                assert by_i(got).equals(want), f"wrong answer: {how} {rel} {region} @{offset}:{bit}"
+                outcomes[region, "same rows"] += 1
+            problem = _check_file(bad, setup.records[rel])
+            assert problem is not None, f"verify missed {rel} {region} @{offset}:{bit}"
+        finally:
+            path.write_bytes(setup.original[path])
+    return outcomes
+
+
+def test_bit_flip_sweep(setup: Setup) -> None:
+    """>= 1,000 flips over data pages, dictionary pages, footers and the rest."""
+    outcomes = sweep(setup, per_region=260, seed=SEED)
+    flipped_total = sum(outcomes.values()) // len(setup.reads())
+    assert flipped_total >= 1000
+    for region in REGIONS:
+        assert outcomes[region, "error"] > 0, region
+    # the table is whole again
+    assert by_i(setup.lh.read(T)).equals(setup.want)
+
+
+@pytest.mark.slow
+def test_bit_flip_sweep_large(setup: Setup) -> None:
+    sweep(setup, per_region=2500, seed=SEED + 1)
+
+
+def cli_json(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, Any]:
+    code = main([*args, "--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+@pytest.mark.parametrize("region", ["data", "dictionary", "footer"])
+def test_verify_names_the_damaged_file_and_the_lakehouse_stays_usable(
+    setup: Setup, capsys: pytest.CaptureFixture[str], region: str
+) -> None:
+    rng = random.Random(f"{SEED}-{region}")
+    candidates = [p for p in setup.paths if regions(setup.original[p])[region]]
+    path = candidates[0]
+    rel = setup.paths[path]
+    spans = regions(setup.original[path])[region]
+    a, b = spans[0]
+    path.write_bytes(flipped(setup.original[path], rng.randrange(a, b), rng.randrange(8)))
+    try:
+        code, doc = cli_json(capsys, "verify", setup.url)
+        assert code == 3 and not doc["ok"]
+        assert doc["damaged_objects"] == [f"data/{rel}"]
+        with pytest.raises(lakehouse.CorruptionError, match=rel.replace(".", r"\.")):
+            setup.lh.read(T)
+        # the other table still reads and commits, and so does this one's metadata
+        before = setup.lh.read("n.other").num_rows
+        with setup.lh.begin() as txn:
+            txn.append("n.other", rows(100, 101))
+        assert setup.lh.read("n.other").num_rows == before + 1
+        assert setup.lh.table_stats(T).rows == setup.want.num_rows
+    finally:
+        path.write_bytes(setup.original[path])
+    assert cli_json(capsys, "verify", setup.url)[0] == 0
+
+
+def test_records_without_checksums_still_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Records written before the checksums existed decode with None and read;
+    page checksums (when the file has them) still guard them."""
+    url = str(tmp_path / "old")
+    with lakehouse.open(url) as lh:
+        with lh.begin() as txn:
+            txn.create_namespace("n")
+            txn.create_table(T, SCHEMA)
+        with monkeypatch.context() as m:
+            m.setattr(datafiles, "checksums", lambda data, path: {})
+            for lo in (0, 100):
+                with lh.begin() as txn:
+                    txn.append(T, rows(lo, lo + 100))
+        files = lh.list_data_files(T)
+        assert [f.crc for f in files] == [None, None]
+        assert by_i(lh.read(T)).equals(rows(0, 200))
+        assert by_i(lh.scan_batches(T).read_all()).equals(rows(0, 200))
+    assert main(["verify", url]) == 0
+    # an old-style record (no checksum keys at all) decodes
+    old = record.encode_file(replace(files[0], footer_size=None, footer_crc=None, crc=None))
+    assert b'"crc"' not in old and record.decode_file(old).footer_crc is None
+
+
+def test_disabled_verification_reads_the_same(
+    setup: Setup, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The switch the read benchmark uses changes nothing on sound files."""
+    monkeypatch.setattr(datafiles, "VERIFY", False)
+    assert by_i(setup.lh.read(T)).equals(setup.want)
+    assert by_i(setup.lh.read(T, where=WHERE)).equals(setup.want_where)

@@ -23,9 +23,9 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from integrity_flips import REGIONS, flipped, flips, regions
 
 import lakehouse
-from integrity_flips import REGIONS, flipped, flips, regions
 from lakehouse.cli.main import main
 from lakehouse.cli.verify import _check_file
 from lakehouse.data import files as datafiles

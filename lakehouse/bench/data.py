@@ -20,6 +20,9 @@ time, the starting system rotating), so a noisy neighbour slows them alike.
   (``amount`` in a range: rows of every file), one commit each; data files
   on disk and live files are listed before and after. Ours must write no
   data file and keep every live file (deletion vectors), or the run fails.
+* **integrity checks** (ours): the read latest and a ``scan_batches`` of
+  it with the integrity checks on and off (``lakehouse.data.files.VERIFY``),
+  alternating; the ratio checked / unchecked of the medians, per round.
 * **concurrent appends**: ``--threads`` threads x ``--per-thread`` appends
   at once on a fresh table; how many commit (the system's own retries
   allowed, none added by us), and the rows then in the table.
@@ -46,6 +49,7 @@ import lakehouse
 from kvstore.objstore.local import LocalStore
 from lakehouse.bench.anchors import ANCHORS, System, files_under
 from lakehouse.bench.report import NOFSYNC, summarise
+from lakehouse.data import files as datafiles
 
 log = logging.getLogger("lakehouse.bench")
 SCHEMA = pa.schema([("id", pa.int64()), ("name", pa.string()), ("amount", pa.float64())])
@@ -203,6 +207,33 @@ def _reads(
     return {k: {n: statistics.median(v) for n, v in d.items()} for k, d in times.items()}
 
 
+def _verify_cost(s: System, sz: Sizes) -> dict[str, float]:
+    """Ours: the same reads with and without the integrity checks (page checksums,
+    footers against the commit, whole-file CRCs where the bytes are in hand),
+    alternating; ratio of the medians (checked / unchecked) per way of reading."""
+    assert isinstance(s, Ours)
+    lh = s.lh
+    ways: dict[str, Callable[[], Any]] = {
+        "read": lambda: lh.read(TABLE),
+        "scan_batches": lambda: lh.scan_batches(TABLE).read_all(),
+    }
+    times: dict[tuple[str, bool], list[float]] = {}
+    try:
+        for rep in range(max(3, sz.reads)):
+            for verify in (True, False)[:: 1 if rep % 2 else -1]:
+                datafiles.VERIFY = verify
+                for way, fn in ways.items():
+                    t, rows = timed(fn)
+                    _check_rows(s, rows, (sz.appends + 1) * sz.rows, f"{way} (verify={verify})")
+                    times.setdefault((way, verify), []).append(t)
+    finally:
+        datafiles.VERIFY = True
+    return {
+        way: statistics.median(times[way, True]) / statistics.median(times[way, False])
+        for way in ways
+    }
+
+
 def _deletes(
     systems: list[System], batches: list[pa.Table], sz: Sizes
 ) -> tuple[dict[str, float], dict[str, dict[str, int]]]:
@@ -293,6 +324,9 @@ def one_round(root: str, names: list[str], batches: list[pa.Table], sz: Sizes) -
             s.close()
         small = [new(n, "small") for n in names]
         out["read_s"] = _reads(main, small, batches, sz)
+        ours = [s for s in main if s.name == "ours"]
+        if ours:
+            out["verify_ratio"] = _verify_cost(ours[0], sz)
         lap("reads")
         out["delete_s"], out["delete_files"] = _deletes(main, batches, sz)
         lap("deletes")

@@ -36,6 +36,11 @@ def summarise(rounds: list[dict[str, Any]], names: list[str]) -> dict[str, Any]:
         n: summary(r["concurrent"][n]["committed"] for r in rounds) for n in names
     }
     s["concurrent_per_s"] = {n: summary(r["concurrent"][n]["per_s"] for r in rounds) for n in names}
+    if "verify_ratio" in rounds[0]:
+        s["verify_ratio"] = {
+            way: summary(r["verify_ratio"][way] for r in rounds)
+            for way in rounds[0]["verify_ratio"]
+        }
     if "ours" in names:
         for a in anchors:
             s["ratios"][a] = {
@@ -108,6 +113,9 @@ def report(res: dict[str, Any]) -> str:
         {a: _x(ratios[a]["read_first"]) for a in ratios})  # fmt: skip
     row("read version 1 of a table with 2 versions, ms",
         {n: _v(rd["first_small"][n], 1e3, ",.1f") for n in names})  # fmt: skip
+    for way, ratio in s.get("verify_ratio", {}).items():
+        row(f"{way} with / without integrity checks (page and footer checksums)",
+            {"ours": _x(ratio)})  # fmt: skip
     row(f"time travel: {sz['appends'] + 1} versions / 2 versions (target ≤ 1.5x)",
         {n: _x(s["time_travel_ratio"][n]) for n in names})  # fmt: skip
     row(f"delete 1% ({total // 100:,} rows, one commit), ms",

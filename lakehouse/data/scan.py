@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 from pyroaring import BitMap
 
 from kvstore.objstore import ObjectStore, open_store
+from kvstore.objstore.local import LocalStore
 from lakehouse.data import files as datafiles
 from lakehouse.data.predicate import Predicate, matches, parse_where
 from lakehouse.errors import CorruptionError, DataFileMissing
@@ -248,6 +249,10 @@ def check_footers(store: ObjectStore, files: Sequence[DataFile]) -> None:
             ) from None
         datafiles.check_tail(tail, f)
 
+    if isinstance(store, LocalStore):  # a pread each: serially ~3x faster than the pool
+        for f in todo:
+            one(f)
+        return
     runner: Callable[..., Any] = _pool().map if len(todo) > 1 else map
     list(runner(one, todo))
 

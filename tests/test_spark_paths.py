@@ -124,6 +124,9 @@ class Entry:
     rows: int
     deleted: Any
     columns: dict[str, str] = field(default_factory=dict)
+    size: int = 0
+    footer_size: int | None = None  # no checksums recorded: nothing to check
+    footer_crc: int | None = None
 
 
 @pytest.fixture

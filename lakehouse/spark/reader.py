@@ -125,8 +125,6 @@ def check_footers(files: Sequence[ScanFileLike], loc: Location) -> None:
             raise DataFileMissing(
                 f"data file {f.path} is referenced by the table but missing from storage", f.path
             ) from None
-        except OSError as exc:
-            raise CorruptionError(f"data file {f.path} could not be read: {exc}") from None
         datafiles.check_tail(tail, f)
 
     if len(todo) == 1:

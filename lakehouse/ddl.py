@@ -65,13 +65,26 @@ class DefinitionOps(ReadOps):
                 raise AlreadyExists(f"a {kind} named {ns}.{name} already exists")
 
     # -- namespaces -----------------------------------------------------------------------
-    def create_namespace(self, name: str, properties: dict[str, str] | None = None) -> None:
+    def create_namespace(
+        self,
+        name: str,
+        properties: dict[str, str] | None = None,
+        *,
+        if_not_exists: bool = False,
+    ) -> bool:
+        """Create a namespace; True when created. With ``if_not_exists=True`` an
+        existing namespace is left as it is (its properties too), nothing is
+        recorded for it and False is returned (SQL's CREATE ... IF NOT EXISTS)."""
         self._check_usable()
         ns = self._ns_name(name)
         props = check_properties(properties)
+        _check_flag(if_not_exists)
         if self._lookup("namespace", ns, None) is not None:
+            if if_not_exists:
+                return False
             raise AlreadyExists(f"namespace {ns!r} already exists")
         self._touch("namespace", ns, None).final = NamespaceDef(ns, props)
+        return True
 
     def drop_namespace(self, name: str) -> None:
         """Drop an empty namespace (NamespaceNotEmpty while it holds tables or views)."""
@@ -110,8 +123,16 @@ class DefinitionOps(ReadOps):
         primary_key: list[str] | None = None,
         sort_keys: list[str] | None = None,
         format: str = "parquet",
-    ) -> None:
-        """Create ``"ns.table"`` with a ``pyarrow.Schema`` (column ids are assigned 1..n)."""
+        if_not_exists: bool = False,
+    ) -> bool:
+        """Create ``"ns.table"`` with a ``pyarrow.Schema`` (column ids are assigned 1..n);
+        True when created.
+
+        With ``if_not_exists=True`` an existing table of that name is left as it
+        is, whatever its schema, properties and keys (SQL's CREATE TABLE IF NOT
+        EXISTS): nothing is recorded for it and False is returned. The arguments
+        are still checked, and a view of that name still raises AlreadyExists.
+        """
         self._check_usable()
         ns, t = self._qualified(name, "table name")
         schema = check_schema(schema, self._name_limit)
@@ -120,12 +141,16 @@ class DefinitionOps(ReadOps):
         sk = _check_columns(schema, check_keys(sort_keys, "sort_keys"), "sort_keys")
         if not isinstance(format, str) or not format:
             raise TypeError("format must be a non-empty str such as 'parquet'")
+        _check_flag(if_not_exists)
+        if if_not_exists and self._lookup("table", ns, t) is not None:
+            return False
         self._check_free(ns, t)
         cols, last = assign_columns(schema)
         table_id = uuid.UUID(int=self._lh._rng_bits(128), version=4).hex
         self._touch("table", ns, t).final = TableDef(
             ns, t, table_id, cols, last, schema_to_ipc(schema), props, pk, sk, format
         )
+        return True
 
     def drop_table(self, name: str) -> None:
         self._check_usable()
@@ -242,6 +267,11 @@ def _check_columns(schema: Any, names: tuple[str, ...], what: str) -> tuple[str,
     if len(set(names)) != len(names):
         raise ValueError(f"{what} lists a column twice")
     return names
+
+
+def _check_flag(if_not_exists: Any) -> None:
+    if not isinstance(if_not_exists, bool):
+        raise TypeError(f"if_not_exists must be a bool, not {type(if_not_exists).__name__}")
 
 
 def _check_sql(sql: Any) -> str:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import itertools
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import pyarrow as pa
@@ -51,6 +51,7 @@ from lakehouse.model import (
     DataFile,
     Isolation,
     LakehouseDef,
+    MergeResult,
     TableStats,
     VersionInfo,
     check_name,
@@ -91,6 +92,7 @@ class Lakehouse:
         self._pins = Pins()
         self._file_seq = itertools.count(self._rng_bits(31))
         self._closed = False
+        self._fence_logged = False
         #: test hook: called inside each commit attempt just before the kvstore commit
         self._before_kv_commit: Callable[[Transaction, int], None] | None = None
         self.definition = self._load_or_create()
@@ -239,7 +241,54 @@ class Lakehouse:
 
     def _commit(self, txn: Transaction, options: CommitOptions) -> int:
         """Run the commit protocol for ``txn`` (see :mod:`lakehouse.commit`)."""
-        return commit.run(self, txn, options)
+        try:
+            return commit.run(self, txn, options)
+        except kvstore.FencedError as exc:
+            raise self._fenced(exc) from exc
+
+    def _fenced(self, exc: kvstore.FencedError) -> FencedError:
+        """What a fenced commit means for the data, said plainly (logged once per handle)."""
+        try:
+            kept = f"Versions up to {self.version} are kept (the other writer has them)"
+        except Exception:  # the store cannot even be read: say only what is certain
+            kept = "Every version committed before the takeover is kept"
+        msg = (
+            f"lakehouse {self._layout.label}: another writer took over, so this handle is "
+            f"fenced. {kept}; this transaction was not committed and nothing of it is "
+            "visible. This handle can no longer commit: close it and open the lakehouse "
+            f"again to write (that fences the other writer in turn). ({exc})"
+        )
+        if not self._fence_logged:
+            self._fence_logged = True
+            log.warning("%s", msg)
+        return FencedError(msg)
+
+    # -- one-call writes: each is one transaction, begun and committed here ---------------
+    def append(self, table: str, data: Any) -> int:
+        """``txn.append`` in a transaction of its own, committed; returns rows added."""
+        with self.begin() as txn:
+            return txn.append(table, data)
+
+    def overwrite(self, table: str, data: Any, *, where: Any = None) -> int:
+        """``txn.overwrite`` in a transaction of its own, committed; returns rows written."""
+        with self.begin() as txn:
+            return txn.overwrite(table, data, where=where)
+
+    def delete(self, table: str, where: Any) -> int:
+        """``txn.delete`` in a transaction of its own, committed; returns rows deleted."""
+        with self.begin() as txn:
+            return txn.delete(table, where)
+
+    def update(self, table: str, where: Any, values: Mapping[str, Any]) -> int:
+        """``txn.update`` in a transaction of its own, committed; returns rows updated."""
+        with self.begin() as txn:
+            return txn.update(table, where, values)
+
+    def merge(self, table: str, data: Any, on: Sequence[str] | str, **kw: Any) -> MergeResult:
+        """``txn.merge`` (``when_matched=``, ``when_not_matched=``) in a transaction of its
+        own, committed; returns its :class:`MergeResult`."""
+        with self.begin() as txn:
+            return txn.merge(table, data, on, **kw)
 
     def app_version(self, app_id: str) -> int | None:
         """The latest ``app_version`` recorded by idempotent writer ``app_id`` (or None)."""
@@ -600,6 +649,7 @@ class LakehouseReader(Lakehouse):
         )
 
     begin = rollback = expire_versions = remove_orphan_files = _refuse
+    append = overwrite = delete = update = merge = _refuse
 
     def _oldest_now(self) -> int:
         self._db.refresh()  # type: ignore[attr-defined]  # the writer may have expired more

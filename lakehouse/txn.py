@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -324,9 +324,18 @@ class Transaction(DefinitionOps):
         """Upsert ``data`` by the key columns ``on``."""
         return ops.merge(self, table, data, on, when_matched, when_not_matched)
 
-    def compact(self, table: str, *, target_file_bytes: int | None = None) -> CompactResult:
-        """Rewrite small files and files with deleted rows into fewer files."""
-        return ops.compact(self, table, target_file_bytes)
+    def compact(
+        self,
+        table: str,
+        *,
+        target_file_bytes: int | None = None,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> CompactResult:
+        """Rewrite small files and files with deleted rows into fewer files.
+
+        ``progress(done, total)`` is called as the files being rewritten are read
+        (bytes read so far, bytes of those files in all)."""
+        return ops.compact(self, table, target_file_bytes, progress)
 
     def add_files(
         self, table: str, paths: Sequence[str], *, on: Sequence[str] | None = None

@@ -108,13 +108,21 @@ class CommitPath:
     def _log_fenced(self) -> None:
         durable, last = self.durable_seq, self.last_seq
         if durable < last:
-            log.warning(
-                "%s: fenced; writes after seq %d were not made durable and are no "
-                "longer shown (up to seq %d were)",
-                self._manifests.store.describe(),
-                durable,
-                last,
+            lost = (
+                f"lost: seq {durable + 1}..{last}, applied by this handle but never made "
+                "durable (the new writer does not have them; this handle no longer shows them)"
             )
+        else:
+            lost = "nothing this handle wrote was lost"
+        log.warning(
+            "%s: another writer took over the store, so this handle is fenced. Kept: every "
+            "write up to seq %d (made durable before the takeover); %s. This handle can no "
+            "longer write (each write raises FencedError): close it, and open the store "
+            "again to write (that fences the other writer in turn)",
+            self._manifests.store.describe(),
+            durable,
+            lost,
+        )
 
     def check_writable(self) -> None:
         health = self.health

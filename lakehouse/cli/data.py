@@ -1,5 +1,6 @@
 """Commands on table data: ``stats``, ``files``, ``head``, ``changes`` (reads) and
-``append``, ``delete``, ``compact``, ``remove-orphans`` (writes).
+``append``, ``delete``, ``update``, ``merge``, ``restore``, ``clone``, ``compact``,
+``remove-orphans`` (writes).
 
 Reads open with :func:`lakehouse.open_reader` and pick a version with
 ``--version V`` or ``--at TIME`` (default: the latest). A write first checks
@@ -10,14 +11,17 @@ opening the writer, then runs one transaction as the single writer.
 from __future__ import annotations
 
 import os
+import re
+import sys
 from datetime import timedelta
 from typing import Any
 
 import pyarrow as pa
 
 from kvstore.cli.codec import human_bytes, plural
+from kvstore.cli.progress import ProgressBar
 from lakehouse.cli.render import MAX_CELL, arrow_json, arrow_text, data_file_json, data_file_lines
-from lakehouse.cli.target import EXIT_OK, CliError, Ctx, transact
+from lakehouse.cli.target import EXIT_OK, CliError, Ctx, transact, usage
 
 
 def _width(ctx: Ctx) -> int | None:
@@ -162,15 +166,83 @@ def load_file(path: str, fmt: str | None, schema: pa.Schema) -> pa.Table:
 
         return pq.read_table(path)
     if fmt == "csv":
-        import pyarrow.csv as pcsv
-
-        types = {f.name: f.type for f in schema}
-        return pcsv.read_csv(path, convert_options=pcsv.ConvertOptions(column_types=types))
+        return _read_csv(path, schema)
     import pyarrow.json as pjson
 
     nullable = pa.schema([f.with_nullable(True) for f in schema])
     opts = pjson.ParseOptions(explicit_schema=nullable, unexpected_field_behavior="infer")
     return pjson.read_json(path, parse_options=opts)
+
+
+def _read_csv(path: str, schema: pa.Schema) -> pa.Table:
+    """A CSV file typed by ``schema``; a value that does not convert, or a missing
+    value in a NOT NULL column, is a CliError naming the column and the data row
+    (1 = the first row after the header)."""
+    import pyarrow.csv as pcsv
+
+    types = {f.name: f.type for f in schema}
+    try:
+        rows = pcsv.read_csv(path, convert_options=pcsv.ConvertOptions(column_types=types))
+    except pa.ArrowInvalid as exc:
+        raise CliError(f"{path}: {_csv_error(path, types, exc)}") from None
+    for f in schema:
+        if not f.nullable and f.name in rows.column_names and rows[f.name].null_count:
+            row = rows[f.name].is_null().to_pylist().index(True) + 1
+            raise CliError(
+                f"{path}: row {row}, column {f.name!r}: empty, but the column is NOT NULL"
+            )
+    return rows
+
+
+def _csv_error(path: str, types: dict[str, pa.DataType], exc: pa.ArrowInvalid) -> str:
+    """pyarrow's message for a failed CSV conversion, with the column's name and the
+    first data row whose value does not convert (pyarrow names neither)."""
+    import csv
+
+    import pyarrow.csv as pcsv
+
+    text = str(exc)
+    m = re.match(r"In CSV column #(\d+): (.*)", text, re.S)
+    if m is None:
+        return text
+    with open(path, newline="", encoding="utf-8", errors="replace") as fh:
+        header = next(csv.reader(fh), [])
+    index = int(m.group(1))
+    if index >= len(header) or header[index] not in types:
+        return text
+    name, detail = header[index], m.group(2).strip()
+    opts = pcsv.ConvertOptions(include_columns=[name], column_types={name: pa.string()})
+    values = pcsv.read_csv(path, convert_options=opts)[name]
+    row = _first_bad(values, name, types[name])
+    where = f"row {row + 1}, " if row is not None else ""
+    return f"{where}column {name!r}: {detail}"
+
+
+def _first_bad(values: pa.ChunkedArray, name: str, typ: pa.DataType) -> int | None:
+    """The index of the first value the CSV reader cannot convert to ``typ`` (halving:
+    about twice the column's size is converted in all)."""
+    import pyarrow.csv as pcsv
+
+    def fails(part: pa.ChunkedArray) -> bool:
+        sink = pa.BufferOutputStream()
+        pcsv.write_csv(pa.table({name: part}), sink)
+        opts = pcsv.ConvertOptions(column_types={name: typ})
+        try:
+            pcsv.read_csv(pa.BufferReader(sink.getvalue()), convert_options=opts)
+        except pa.ArrowInvalid:
+            return True
+        return False
+
+    lo, hi = 0, len(values)
+    if not fails(values):
+        return None
+    while hi - lo > 1:  # values[lo:hi] fails
+        mid = (lo + hi) // 2
+        if fails(values.slice(lo, mid - lo)):
+            hi = mid
+        else:
+            lo = mid
+    return lo
 
 
 def cmd_append(ctx: Ctx) -> int:
@@ -200,13 +272,107 @@ def cmd_delete(ctx: Ctx) -> int:
     return EXIT_OK
 
 
+def cmd_update(ctx: Ctx) -> int:
+    a = ctx.args
+    _check_table(ctx, a.where)
+    values = dict(a.set)
+    with ctx.target.open_writer() as lh:
+        version, n = transact(lh, lambda txn: txn.update(a.table, a.where, values), keep=bool)
+    ctx.doc({"version": version, "table": a.table, "updated": n})
+    if version is None:
+        ctx.line(f"no rows of {a.table} match; nothing updated")
+    else:
+        ctx.line(f"version {version}: updated {plural(n, 'row')} of {a.table}")
+    return EXIT_OK
+
+
+def cmd_merge(ctx: Ctx) -> int:
+    """Upsert the rows of a file by ``--on`` (default: the table's primary key)."""
+    a = ctx.args
+    with ctx.target.open_reader() as r:
+        d = r.describe_table(a.table)
+    on = a.on or list(d.primary_key)
+    if not on:
+        raise usage(f"{a.table} has no primary key; give the key columns with --on COLUMN")
+    data = load_file(a.file, a.format, d.schema)
+    kw = {"when_matched": a.when_matched, "when_not_matched": a.when_not_matched}
+    with ctx.target.open_writer() as lh:
+        version, res = transact(lh, lambda txn: txn.merge(a.table, data, on, **kw))
+    ctx.doc(
+        {
+            "version": version,
+            "table": a.table,
+            "on": on,
+            "inserted": res.inserted,
+            "updated": res.updated,
+            "deleted": res.deleted,
+        }
+    )
+    counts = (
+        f"{plural(res.inserted, 'row')} inserted, {plural(res.updated, 'row')} updated, "
+        f"{plural(res.deleted, 'row')} deleted"
+    )
+    if version is None:
+        ctx.line(f"merge into {a.table} on {', '.join(on)} changed nothing ({counts})")
+    else:
+        ctx.line(f"version {version}: merged into {a.table} on {', '.join(on)}: {counts}")
+    return EXIT_OK
+
+
+def cmd_restore(ctx: Ctx) -> int:
+    """The table (schema, properties, rows) as it was at a version, as a new version."""
+    a = ctx.args
+    with ctx.target.open_writer() as lh:
+        version, _ = transact(lh, lambda txn: txn.restore_table(a.table, a.version))
+        if version is None:  # already as it was
+            version = lh.version
+    ctx.doc({"version": version, "table": a.table, "restored_version": a.version})
+    ctx.line(f"version {version}: {a.table} restored to its state at version {a.version}")
+    return EXIT_OK
+
+
+def cmd_clone(ctx: Ctx) -> int:
+    """A new table sharing the source's data files (no copy), now or at ``--version``."""
+    a = ctx.args
+    with ctx.target.open_writer() as lh:
+        source_version = lh.version if a.version is None else a.version
+        version, _ = transact(
+            lh, lambda txn: txn.clone_table(a.source, a.target, version=a.version)
+        )
+    ctx.doc(
+        {
+            "version": version,
+            "source": a.source,
+            "target": a.target,
+            "source_version": source_version,
+        }
+    )
+    ctx.line(f"version {version}: cloned {a.source} (as of version {source_version}) as {a.target}")
+    return EXIT_OK
+
+
 def cmd_compact(ctx: Ctx) -> int:
     a = ctx.args
     _check_table(ctx)
+    show = a.progress if a.progress is not None else sys.stderr.isatty()
+    bar = ProgressBar(0, sys.stderr, enabled=show, label="compact")
+    started: list[bool] = []  # no bar at all when there is nothing to rewrite
+
+    def progress(done: int, total: int) -> None:
+        started.append(True)
+        bar.update(done, total)
+
     with ctx.target.open_writer() as lh:
-        version, res = transact(
-            lh, lambda txn: txn.compact(a.table, target_file_bytes=a.target_file_bytes)
-        )
+        try:
+            version, res = transact(
+                lh,
+                lambda txn: txn.compact(
+                    a.table, target_file_bytes=a.target_file_bytes, progress=progress
+                ),
+            )
+        finally:
+            if started:
+                bar.close()
     doc: dict[str, Any] = {
         "version": version,
         "table": a.table,

@@ -97,9 +97,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except kvstore.WriterActive as exc:
         return _fail(as_json, "writer_active", str(exc), EXIT_FAILURE)
     except kvstore.FencedError as exc:
-        return _fail(
-            as_json, "fenced", f"another writer took over the lakehouse: {exc}", EXIT_FAILURE
-        )
+        msg = str(exc)  # the lakehouse's own says what was kept and what to do
+        if "another writer took over" not in msg:
+            msg = f"another writer took over the lakehouse: {msg}"
+        return _fail(as_json, "fenced", msg, EXIT_FAILURE)
     except (lakehouse.LakehouseError, kvstore.KvError) as exc:
         return _fail(as_json, type(exc).__name__, str(exc), EXIT_FAILURE)
     except BrokenPipeError:  # e.g. `lakehouse head ... | head -1`: stop quietly

@@ -9,11 +9,12 @@ error (exit status 2) with that message rather than argparse's generic
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pyarrow as pa
 
@@ -109,11 +110,24 @@ def parse_props(items: list[tuple[str, str]] | list[str] | None) -> dict[str, st
     return out
 
 
-def storage_option(text: str) -> tuple[str, str | bool]:
-    """``KEY=VALUE`` for fsspec; ``true``/``false`` become booleans (s3fs's ``anon=true``)."""
+def storage_option(text: str) -> tuple[str, Any]:
+    """``KEY=VALUE`` for fsspec. A value that parses as JSON is that JSON value
+    (``anon=true`` -> True, ``max_concurrency=4`` -> 4, ``config_kwargs={"connect_timeout":
+    1}`` -> a dict, for nested options); any other value stays a string
+    (``endpoint_url=http://...``). ``True``/``False`` in any case are booleans too.
+    Quote a value to keep it a string: ``key='"12345"'``."""
     key, value = parse_pair(text)
     flags = {"true": True, "false": False}
-    return key, flags.get(value.lower(), value)
+    if value.lower() in flags:
+        return key, flags[value.lower()]
+    try:
+        return key, json.loads(value, parse_constant=_not_json)
+    except ValueError:  # json.JSONDecodeError, NaN/Infinity: not JSON, so the text itself
+        return key, value
+
+
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
 
 def parse_time(text: str) -> int | datetime:

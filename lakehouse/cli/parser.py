@@ -249,6 +249,52 @@ def build_parser() -> Parser:
     q = add("delete", d.cmd_delete, "Delete the rows matching WHERE.", writes=True)
     q.add_argument("table", metavar="NS.TABLE")
     q.add_argument("where", type=p.arg(p.where), metavar="WHERE", help="e.g. \"status = 'void'\"")
+    q = add("update", d.cmd_update, "Set columns of the rows matching WHERE.", writes=True)
+    q.add_argument("table", metavar="NS.TABLE")
+    q.add_argument("where", type=p.arg(p.where), metavar="WHERE", help='e.g. "id = 7"')
+    q.add_argument(
+        "--set",
+        action="append",
+        required=True,
+        type=p.arg(p.parse_pair),
+        metavar="COLUMN=SQL",
+        help="the column's new value, a SQL expression over the row: "
+        '--set "status=\'shipped\'" --set "total=total * 2" (repeatable)',
+    )
+    q = add(
+        "merge",
+        d.cmd_merge,
+        "Upsert the rows of a Parquet, CSV or JSON-lines file by key columns.",
+        writes=True,
+    )
+    q.add_argument("table", metavar="NS.TABLE")
+    q.add_argument("file", metavar="FILE")
+    q.add_argument(
+        "--on",
+        action="append",
+        metavar="COLUMN",
+        help="a key column (repeatable; default: the table's primary key)",
+    )
+    q.add_argument("--when-matched", default="update", choices=["update", "delete", "ignore"])
+    q.add_argument("--when-not-matched", default="insert", choices=["insert", "ignore"])
+    q.add_argument("--format", choices=["parquet", "csv", "json"], help="default: by extension")
+    q = add(
+        "restore",
+        d.cmd_restore,
+        "Make a table (schema, properties, rows) what it was at version V, as a new version.",
+        writes=True,
+    )
+    q.add_argument("table", metavar="NS.TABLE")
+    q.add_argument("version", type=p.arg(p.version), metavar="V")
+    q = add(
+        "clone",
+        d.cmd_clone,
+        "Create TARGET sharing SOURCE's data files (no copy), as of now or version V.",
+        writes=True,
+    )
+    q.add_argument("source", metavar="NS.SOURCE")
+    q.add_argument("target", metavar="NS.TARGET")
+    q.add_argument("--version", type=p.arg(p.version), metavar="V", help="default: the latest")
     q = add(
         "compact",
         d.cmd_compact,
@@ -257,6 +303,13 @@ def build_parser() -> Parser:
     )
     q.add_argument("table", metavar="NS.TABLE")
     q.add_argument("--target-file-bytes", type=p.arg(p.positive), metavar="N")
+    q.add_argument(
+        "--progress",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="progress bar on stderr: bytes of the files being rewritten, read so far "
+        "(default: when stderr is a terminal)",
+    )
     q = add(
         "remove-orphans",
         d.cmd_remove_orphans,

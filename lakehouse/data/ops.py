@@ -27,7 +27,7 @@ The conflicts each one can meet at commit are in :mod:`lakehouse.conflicts`
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -249,7 +249,10 @@ def _key_predicate(keys: pa.Table, on: list[str]) -> Predicate:
 
 
 def compact(
-    txn: TransactionState, table: str, target_file_bytes: int | None = None
+    txn: TransactionState,
+    table: str,
+    target_file_bytes: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> CompactResult:
     d = txn._table_for_data(table)
     target = TARGET_FILE_BYTES if target_file_bytes is None else target_file_bytes
@@ -281,11 +284,16 @@ def compact(
         return result
     w.note("compact")
     removed = added = rows_total = before = after = 0
+    total, done = sum(f.size for g in groups for _, f, _ in g), 0
     for g in groups:
-        parts = [
-            scan._one(txn._lh._data, d, (f, dv), list(d.columns), None, list(d.columns))
-            for _, f, dv in g
-        ]
+        parts = []
+        for _, f, dv in g:  # progress: bytes of the files being rewritten, read so far
+            parts.append(
+                scan._one(txn._lh._data, d, (f, dv), list(d.columns), None, list(d.columns))
+            )
+            done += f.size
+            if progress is not None:
+                progress(done, total)
         rows = pa.concat_tables(parts).cast(d.schema) if parts else d.schema.empty_table()
         for fid, f, _ in g:
             w.remove(fid, f)

@@ -224,7 +224,7 @@ def run(lh: LakehouseServices, txn: TransactionState, options: CommitOptions | N
             if head > checked:
                 oldest_raw = ktx.get(keys.OLDEST)
                 oldest = 0 if oldest_raw is None else keys.decode_u64(oldest_raw)
-                if txn.version < oldest:  # its base expired (API.md, "Integrity")
+                if txn.version < oldest:  # its base expired (docs/api.md, "Integrity")
                     raise RetryableConflict(
                         f"this transaction's base version {txn.version} has expired (the "
                         f"oldest retained version is {oldest}); re-run it",

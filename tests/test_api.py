@@ -1,4 +1,4 @@
-"""Focused tests of the public kvstore contract (see /work/shared/API.md).
+"""Focused tests of the public kvstore contract (see docs/api.md).
 
 Most tests run on both the process-local memory backend and a local
 directory (with ``fsync=False`` to stay fast).

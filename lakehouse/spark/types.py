@@ -15,7 +15,7 @@ driver before any data moves:
   they fit its 53-bit mantissa and to decimals with enough integer digits;
   ``float`` to ``double``; decimals to more integer digits and more scale;
   ``NULL`` to anything; nested types element by element.
-* :func:`match_columns` is the DataFrame-vs-table matching of API.md: one
+* :func:`match_columns` is the DataFrame-vs-table matching of docs/api.md: one
   :class:`ColumnPlan` per table column, or ``ValueError`` naming the column.
 
 ::

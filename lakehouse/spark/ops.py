@@ -25,6 +25,8 @@ is rolled back.
 from __future__ import annotations
 
 import logging
+import re
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -71,23 +73,100 @@ def _condition(spark: SparkSession, condition: Any, what: str) -> Column:
     if not condition.strip():
         raise ValueError(f"{what} must not be empty")
     try:
-        return F.expr(condition)
+        with _quiet_analysis():
+            return F.expr(condition)
     except Exception as exc:
         if is_analysis_error(exc):
-            raise bad_condition(exc, condition, what) from None
+            raise _public(bad_condition(exc, condition, what)) from None
         raise
 
 
 def _analysed(frame: DataFrame, build: Any, condition: Any, what: str) -> DataFrame:
     """Apply ``build(frame)``; analysis errors (unknown column, bad type) -> ValueError."""
     try:
-        out = build(frame)
-        out.schema  # noqa: B018 - forces analysis on the driver
+        with _quiet_analysis():
+            out = build(frame)
+            out.schema  # noqa: B018 - forces analysis on the driver
         return out
     except Exception as exc:
         if is_analysis_error(exc):
-            raise bad_condition(exc, condition, what) from None
+            raise _public(bad_condition(exc, condition, what)) from None
         raise
+
+
+def _check_names(condition: Any, schema: Any, table: str, what: str) -> None:
+    """A str condition names only ``table``'s columns: checked on the driver before
+    Spark analyses it, so an unknown column is a short ValueError (no Spark error
+    log) whose suggestions are the table's columns, never the lakehouse's internal
+    ones (``_lh_file``, ``_lh_row``). Names compare case-insensitively, as Spark's
+    default; a condition sqlglot cannot parse is left to Spark."""
+    if not isinstance(condition, str):
+        return
+    import difflib
+
+    import sqlglot
+    from sqlglot import exp
+
+    try:
+        tree = sqlglot.parse_one(condition, read="spark")
+    except sqlglot.errors.SqlglotError:
+        return
+    if tree is None:
+        return
+    bound = {i.name.lower() for lam in tree.find_all(exp.Lambda) for i in lam.expressions}
+    known = {n.lower(): n for n in schema.names}
+    for c in tree.find_all(exp.Column):
+        name = c.parts[0].name if c.parts else c.name  # s.f: the struct column s
+        if not name or name.lower() in known or name.lower() in bound:
+            continue
+        close = difflib.get_close_matches(name.lower(), list(known), n=3)
+        hint = f"; did you mean {' or '.join(repr(known[m]) for m in close)}?" if close else ""
+        raise ValueError(
+            f"bad {what} {condition!r}: {table} has no column {name!r} "
+            f"(its columns: {', '.join(schema.names)}){hint}"
+        )
+
+
+_SUGGESTIONS = re.compile(r"Did you mean one of the following\? \[([^\]]*)\]")
+
+
+def _public(exc: ValueError) -> ValueError:
+    """``exc`` without the lakehouse's internal columns among Spark's suggestions."""
+
+    def keep(m: re.Match[str]) -> str:
+        names = [n.strip() for n in m.group(1).split(",")]
+        names = [n for n in names if n and not n.strip("`").startswith("_lh_")]
+        return f"Did you mean one of the following? [{', '.join(names)}]" if names else ""
+
+    text = _SUGGESTIONS.sub(keep, str(exc))
+    return exc if text == str(exc) else ValueError(text)
+
+
+class _ThisThread(logging.Filter):
+    def __init__(self) -> None:
+        super().__init__()
+        self.thread = threading.get_ident()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.thread != self.thread
+
+
+@contextmanager
+def _quiet_analysis() -> Iterator[None]:
+    """Silence pyspark's error log of a failed analysis (the exception with its JVM
+    stack, dozens of lines) in this thread: the error becomes our ValueError."""
+    from pyspark.logger import PySparkLogger  # pyspark's own class: it logs with extras
+
+    names = ("SQLQueryContextLogger", "DataFrameQueryContextLogger")
+    loggers = [PySparkLogger.getLogger(n) for n in names]
+    quiet = _ThisThread()
+    for lg in loggers:
+        lg.addFilter(quiet)
+    try:
+        yield
+    finally:
+        for lg in loggers:
+            lg.removeFilter(quiet)
 
 
 class _Table:
@@ -255,6 +334,7 @@ def delete(lh: Any, spark: SparkSession, table: str, condition: Any, *, txn: Any
     cond = _condition(spark, condition, "condition")
     with _joined(lh, txn) as (t, own):
         tbl = _Table(lh, t, table)
+        _check_names(condition, tbl.schema, table, "condition")
         frame, by_name = tbl.frame(spark, positions=True)
         hits = _analysed(frame, lambda f: f.where(cond), condition, "condition")
         found = _positions(hits, by_name, f"finding the rows of {table} to delete")

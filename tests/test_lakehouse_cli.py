@@ -613,3 +613,147 @@ def test_s3_with_storage_options(
     assert code == 0 and doc["ok"] and doc["checked"]["data_files"] == 1
     code, doc = cli_json(capsys, "info", url, *opts)
     assert doc["data"]["rows"] == 2 and doc["data_url"].startswith("s3://")
+
+
+# ---------------------------------------------------------------------------
+# what a newcomer hit (issue 19, part 8)
+# ---------------------------------------------------------------------------
+def test_update_merge_restore_clone(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = orders(capsys, tmp_path, rows=4)  # version 3
+    code, doc = cli_json(
+        capsys, "update", url, "sales.orders", "id >= 3", "--set", "status='void'",
+        "--set", "total=total * 2",
+    )  # fmt: skip
+    assert code == 0 and doc == {"version": 4, "table": "sales.orders", "updated": 2}
+    code, out, _ = cli(capsys, "update", url, "sales.orders", "id > 99", "--set", "total=0")
+    assert code == 0 and "nothing updated" in out
+    code, _, err = cli(capsys, "update", url, "sales.orders", "id = 1", "--set", "colour='red'")
+    assert code == 1 and "colour" in err
+    code, _, err = cli(capsys, "update", url, "sales.orders", "id = 1")
+    assert code == 2 and "--set" in err
+    code, doc = cli_json(capsys, "head", url, "sales.orders")
+    assert [(r["id"], r["status"], r["total"]) for r in doc["rows"]] == [
+        (1, "open", "1.50"), (2, "shipped", "2.50"), (3, "void", "7.00"), (4, "void", "9.00"),
+    ]  # fmt: skip
+
+    src = tmp_path / "changes.csv"
+    src.write_text("id,status,total\n2,lost,0.25\n9,new,9.99\n")
+    code, doc = cli_json(capsys, "merge", url, "sales.orders", str(src), "--on", "id")
+    assert code == 0 and doc["version"] == 5 and doc["on"] == ["id"]
+    assert (doc["inserted"], doc["updated"], doc["deleted"]) == (1, 1, 0)
+    code, _, err = cli(capsys, "merge", url, "sales.orders", str(src))  # no key to merge on
+    assert code == 2 and "--on" in err
+    gone = tmp_path / "gone.parquet"
+    pq.write_table(pa.table({"id": [9, 4], "status": ["x", "x"]}), gone)
+    code, out, _ = cli(
+        capsys, "merge", url, "sales.orders", str(gone), "--on", "id",
+        "--when-matched", "delete", "--when-not-matched", "ignore",
+    )  # fmt: skip
+    assert code == 0 and "version 6" in out and "2 rows deleted" in out
+    code, doc = cli_json(capsys, "head", url, "sales.orders")
+    assert sorted((r["id"], r["status"]) for r in doc["rows"]) == [
+        (1, "open"), (2, "lost"), (3, "void"),
+    ]  # fmt: skip
+
+    code, out, _ = cli(capsys, "restore", url, "sales.orders", "3")
+    assert code == 0 and out == "version 7: sales.orders restored to its state at version 3\n"
+    code, doc = cli_json(capsys, "head", url, "sales.orders")
+    assert [r["status"] for r in sorted(doc["rows"], key=lambda r: r["id"])] == [
+        "open", "shipped", "open", "shipped",
+    ]  # fmt: skip
+    code, _, err = cli(capsys, "restore", url, "sales.orders", "99")
+    assert code == 1 and "99" in err
+
+    code, doc = cli_json(capsys, "clone", url, "sales.orders", "sales.v4", "--version", "4")
+    assert code == 0 and doc == {
+        "version": 8, "source": "sales.orders", "target": "sales.v4", "source_version": 4,
+    }  # fmt: skip
+    code, doc = cli_json(capsys, "head", url, "sales.v4")
+    assert [r["status"] for r in sorted(doc["rows"], key=lambda r: r["id"])] == [
+        "open", "shipped", "void", "void",
+    ]  # fmt: skip
+    code, out, _ = cli(capsys, "clone", url, "sales.orders", "sales.now")
+    assert code == 0 and "cloned sales.orders (as of version 8) as sales.now" in out
+    code, _, err = cli(capsys, "clone", url, "sales.orders", "sales.v4")
+    assert code == 1 and "already exists" in err
+    code, doc = cli_json(capsys, "history", url, "--limit", "1")
+    assert doc[0]["version"] == 9
+
+
+def test_create_if_not_exists(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = orders(capsys, tmp_path, rows=1)
+    code, out, _ = cli(capsys, "ns", "create", url, "sales", "--if-not-exists")
+    assert code == 0 and out == "namespace sales exists; left as it is (version 3)\n"
+    code, doc = cli_json(
+        capsys, "table", "create", url, "sales.orders", "--schema", "x:string", "--if-not-exists"
+    )
+    assert code == 0 and doc["exists"] and doc["version"] == 3
+    code, doc = cli_json(capsys, "describe", url, "sales.orders")
+    assert [c["name"] for c in doc["columns"]] == ["id", "status", "total"]
+    code, out, _ = cli(capsys, "table", "create", url, "sales.b", "--schema", "x:string",
+                       "--if-not-exists")  # fmt: skip
+    assert code == 0 and out == "version 4: create table sales.b\n"
+
+
+def test_compact_progress(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = orders(capsys, tmp_path, rows=2)
+    csv = tmp_path / "orders.csv"
+    for _ in range(3):
+        assert cli(capsys, "append", url, "sales.orders", str(csv))[0] == 0
+    code, doc = cli_json(capsys, "files", url, "sales.orders")
+    total = sum(f["bytes"] for f in doc["files"])
+    code, out, err = cli(capsys, "compact", url, "sales.orders", "--progress")
+    assert code == 0 and "compacted sales.orders: 4 files -> 1 file" in out
+    frames = [f.strip() for f in err.split("\r") if f.strip()]
+    assert frames and all(f.startswith("compact [") for f in frames) and err.endswith("\n")
+    from kvstore.cli.codec import human_bytes
+
+    size = human_bytes(total)  # all four files are rewritten: the bar counts their bytes
+    assert "100%" in frames[-1] and f"{size}/{size}" in frames[-1]
+    for _ in range(2):
+        assert cli(capsys, "append", url, "sales.orders", str(csv))[0] == 0
+    code, out, err = cli(capsys, "compact", url, "sales.orders", "--no-progress")
+    assert code == 0 and "compacted" in out and err == ""
+    code, out, err = cli(capsys, "compact", url, "sales.orders", "--progress")
+    assert code == 0 and "nothing to compact" in out and err == ""  # no bar for no work
+
+
+def test_csv_errors_name_the_row_and_the_column(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    url = orders(capsys, tmp_path, rows=1)
+    bad = tmp_path / "bad.csv"
+    rows = [f"{i},open,{i}.25" for i in range(1, 17)] + ["17,open,lots", "18,open,1.00"]
+    bad.write_text("id,status,total\n" + "\n".join(rows) + "\n")
+    code, _, err = cli(capsys, "append", url, "sales.orders", str(bad))
+    assert code == 1 and "row 17, column 'total'" in err and "lots" in err
+    empty = tmp_path / "empty_id.csv"
+    empty.write_text("id,status,total\n5,open,1.00\n,open,2.00\n")
+    code, _, err = cli(capsys, "append", url, "sales.orders", str(empty))
+    assert code == 1 and "row 2, column 'id'" in err and "NOT NULL" in err
+    code, _, err = cli(capsys, "merge", url, "sales.orders", str(bad), "--on", "id")
+    assert code == 1 and "row 17, column 'total'" in err
+    code, doc = cli_json(capsys, "stats", url, "sales.orders")
+    assert doc["rows"] == 1 and doc["version"] == 3
+
+
+def test_storage_options_take_json_values() -> None:
+    from lakehouse.cli.parse import storage_option
+
+    assert storage_option("anon=true") == ("anon", True)
+    assert storage_option("anon=False") == ("anon", False)
+    assert storage_option('config_kwargs={"connect_timeout": 1}') == (
+        "config_kwargs",
+        {"connect_timeout": 1},
+    )
+    assert storage_option("max_concurrency=4") == ("max_concurrency", 4)
+    assert storage_option("endpoint_url=http://127.0.0.1:9000") == (
+        "endpoint_url",
+        "http://127.0.0.1:9000",
+    )
+    assert storage_option('key="12345"') == ("key", "12345")  # quoted: kept a string
+    assert storage_option("k=NaN") == ("k", "NaN") and storage_option("k=") == ("k", "")
+    args = build_parser().parse_args(
+        ["list", "s3://b/p", "-o", "anon=true", "-o", 'client_kwargs={"region_name": "eu"}']
+    )
+    assert dict(args.storage_options) == {"anon": True, "client_kwargs": {"region_name": "eu"}}

@@ -85,10 +85,15 @@ def cmd_write_object(ctx: Ctx) -> int:
     a = ctx.args
     cmd, action, name = a.command, a.action, a.name
 
+    left: list[bool] = []  # create --if-not-exists found it there
+
     def work(txn: lakehouse.Transaction) -> None:
         if cmd == "ns":
             if action == "create":
-                txn.create_namespace(name, parse_props(a.property))
+                if not txn.create_namespace(
+                    name, parse_props(a.property), if_not_exists=a.if_not_exists
+                ):
+                    left.append(True)
             elif action == "drop":
                 txn.drop_namespace(name)
             else:
@@ -97,13 +102,15 @@ def cmd_write_object(ctx: Ctx) -> int:
                 )
         elif cmd == "table":
             if action == "create":
-                txn.create_table(
+                if not txn.create_table(
                     name,
                     a.schema,
                     parse_props(a.property),
                     primary_key=a.primary_key,
                     sort_keys=a.sort_key,
-                )
+                    if_not_exists=a.if_not_exists,
+                ):
+                    left.append(True)
             elif action == "drop":
                 txn.drop_table(name)
             else:
@@ -128,6 +135,10 @@ def cmd_write_object(ctx: Ctx) -> int:
         if version is None:  # an alter that changed nothing
             version = lh.version
     kind = _KINDS[cmd]
+    if left:
+        ctx.doc({"version": version, "op": "none", "kind": kind, "name": name, "exists": True})
+        ctx.line(f"{kind} {name} exists; left as it is (version {version})")
+        return EXIT_OK
     ctx.doc({"version": version, "op": action, "kind": kind, "name": name})
     ctx.line(f"version {version}: {action} {kind} {name}")
     return EXIT_OK

@@ -123,6 +123,12 @@ def _add_group(sub: Any, common: Parser, kind: str, label: str) -> None:
     q = act("create", c.cmd_write_object, f"Create a {label}.", True)
     q.add_argument("name", metavar=qual)
     q.add_argument("--property", action="append", type=p.arg(p.parse_pair), metavar="K=V")
+    if kind != "view":
+        q.add_argument(
+            "--if-not-exists",
+            action="store_true",
+            help=f"an existing {label} is left as it is (no error, no new version)",
+        )
     if kind == "table":
         q.add_argument(
             "--schema",

@@ -171,6 +171,29 @@ def _wrap(fn: F) -> F:
     return call  # type: ignore[return-value]
 
 
+def storage_errors_name_url(fn: F) -> F:
+    """For ``open``/``open_reader(url, ...)``: a failure of the storage below (a
+    missing bucket, bad or missing credentials, an unreachable endpoint: an
+    ``OSError`` from the object store) is a :class:`StorageError` naming ``url``."""
+
+    @functools.wraps(fn)
+    def call(url: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(url, *args, **kwargs)
+        except OSError as exc:
+            where = url.describe() if hasattr(url, "describe") else str(url)
+            if isinstance(exc, FileNotFoundError):
+                why = "not found (a missing bucket or path?)"
+            elif isinstance(exc, PermissionError):
+                why = "access denied (missing or wrong credentials?)"
+            else:
+                why = "storage unreachable or failing"
+            detail = exc.strerror if isinstance(exc.strerror, str) else str(exc)
+            raise StorageError(f"cannot open {where}: {why}: {detail}") from exc
+
+    return call  # type: ignore[return-value]
+
+
 def one_hierarchy(cls: type) -> type:
     """Class decorator: public methods and properties raise lakehouse errors only."""
     for name, attr in list(vars(cls).items()):

@@ -44,6 +44,7 @@ from lakehouse.errors import (
     VersionExpired,
     WriterActive,
     one_hierarchy,
+    storage_errors_name_url,
     translated,
 )
 from lakehouse.layout import Layout, refuse_foreign
@@ -293,7 +294,8 @@ class Lakehouse:
     def app_version(self, app_id: str) -> int | None:
         """The latest ``app_version`` recorded by idempotent writer ``app_id`` (or None)."""
         self._check_open()
-        raw = self._db.get(keys.app_key(check_name(app_id, "app_id", 1 << 30)))
+        limit = self.definition.max_name_length  # as begin(app_id=...) checks it
+        raw = self._db.get(keys.app_key(check_name(app_id, "app_id", limit)))
         return None if raw is None else codec.decode_app(raw)[0]
 
     # -- table data at the latest version ---------------------------------------------------
@@ -473,6 +475,8 @@ class Lakehouse:
     def version_info(self, version: int) -> VersionInfo:
         """The record of one retained version."""
         self._check_open()
+        if isinstance(version, bool) or not isinstance(version, int):
+            raise TypeError(f"version must be an int, not {type(version).__name__}")
         with self._db.snapshot() as snap:
             oldest = self._u64(snap, keys.OLDEST, 0)
             head = self._u64(snap, keys.HEAD)
@@ -487,6 +491,8 @@ class Lakehouse:
         self._check_open()
         if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
             raise TypeError("limit must be an int or None")
+        if limit is not None and limit < 0:
+            raise ValueError(f"limit must be >= 0, got {limit}")
         out: list[VersionInfo] = []
         with self._db.snapshot() as snap:
             for k, v in snap.scan_prefix(keys.RECORD_PREFIX, reverse=True):
@@ -560,6 +566,7 @@ class Lakehouse:
         return f"<lakehouse.Lakehouse {self._layout.label} {state}>"
 
 
+@storage_errors_name_url
 def open(url: Any, **options: Any) -> Lakehouse:
     """Open (creating if missing) the lakehouse at ``url``.
 
@@ -600,6 +607,7 @@ def open(url: Any, **options: Any) -> Lakehouse:
         raise
 
 
+@storage_errors_name_url
 def open_reader(url: Any, **options: Any) -> LakehouseReader:
     """Open a read-only view of the lakehouse at ``url`` that another process may be
     writing. It never fences that writer; :meth:`LakehouseReader.refresh` moves it to

@@ -18,7 +18,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from kvstore.objstore import ObjectStore, PrefixStore, open_store
+from kvstore.objstore import ObjectStore, PrefixStore, local_path, open_store
 
 META_DIR = "meta"
 DATA_DIR = "data"
@@ -99,7 +99,12 @@ def refuse_foreign(url: Any, storage_options: dict[str, Any] | None = None) -> N
     if isinstance(url, os.PathLike):
         url = os.fspath(url)
     if not isinstance(url, str):
-        return
+        if isinstance(url, ObjectStore):
+            return
+        raise TypeError(f"url must be a str, os.PathLike or ObjectStore, not {type(url).__name__}")
+    if not url:
+        raise ValueError("url must not be empty")
+    local_path(url)  # refuses a mistyped URL (memory:/x, s3:/b) before anything is created
     if url.startswith("file://"):
         url = url[len("file://") :]
     if "://" not in url:

@@ -240,10 +240,18 @@ def _check_export_destination(lh: MaintainedLakehouse, dest_url: Any) -> None:
     nothing (no writer is fenced) when it is refused."""
     import os
 
-    from kvstore.objstore import open_store
+    from kvstore.objstore import ObjectStore, local_path, open_store
 
     if isinstance(dest_url, os.PathLike):
         dest_url = os.fspath(dest_url)
+    if not isinstance(dest_url, (str, ObjectStore)):
+        raise TypeError(
+            f"dest_url must be a str, os.PathLike or ObjectStore, not {type(dest_url).__name__}"
+        )
+    if isinstance(dest_url, str):
+        if not dest_url:
+            raise ValueError("dest_url must not be empty")
+        local_path(dest_url)  # refuses a mistyped URL (memory:/x) before anything is made
     if not isinstance(dest_url, str):
         if dest_url.list(""):
             raise AlreadyExists(f"{dest_url.describe()} is not empty; export into an empty place")

@@ -202,7 +202,28 @@ def check_schema(schema: Any, limit: int) -> pa.Schema:
         if f.name in seen:
             raise ValueError(f"duplicate column name {f.name!r} in the schema")
         seen.add(f.name)
+    _check_parquet_types(schema)
     return schema
+
+
+def _check_parquet_types(schema: pa.Schema) -> None:
+    """Refuse a column type Parquet cannot store (an interval, ...) now, not at the
+    first write, with a ValueError naming the column."""
+    import pyarrow.parquet as pq
+
+    try:
+        pq.write_table(schema.empty_table(), pa.BufferOutputStream())
+        return
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError):
+        pass  # find the column
+    for f in schema:
+        try:
+            pq.write_table(pa.schema([f]).empty_table(), pa.BufferOutputStream())
+        except (pa.ArrowNotImplementedError, pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+            raise ValueError(
+                f"column {f.name!r} has type {f.type}, which Parquet data files cannot"
+                f" store: {str(exc).strip().splitlines()[0] if str(exc).strip() else exc}"
+            ) from None
 
 
 def assign_columns(

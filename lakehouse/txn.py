@@ -341,6 +341,8 @@ class Transaction(DefinitionOps):
         self, table: str, paths: Sequence[str], *, on: Sequence[str] | None = None
     ) -> int:
         """Register Parquet files already written under the data directory (Spark)."""
+        if isinstance(paths, str) or not hasattr(paths, "__iter__"):
+            raise TypeError(f"paths must be a list of str, not {type(paths).__name__}")
         return ops.add_files(self, table, list(paths), on)
 
     def delete_rows(

@@ -12,7 +12,9 @@
 
 Anything else (``ftp://``, ``http://``, ``file://host/dir``) is refused with a
 ValueError naming the URL: a store needs atomic create-if-absent, which only
-object stores and local directories give. A local path that is a regular
+object stores and local directories give. A string that starts with a known
+scheme and a colon but not ``scheme://`` (``memory:/x``, ``s3:/b``) is a
+mistyped URL: ValueError, never a local directory. A local path that is a regular
 file raises NotADirectoryError.
 """
 
@@ -97,6 +99,10 @@ def open_store(
 #: URL schemes served through fsspec (object stores with conditional creates)
 OBJECT_SCHEMES = frozenset({"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss"})
 
+#: schemes a string starting ``<scheme>:`` without ``//`` is a mistyped URL of
+#: (never a local directory named ``memory:``)
+KNOWN_SCHEMES = OBJECT_SCHEMES | {"file", "memory", "http", "https", "ftp", "sftp", "hdfs"}
+
 
 def local_path(url: str) -> str | None:
     """The directory a local URL names (a plain path or ``file:///abs/dir``), else None.
@@ -106,6 +112,13 @@ def local_path(url: str) -> str | None:
     refused with a ValueError rather than read as ``/rel/x``.
     """
     if "://" not in url:
+        scheme = url.split(":", 1)[0].lower() if ":" in url else ""
+        if scheme in KNOWN_SCHEMES:  # memory:/x, s3:/b: a mistyped URL, not a directory
+            rest = url.split(":", 1)[1].lstrip("/")
+            meant = f"file:///{rest}" if scheme == "file" else f"{scheme}://{rest}"
+            raise ValueError(
+                f"url {url!r} starts with {scheme}: but not {scheme}://; write {meant}"
+            )
         return url
     scheme, rest = url.split("://", 1)
     if scheme.lower() != "file":

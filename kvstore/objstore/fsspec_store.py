@@ -124,6 +124,24 @@ _TRANSIENT_CLASS_NAMES = frozenset(
 )
 
 
+#: packages whose exceptions are translated to OSError (callers handle OSError)
+_HTTP_STACK = frozenset({"botocore", "aiobotocore", "boto3", "aiohttp", "s3fs", "fsspec", "gcsfs"})
+
+
+def _foreign(exc: BaseException) -> bool:
+    """An exception of the HTTP stack that is not already an OSError or a Python builtin."""
+    return not isinstance(exc, OSError) and type(exc).__module__.split(".")[0] in _HTTP_STACK
+
+
+def _as_os_error(what: str, exc: BaseException) -> OSError:
+    """The OSError for a definite failure the HTTP stack raised in its own class:
+    missing or unusable credentials are a PermissionError, the rest EIO."""
+    text = f"{what}: {type(exc).__name__}: {exc}"
+    if "Credential" in type(exc).__name__ or "credential" in str(exc).lower():
+        return PermissionError(errno.EACCES, text)
+    return OSError(errno.EIO, text)
+
+
 class FsspecStore:
     def __init__(
         self,
@@ -165,6 +183,8 @@ class FsspecStore:
                 return fn()
             except BaseException as exc:
                 if not is_transient(exc):
+                    if isinstance(exc, Exception) and _foreign(exc):
+                        raise _as_os_error(what, exc) from exc
                     raise
                 if attempt == self.retries:
                     if isinstance(exc, OSError):

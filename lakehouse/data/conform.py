@@ -33,7 +33,12 @@ def to_table(data: Any, what: str = "data") -> pa.Table:
         return data.read_all()
     mod = type(data).__module__
     if mod.startswith("pandas"):
-        return pa.Table.from_pandas(data, preserve_index=False)
+        try:
+            return pa.Table.from_pandas(data, preserve_index=False)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
+            # Arrow's message names the column: "Conversion failed for column qty ..."
+            why = "; ".join(str(a) for a in reversed(exc.args))
+            raise ValueError(f"{what}: cannot convert the DataFrame: {why}") from None
     if hasattr(data, "__arrow_c_stream__"):  # polars, duckdb results, ...
         return pa.table(data)
     raise TypeError(

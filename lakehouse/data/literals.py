@@ -316,9 +316,16 @@ def python_scalar(value: Any, target: pa.Field) -> pa.Scalar:
     if isinstance(value, bytearray | memoryview):
         value = bytes(value)
     nested = pa.types.is_nested(target.type)  # a list or dict: Arrow needs the type
+    if pa.types.is_struct(target.type) and isinstance(value, dict):
+        unknown = sorted(set(map(str, value)) - {f.name for f in target.type})
+        if unknown:  # Arrow would drop them silently
+            raise ValueError(
+                f"cannot assign {value!r} to column {target.name!r} ({target.type}):"
+                f" it has no field(s) {unknown}"
+            )
     try:
         return pa.scalar(value, target.type) if nested else pa.scalar(value)
-    except (*ARROW_ERRORS, OverflowError) as exc:
+    except (*ARROW_ERRORS, OverflowError, TypeError) as exc:
         raise ValueError(
             f"cannot assign {value!r} to column {target.name!r} ({target.type}): {first_line(exc)}"
         ) from None

@@ -37,6 +37,7 @@ from pyroaring import BitMap
 from lakehouse.data import dv as dvfmt
 from lakehouse.data import scan, txnfiles
 from lakehouse.data.conform import conform, to_table
+from lakehouse.data.literals import ARROW_ERRORS, first_line
 from lakehouse.data.predicate import Predicate, evaluate, matches, parse_value, parse_where
 from lakehouse.data.table import file_key_id
 from lakehouse.model import CompactResult, MergeResult, Rewrite, TableDef
@@ -131,6 +132,8 @@ def update(txn: TransactionState, table: str, where: Any, values: Mapping[str, A
         raise TypeError("values must be a non-empty dict {column: SQL expression or value}")
     exprs = {}
     for col, value in values.items():
+        if not isinstance(col, str):
+            raise TypeError(f"values keys must be column names (str), not {type(col).__name__}")
         if d.schema.get_field_index(col) < 0:
             raise ValueError(f"table {d.qualified_name} has no column {col!r} to update")
         exprs[col] = parse_value(value, d.schema, d.schema.field(col))[0]
@@ -147,8 +150,14 @@ def update(txn: TransactionState, table: str, where: Any, values: Mapping[str, A
         new_cols = []
         for field in d.schema:
             if field.name in exprs:
-                arr = evaluate(old, exprs[field.name])
-                new_cols.append(arr.cast(field.type) if arr.type != field.type else arr)
+                try:  # an overflow, a division by zero, a value the cast cannot take
+                    arr = evaluate(old, exprs[field.name])
+                    new_cols.append(arr.cast(field.type) if arr.type != field.type else arr)
+                except ARROW_ERRORS as exc:
+                    raise ValueError(
+                        f"cannot update column {field.name!r} of {d.qualified_name} to "
+                        f"{values[field.name]!r}: {first_line(exc)}"
+                    ) from None
             else:
                 new_cols.append(old.column(field.name))
         parts.append(pa.Table.from_arrays(new_cols, names=d.schema.names))
@@ -176,6 +185,11 @@ def merge(
     for k in on:
         if d.schema.get_field_index(k) < 0:
             raise ValueError(f"merge key {k!r} is not a column of {d.qualified_name}")
+        if pa.types.is_nested(d.schema.field(k).type):  # Arrow cannot group or join on it
+            raise ValueError(
+                f"merge key {k!r} of {d.qualified_name} is {d.schema.field(k).type};"
+                " a key must be a scalar column"
+            )
     if when_matched not in ("update", "delete", "ignore"):
         raise ValueError(
             f"when_matched must be 'update', 'delete' or 'ignore', not {when_matched!r}"

@@ -79,7 +79,7 @@ from lakehouse.data.literals import (
     widening_cast,
 )
 
-__all__ = ["Predicate", "evaluate", "matches", "parse_value", "parse_where"]
+__all__ = ["Predicate", "evaluate", "matches", "parse_value", "parse_where", "where_failed"]
 
 _FIELD_REF = re.compile(r"FieldRef\.Name\((.*?)\)")
 
@@ -115,6 +115,8 @@ def parse_where(where: str | pc.Expression, schema: pa.Schema) -> Predicate:
             "where must be a SQL string or a pyarrow.compute.Expression,"
             f" not {type(where).__name__}"
         )
+    if not where.strip():
+        raise ValueError('where is an empty SQL expression; give a condition, such as "id = 1"')
     from lakehouse.data.sql import Translator  # sqlglot loads on first use
 
     translator = Translator(where, schema)
@@ -149,8 +151,13 @@ def parse_value(
         except ValueError as exc:
             raise ValueError(f"value for column {name!r}: {exc}") from None
         if isinstance(term, Literal):
-            scalar = translator.scalar(term, target.type)
-            return pc.scalar(assign_scalar(scalar, target, translator.quoted)), frozenset()
+            try:
+                scalar = translator.scalar(term, target.type)
+                return pc.scalar(assign_scalar(scalar, target, translator.quoted)), frozenset()
+            except ValueError as exc:
+                if repr(name) in str(exc) and not isinstance(exc, pa.ArrowException):
+                    raise
+                raise ValueError(f"value for column {name!r}: {exc}") from None
         if term.type != target.type:
             if not assignable(term.type, target.type):
                 raise ValueError(
@@ -177,8 +184,14 @@ def evaluate(table: pa.Table | pa.RecordBatch, expression: pc.Expression) -> pa.
 
 
 def matches(table: pa.Table | pa.RecordBatch, predicate: Predicate) -> pa.Array:
-    """A boolean mask of ``table``'s rows that satisfy ``predicate``; null counts as False."""
-    mask = evaluate(table, predicate.expression)
+    """A boolean mask of ``table``'s rows that satisfy ``predicate``; null counts as False.
+
+    A computation that fails on the rows (a division by zero, a cast a value
+    cannot take) raises :class:`ValueError` naming the ``where``."""
+    try:
+        mask = evaluate(table, predicate.expression)
+    except ARROW_ERRORS as exc:
+        raise where_failed(predicate, exc) from None
     if not pa.types.is_boolean(mask.type):
         mask = mask.cast(pa.bool_())
     return pc.fill_null(mask, False).combine_chunks()
@@ -187,6 +200,12 @@ def matches(table: pa.Table | pa.RecordBatch, predicate: Predicate) -> pa.Array:
 # ---------------------------------------------------------------------------
 # helpers
 # ---------------------------------------------------------------------------
+
+
+def where_failed(predicate: Predicate, exc: BaseException) -> ValueError:
+    """The error of a ``where`` whose computation failed on the rows (Arrow's error
+    is a dependency's class, never raised to callers as is)."""
+    return ValueError(f"where {predicate.text!r} failed on the table's rows: {first_line(exc)}")
 
 
 def _text(expression: pc.Expression) -> str:

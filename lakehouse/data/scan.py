@@ -29,7 +29,7 @@ from pyroaring import BitMap
 from kvstore.objstore import ObjectStore, open_store
 from kvstore.objstore.local import LocalStore
 from lakehouse.data import files as datafiles
-from lakehouse.data.predicate import Predicate, matches, parse_where
+from lakehouse.data.predicate import Predicate, matches, parse_where, where_failed
 from lakehouse.errors import CorruptionError, DataFileMissing
 from lakehouse.model import Column, DataFile, TableDef, TableStats
 
@@ -80,11 +80,13 @@ def fetch(store: ObjectStore, path: str) -> bytes:
 def select_columns(d: TableDef, columns: Sequence[str] | None) -> list[Column]:
     if columns is None:
         return list(d.columns)
-    if isinstance(columns, str):
-        raise TypeError("columns must be a list of column names, not a str")
+    if isinstance(columns, str) or not hasattr(columns, "__iter__"):
+        raise TypeError(f"columns must be a list of column names, not {type(columns).__name__}")
     by_name = {c.name: c for c in d.columns}
     out = []
     for n in columns:
+        if not isinstance(n, str):
+            raise TypeError(f"columns must hold column names (str), not {type(n).__name__}")
         if n not in by_name:
             raise ValueError(
                 f"table {d.qualified_name} has no column {n!r} (columns: {d.schema.names})"
@@ -224,7 +226,7 @@ def _read_plain(
     except FileNotFoundError as exc:
         raise DataFileMissing(f"a data file of {d.qualified_name} is missing: {exc}") from None
     except datafiles.READ_ERRORS as exc:
-        raise _culprit(store, d, files, exc) from None
+        raise _culprit(store, d, files, exc, pred) from None
 
 
 def check_footers(store: ObjectStore, files: Sequence[DataFile]) -> None:
@@ -257,11 +259,20 @@ def check_footers(store: ObjectStore, files: Sequence[DataFile]) -> None:
     list(runner(one, todo))
 
 
+#: what Arrow raises when computing a ``where`` over rows fails
+_EVAL_ERRORS = (pa.ArrowInvalid, pa.ArrowNotImplementedError, pa.ArrowTypeError)
+
+
 def _culprit(
-    store: ObjectStore, d: TableDef, files: Sequence[FileState], exc: BaseException
-) -> CorruptionError:
+    store: ObjectStore,
+    d: TableDef,
+    files: Sequence[FileState],
+    exc: BaseException,
+    pred: Predicate | None = None,
+) -> Exception:
     """The error of a dataset read that failed: each file is read alone (with every
-    check) to name the damaged one."""
+    check) to name the damaged one. When every file reads, it was the ``where``
+    that failed on the rows (a division by zero, a bad cast): a ValueError."""
     for f, _ in files:
         try:
             pf = datafiles.open_parquet(fetch(store, f.path), f.path, f)
@@ -271,6 +282,8 @@ def _culprit(
             return found
         except datafiles.READ_ERRORS as err:
             return CorruptionError(f"data file {f.path} could not be read: {err}")
+    if pred is not None and isinstance(exc, _EVAL_ERRORS):
+        return where_failed(pred, exc)
     paths = ", ".join(f.path for f, _ in files)
     return CorruptionError(f"a data file of {d.qualified_name} ({paths}) could not be read: {exc}")
 

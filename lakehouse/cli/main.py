@@ -10,6 +10,7 @@ from collections.abc import Sequence
 
 import kvstore
 import lakehouse
+from kvstore.objstore import local_path
 from lakehouse.cli.parser import UsageError, build_parser, commands, reorder
 from lakehouse.cli.target import (
     EXIT_CORRUPTION,
@@ -43,6 +44,13 @@ def _os_message(exc: OSError, writes: bool) -> str:
         hint = " (write commands need write access to the lakehouse; read commands do not)"
         return f"permission denied{where}" + (hint if writes else "")
     return str(exc) or repr(exc)
+
+
+def _is_local(url: str) -> bool:
+    try:
+        return local_path(url) is not None
+    except ValueError:  # a malformed URL is no local directory
+        return False
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -102,6 +110,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             msg = f"another writer took over the lakehouse: {msg}"
         return _fail(as_json, "fenced", msg, EXIT_FAILURE)
     except (lakehouse.LakehouseError, kvstore.KvError) as exc:
+        cause = exc.__cause__
+        if isinstance(cause, PermissionError) and _is_local(args.url):
+            # a local directory: say what the command needs (write access, or none)
+            return _fail(as_json, "PermissionError", _os_message(cause, writes), EXIT_FAILURE)
         return _fail(as_json, type(exc).__name__, str(exc), EXIT_FAILURE)
     except BrokenPipeError:  # e.g. `lakehouse head ... | head -1`: stop quietly
         devnull = os.open(os.devnull, os.O_WRONLY)

@@ -20,8 +20,9 @@ from lakehouse.cli.target import PROG
 
 DESCRIPTION = """\
 Administer a lakehouse: create it, define namespaces, tables and views, look
-at its tree, versions and table data at any version, delete and compact rows,
-expire versions, export, verify. URL is a local directory, file:///abs/dir or
+at its tree, versions and table data at any version, append, update, merge,
+delete and compact rows, restore and clone tables, expire versions, export,
+verify. URL is a local directory, file:///abs/dir or
 s3://bucket/prefix (pass -o endpoint_url=... -o key=... -o secret=...).
 
 Read commands (info, list, show, describe, history, stats, files, head,

@@ -757,3 +757,7 @@ def test_storage_options_take_json_values() -> None:
         ["list", "s3://b/p", "-o", "anon=true", "-o", 'client_kwargs={"region_name": "eu"}']
     )
     assert dict(args.storage_options) == {"anon": True, "client_kwargs": {"region_name": "eu"}}
+    from kvstore.cli.main import _storage_option as kv_option  # the sibling CLI agrees
+
+    for text in ("anon=true", 'config_kwargs={"connect_timeout": 1}', "n=4", "u=http://x", "k=NaN"):
+        assert kv_option(text) == storage_option(text)

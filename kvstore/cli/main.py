@@ -54,13 +54,24 @@ class Parser(argparse.ArgumentParser):
         raise UsageError(message, self.format_usage())
 
 
-def _storage_option(text: str) -> tuple[str, str | bool]:
-    """``KEY=VALUE``; ``true``/``false`` become booleans (s3fs's ``anon=true``)."""
+def _storage_option(text: str) -> tuple[str, Any]:
+    """``KEY=VALUE``; ``true``/``false`` become booleans (s3fs's ``anon=true``), and a
+    value that parses as JSON is that value (``config_kwargs={"connect_timeout": 1}``
+    for nested options); any other value stays a string (as ``lakehouse -o``)."""
     key, sep, value = text.partition("=")
     if not sep or not key:
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
     flags = {"true": True, "false": False}
-    return key, flags.get(value.lower(), value)
+    if value.lower() in flags:
+        return key, flags[value.lower()]
+    try:
+        return key, json.loads(value, parse_constant=_not_json)
+    except ValueError:  # not JSON (NaN and Infinity neither): the text itself
+        return key, value
+
+
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
 
 
 _MAX_SECONDS = 100 * 365 * 86400.0  # a century

@@ -39,6 +39,7 @@ from lakehouse.errors import (
     AlreadyExists,
     ClosedError,
     CorruptionError,
+    FencedError,
     NotFound,
     ReadOnlyError,
     VersionExpired,

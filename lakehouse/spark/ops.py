@@ -119,6 +119,8 @@ def _check_names(condition: Any, schema: Any, table: str, what: str) -> None:
         name = c.parts[0].name if c.parts else c.name  # s.f: the struct column s
         if not name or name.lower() in known or name.lower() in bound:
             continue
+        if c.find_ancestor(exp.Select) is not None:  # a subquery's columns are its own
+            continue
         close = difflib.get_close_matches(name.lower(), list(known), n=3)
         hint = f"; did you mean {' or '.join(repr(known[m]) for m in close)}?" if close else ""
         raise ValueError(

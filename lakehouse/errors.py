@@ -167,8 +167,23 @@ def _wrap(fn: F) -> F:
             if new is exc:
                 raise
             raise new from exc
+        except OSError as exc:  # the storage below failed (credentials revoked, endpoint gone)
+            where = _location(args[0]) if args else "the lakehouse's storage"
+            raise StorageError(f"{where}: {type(exc).__name__}: {exc}") from exc
 
     return call  # type: ignore[return-value]
+
+
+def _location(obj: Any) -> str:
+    """The URL of the lakehouse behind a Lakehouse, transaction or view (for messages)."""
+    for get in (lambda o: o.url, lambda o: o._lh.url, lambda o: o._data_url()):
+        try:
+            found = get(obj)
+        except Exception:
+            continue
+        if isinstance(found, str) and found:
+            return found
+    return "the lakehouse's storage"
 
 
 def storage_errors_name_url(fn: F) -> F:

@@ -21,7 +21,7 @@ from lakehouse.data import record, scan
 from lakehouse.data.predicate import Predicate
 from lakehouse.data.scan import ScanFile
 from lakehouse.data.table import FileState, load
-from lakehouse.errors import DataFileMissing, LakehouseError, NotFound
+from lakehouse.errors import DataFileMissing, LakehouseError, NotFound, StorageError
 from lakehouse.model import (
     DataFile,
     Definition,
@@ -200,6 +200,9 @@ class ReadOps:
             if err is exc:
                 raise
             raise err from exc
+        except OSError as exc:  # the storage failed mid-stream, after the call returned
+            where = self._data_url() or "the lakehouse's data"
+            raise StorageError(f"{where}: {type(exc).__name__}: {exc}") from exc
         finally:
             pin.release()
 

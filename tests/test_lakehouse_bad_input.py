@@ -144,6 +144,18 @@ def _failing_batches() -> Any:
     raise ValueError("the data source failed")
 
 
+def _committed(h: lakehouse.Lakehouse) -> Any:
+    t = h.begin()
+    t.commit()
+    return t
+
+
+def _closed_view(h: lakehouse.Lakehouse) -> Any:
+    v = h.at_version(2)
+    v.close()
+    return v
+
+
 def scan(**kwargs: Any) -> Callable[[Any], Any]:
     return lambda h: h.scan_batches(T, **kwargs).read_all()
 
@@ -706,6 +718,33 @@ CASES: list[Case] = [
         txn(lambda t: t.merge(T, rows(2, 5), on="tags")),
         "tags",
     ),
+    # -- one-call writes on the lakehouse, closed handles -----------------------------------
+    Case("lh-append-string-for-int", lh(lambda h: h.append(T, with_column("qty", ["abc"]))), "qty"),
+    Case(
+        "lh-update-overflow",
+        lh(lambda h: h.update(T, "id >= 0", {"qty": "qty * 3000000000"})),
+        "qty",
+    ),
+    Case("lh-delete-types", lh(lambda h: h.delete(T, "label > 5")), "label"),
+    Case("lh-merge-on-unknown", lh(lambda h: h.merge(T, rows(2, 5), on="nosuch")), "nosuch"),
+    Case(
+        "txn-after-commit",
+        lh(lambda h: _committed(h).append(T, rows(1, 500))),
+        "closed|commit",
+        (lakehouse.LakehouseError,),
+    ),
+    Case(
+        "view-after-close",
+        lh(lambda h: _closed_view(h).read(T)),
+        "closed",
+        (lakehouse.ClosedError,),
+    ),
+    Case("txn-read-where-types", txn(lambda t: t.read(T, where="label > 5")), "label"),
+    Case(
+        "txn-scan-division-by-zero",
+        txn(lambda t: t.scan_batches(T, where="qty / 0 > 1").read_all()),
+        "qty|zero",
+    ),
     # -- compact, restore, clone, low-level file calls -------------------------------------
     Case(
         "compact-negative", txn(lambda t: t.compact(T, target_file_bytes=-1)), "target_file_bytes"
@@ -940,3 +979,40 @@ def test_s3_unreachable_endpoint(opener: Callable[..., Any]) -> None:
     }
     exc = _s3_error(opener, "s3://bucket/lh", options)
     assert "127.0.0.1:1" in str(exc) or "connect" in str(exc).lower()
+
+
+@pytest.mark.s3
+def test_s3_credentials_revoked_after_open(s3_bucket: str, s3_options: dict[str, Any]) -> None:
+    """Storage that fails after the lakehouse opened: every call, and a stream already
+    returned, raises StorageError naming the URL; the lakehouse works again after."""
+    from moto.core.authorization import enable_iam_authentication
+
+    url = f"s3://{s3_bucket}/lh"
+    h = lakehouse.open(url, storage_options=s3_options)
+    with h.begin() as t:
+        t.create_namespace("s")
+        t.create_table(T, SCHEMA)
+    for start in (0, 5):
+        h.append(T, rows(5, start))
+    before = h.version
+    r = lakehouse.open_reader(url, storage_options=s3_options)
+    try:
+        with enable_iam_authentication():  # no request is authorised now
+            for call in (
+                lambda: h.read(T),
+                lambda: h.scan_batches(T).read_all(),
+                lambda: h.append(T, rows(1, 100)),
+                lambda: r.refresh(),
+                lambda: r.read(T),
+            ):
+                with pytest.raises(lakehouse.StorageError, match=re.escape(url)) as info:
+                    call()
+                check_documented(info.value, (lakehouse.StorageError,))
+        assert h.version == before
+        h.append(T, rows(1, 100))
+        assert sorted(h.read(T).column("id").to_pylist()) == [*range(10), 100]
+        r.refresh()
+        assert r.read(T).num_rows == 11
+    finally:
+        r.close()
+        h.close()

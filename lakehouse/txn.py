@@ -53,7 +53,7 @@ from lakehouse.model import (
     TableDef,
     check_name,
 )
-from lakehouse.pins import state_paths
+from lakehouse.pins import Pins, state_paths
 
 if TYPE_CHECKING:  # the contract, not the class: lakehouse.lakehouse imports this module
     from lakehouse.services import LakehouseServices as Lakehouse
@@ -94,6 +94,8 @@ class Transaction(DefinitionOps):
         txn_id: str,
         app_id: str | None = None,
         app_version: int = 0,
+        *,
+        pins: Pins | None = None,
     ) -> None:
         self._lh = lh
         self._snap = snapshot
@@ -131,6 +133,9 @@ class Transaction(DefinitionOps):
         self.rebased_over: list[int] = []
         #: the version the commit created (None before commit / when read-only)
         self.committed_version: int | None = None
+        if pins is not None:  # expiry keeps its base's files (see lakehouse.pins)
+            self._pins = pins
+            pins.add(self)
 
     # -- state ------------------------------------------------------------------------
     @property
@@ -143,13 +148,13 @@ class Transaction(DefinitionOps):
             raise ClosedError(f"the transaction is {self._status}; begin a new one")
         self._lh._check_open()
 
-    def _pinned_paths(self) -> set[str] | None:
-        """The base version's data files, which expiry keeps while this is open."""
+    def pinned_paths(self) -> set[str] | None:
+        """The base version's data files, which expiry keeps while this is open
+        (see lakehouse.pins); None once it committed or rolled back."""
         return None if self._status != "open" else state_paths(self._snap)
 
     def _missing(self, exc: DataFileMissing) -> LakehouseError:
-        raw = self._lh._db.get(keys.OLDEST)
-        oldest = 0 if raw is None else keys.decode_u64(raw)
+        oldest = self._lh.oldest_version
         if self.version < oldest:
             return RetryableConflict(
                 f"this transaction's base version {self.version} has expired (the oldest "
@@ -357,6 +362,8 @@ class Transaction(DefinitionOps):
 
     def remove_files(self, table: str, paths: Iterable[str]) -> int:
         """Drop whole data files from the table."""
+        if isinstance(paths, str) or not hasattr(paths, "__iter__"):
+            raise TypeError(f"paths must be a list of str, not {type(paths).__name__}")
         return ops.remove_files(self, table, paths)
 
     def data_dir(self, table: str) -> str:

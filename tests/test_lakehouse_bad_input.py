@@ -718,6 +718,41 @@ CASES: list[Case] = [
         txn(lambda t: t.merge(T, rows(2, 5), on="tags")),
         "tags",
     ),
+    Case("create-view-empty", txn(lambda t: t.create_view("s.v", "")), "sql"),
+    Case(
+        "alter-add-required",
+        txn(lambda t: t.alter_table(T, schema=SCHEMA.append(pa.field("z", pa.int32(), False)))),
+        "z",
+    ),
+    Case("append-zero-columns", txn(lambda t: t.append(T, pa.table({}))), "id"),
+    Case(
+        "merge-pandas-mixed",
+        txn(lambda t: t.merge(T, _pandas({"id": [1, 2], "qty": [1, "two"]}), on="id")),
+        "qty",
+    ),
+    Case(
+        "update-where-expr-unknown",
+        txn(lambda t: t.update(T, pc.field("nosuch") == 1, {"qty": 1})),
+        "nosuch",
+    ),
+    Case("clone-target-no-namespace", txn(lambda t: t.clone_table(T, "nons.c")), "nons", NF),
+    Case(
+        "delete-rows-negative",
+        txn(lambda t: t.delete_rows(T, {t.list_data_files(T)[0].path: [-1]})),
+        "position|-1",
+    ),
+    Case(
+        "delete-rows-past-end",
+        txn(lambda t: t.delete_rows(T, {t.list_data_files(T)[0].path: [10**12]})),
+        "position|1000000000000",
+    ),
+    Case(
+        "delete-rows-str",
+        txn(lambda t: t.delete_rows(T, {t.list_data_files(T)[0].path: "1"})),
+        "position",
+    ),
+    Case("remove-files-str", txn(lambda t: t.remove_files(T, "x.parquet")), "paths", TE),
+    Case("expire-keep-bool", lh(lambda h: h.expire_versions(keep_last=True)), "keep_last", TE),
     # -- one-call writes on the lakehouse, closed handles -----------------------------------
     Case("lh-append-string-for-int", lh(lambda h: h.append(T, with_column("qty", ["abc"]))), "qty"),
     Case(
@@ -975,7 +1010,7 @@ def test_s3_unreachable_endpoint(opener: Callable[..., Any]) -> None:
         "endpoint_url": "http://127.0.0.1:1",  # nothing listens on port 1
         "key": "k",
         "secret": "s",
-        "config_kwargs": {"connect_timeout": 1, "retries": {"max_attempts": 1}},
+        "config_kwargs": {"connect_timeout": 1, "retries": {"max_attempts": 0}},
     }
     exc = _s3_error(opener, "s3://bucket/lh", options)
     assert "127.0.0.1:1" in str(exc) or "connect" in str(exc).lower()

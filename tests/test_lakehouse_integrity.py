@@ -233,3 +233,77 @@ def test_disabled_verification_reads_the_same(
     monkeypatch.setattr(datafiles, "VERIFY", False)
     assert by_i(setup.lh.read(T)).equals(setup.want)
     assert by_i(setup.lh.read(T, where=WHERE)).equals(setup.want_where)
+
+
+def _table_of_files(root: Path, n_files: int) -> tuple[Any, Path, str]:
+    """A lakehouse whose table ``T`` has ``n_files`` files (1: read from the bytes in
+    hand; 2 or more: Arrow's dataset reader); the last file's path and its record's."""
+    lh = lakehouse.open(str(root / "lh"))
+    with lh.begin() as txn:
+        txn.create_namespace("n")
+        txn.create_table(T, SCHEMA)
+        txn.create_table("n.other", SCHEMA)
+    for k in range(n_files):
+        with lh.begin() as txn:
+            txn.append(T, rows(k * 1000, k * 1000 + 1000))
+    with lh.begin() as txn:
+        txn.append("n.other", rows(0, 10))
+    rel = lh.list_data_files(T)[-1].path
+    return lh, Path(lh.data_location()[0].removeprefix("file://")) / rel, rel
+
+
+@pytest.mark.parametrize("n_files", [1, 3])
+def test_a_storage_error_reading_a_data_file_names_it(tmp_path: Path, n_files: int) -> None:
+    """A data file storage cannot read (here: a directory where the file was) is a
+    StorageError naming the file, not a raw OSError and not corruption, on every
+    path that reads it; the lakehouse stays usable."""
+    lh, path, rel = _table_of_files(tmp_path, n_files)
+    path.unlink()
+    path.mkdir()
+    reader = lakehouse.open_reader(str(tmp_path / "lh"))
+    try:
+        calls = {
+            "read": lambda: lh.read(T),
+            "read(where)": lambda: lh.read(T, where="i >= 0"),
+            "scan_batches": lambda: lh.scan_batches(T).read_all(),
+            "delete": lambda: lh.delete(T, "i % 2 = 0"),
+            "reader": lambda: reader.read(T),
+        }
+        for how, call in calls.items():
+            with pytest.raises(lakehouse.StorageError) as info:
+                call()
+            assert rel in str(info.value), (how, str(info.value))
+        assert lh.read("n.other").num_rows == 10
+        with lh.begin() as txn:
+            txn.append("n.other", rows(10, 11))
+    finally:
+        reader.close()
+        lh.close()
+
+
+def test_full_export_checks_what_it_copies(tmp_path: Path) -> None:
+    """A full export copies each data file's bytes after checking them against
+    the record (a damaged file is a CorruptionError naming it, not a copy that
+    looks sound); copied and referenced files keep their recorded checksums."""
+    lh, path, rel = _table_of_files(tmp_path, 2)
+    original = path.read_bytes()
+    want = by_i(lh.read(T))
+    path.write_bytes(flipped(original, regions(original)["data"][0][0] + 40, 3))
+    with pytest.raises(lakehouse.CorruptionError, match=rel.replace(".", r"\.")):
+        lh.export(str(tmp_path / "full"), kind="full")
+    path.write_bytes(original)
+    lh.export(str(tmp_path / "full2"), kind="full")
+    lh.export(str(tmp_path / "minimal"), kind="minimal")
+    recorded = {f.path: f.crc for f in lh.list_data_files(T)}
+    lh.close()
+    with lakehouse.open(str(tmp_path / "full2")) as full:
+        assert {f.path: f.crc for f in full.list_data_files(T)} == recorded
+        assert by_i(full.read(T)).equals(want)
+    # damage after a minimal export: the export's reads of the referenced file see it
+    path.write_bytes(flipped(original, regions(original)["data"][0][0] + 40, 3))
+    with lakehouse.open(str(tmp_path / "minimal")) as minimal:
+        files = minimal.list_data_files(T)
+        assert sorted(f.crc for f in files) == sorted(recorded.values())
+        with pytest.raises(lakehouse.CorruptionError, match=rel.replace(".", r"\.")):
+            minimal.read(T)
+    assert main(["verify", str(tmp_path / "minimal")]) == 3

@@ -30,7 +30,7 @@ from kvstore.objstore import ObjectStore, open_store
 from kvstore.objstore.local import LocalStore
 from lakehouse.data import files as datafiles
 from lakehouse.data.predicate import Predicate, matches, parse_where, where_failed
-from lakehouse.errors import CorruptionError, DataFileMissing
+from lakehouse.errors import CorruptionError, DataFileMissing, StorageError
 from lakehouse.model import Column, DataFile, TableDef, TableStats
 
 _POOL: ThreadPoolExecutor | None = None
@@ -75,6 +75,14 @@ def fetch(store: ObjectStore, path: str) -> bytes:
         raise DataFileMissing(
             f"data file {path} is referenced by the table but missing from storage", path
         ) from None
+    except OSError as exc:  # the store wraps its transport's errors in OSError
+        raise storage_failed(path, exc) from exc
+
+
+def storage_failed(path: str, exc: OSError) -> StorageError:
+    """The error of a data file the storage failed to read (not damage: the bytes
+    were never seen), naming the file."""
+    return StorageError(f"data file {path} could not be read from storage: {exc}")
 
 
 def select_columns(d: TableDef, columns: Sequence[str] | None) -> list[Column]:
@@ -249,6 +257,8 @@ def check_footers(store: ObjectStore, files: Sequence[DataFile]) -> None:
             raise DataFileMissing(
                 f"data file {f.path} is referenced by the table but missing from storage", f.path
             ) from None
+        except OSError as exc:
+            raise storage_failed(f.path, exc) from exc
         datafiles.check_tail(tail, f)
 
     if isinstance(store, LocalStore):  # a pread each: serially ~3x faster than the pool

@@ -50,6 +50,8 @@ import kvstore
 from lakehouse import codec, keys
 from lakehouse.codec import QueuedFile
 from lakehouse.commit import CommitOptions
+from lakehouse.data import files as datafiles
+from lakehouse.data.scan import fetch
 from lakehouse.errors import AlreadyExists, NotFound, RetryableConflict, VersionExpired
 from lakehouse.model import Isolation, to_epoch_ms
 from lakehouse.pins import Pins
@@ -203,7 +205,8 @@ def export(
             if f.is_external:
                 continue
             if kind == "full":
-                data = lh._data.get(f.path)
+                data = fetch(lh._data, f.path)
+                datafiles.check_bytes(data, f)  # damage is refused, never copied as sound
                 dest._data.put(f.path, data)
                 copied += 1
                 copied_bytes += len(data)

@@ -256,8 +256,7 @@ def run(lh: LakehouseServices, txn: TransactionState, options: CommitOptions | N
                 rollback_of=options.rollback_of,
                 base_seq=ktx.read_seq,
                 source=options.source,
-                files_added=tuple(txn._files_added)
-                + tuple(f.path for w in txn._table_writes.values() for f in w.added.values()),
+                files_added=files_added(txn),
                 data=tuple(data_changes),
                 app=None if txn.app_id is None else (txn.app_id, txn.app_version),
             )
@@ -292,6 +291,22 @@ def run(lh: LakehouseServices, txn: TransactionState, options: CommitOptions | N
         f"gave up after {retries} commit attempts lost the race for the next version; "
         "the lakehouse is very busy, re-run the transaction"
     )
+
+
+def files_added(txn: TransactionState) -> tuple[str, ...]:
+    """The data files (in the data directory) the new version references that its
+    record lists: written, adopted, restored or cloned ones, and those a rollback or
+    an export brings back. Expiry and orphan removal keep every file a retained
+    version's record lists, so a file missing here could be deleted while in use."""
+    paths = dict.fromkeys(txn._files_added)
+    for w in txn._table_writes.values():
+        paths.update(dict.fromkeys(f.path for f in w.added.values()))
+    for key, value in txn._state_writes.items():  # a rollback's or an export's state
+        if value is not None and keys.is_data_file_key(key):
+            f = codec.decode_data_file(value)
+            if not f.is_external:
+                paths[f.path] = None
+    return tuple(paths)
 
 
 def _app_done(ktx: kvstore.Transaction, app_id: str, app_version: int) -> int | None:

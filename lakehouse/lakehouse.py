@@ -33,12 +33,14 @@ import pyarrow as pa
 import kvstore
 from kvstore.clock import as_clock
 from lakehouse import codec, commit, keys
+from lakehouse.codec import QueuedFile
 from lakehouse.commit import CommitOptions
 from lakehouse.data.scan import ScanFile
 from lakehouse.errors import (
     AlreadyExists,
     ClosedError,
     CorruptionError,
+    DataFileMissing,
     FencedError,
     NotFound,
     ReadOnlyError,
@@ -236,9 +238,9 @@ class Lakehouse:
         with self._pins.lock:  # snapshot and pin together (see lakehouse.pins)
             snap = self._db.snapshot()
             version = self._u64(snap, keys.HEAD)
-            txn = Transaction(self, snap, version, isolation, txn_id, app_id, app_version or 0)
-            txn._pins = self._pins
-            self._pins.add(txn)
+            txn = Transaction(
+                self, snap, version, isolation, txn_id, app_id, app_version or 0, pins=self._pins
+            )
         return txn
 
     def _commit(self, txn: Transaction, options: CommitOptions) -> int:
@@ -316,9 +318,8 @@ class Lakehouse:
             self._data,
             self._layout.data_url,
             self._oldest_now,
+            self._pins,
         )
-        view._pins = self._pins
-        self._pins.add(view)
         return view
 
     def read(self, table: str, *, columns: Any = None, where: Any = None) -> pa.Table:
@@ -390,7 +391,16 @@ class Lakehouse:
         with ``_change_type`` ("insert"/"delete") and ``_version`` columns."""
         from lakehouse.data.changes import changes
 
-        return changes(self, table, start_version, end_version)
+        try:
+            return changes(self, table, start_version, end_version)
+        except DataFileMissing as exc:  # the feed reads files of versions start - 1 .. end
+            oldest = self._oldest_now()
+            if isinstance(start_version, int) and start_version - 1 < oldest:
+                raise VersionExpired(
+                    f"versions before {oldest} expired while the change feed from version "
+                    f"{start_version} read them; data file {exc.path or '(unnamed)'} was deleted"
+                ) from exc
+            raise
 
     def remove_orphan_files(self, *, older_than: Any = None) -> list[str]:
         """Delete data files no retained version references, older than ``older_than``
@@ -399,6 +409,15 @@ class Lakehouse:
         from lakehouse.maintenance import remove_orphan_files
 
         return remove_orphan_files(self, older_than=older_than)
+
+    def pending_deletions(self) -> list[QueuedFile]:
+        """The data files of expired versions queued for deletion, each with the time
+        it was queued and its grace (``.path``, ``.since_ms``, ``.grace_ms``,
+        ``.due_ms``): see :meth:`expire_versions`."""
+        from lakehouse.maintenance import deletion_queue
+
+        self._check_open()
+        return deletion_queue(self._db)
 
     def at_version(self, version: int) -> LakehouseView:
         """Read-only view of the whole lakehouse at ``version`` (FOR SYSTEM_VERSION AS OF)."""

@@ -283,13 +283,7 @@ def _check_export_destination(lh: MaintainedLakehouse, dest_url: Any) -> None:
 # ---------------------------------------------------------------------------
 def _files_at(lh: MaintainedLakehouse, version: int) -> set[str]:
     with lh.at_version(version) as view:
-        return {
-            f.path
-            for k, v in view._snap.scan_prefix(keys.STATE_PREFIX)
-            if keys.is_data_file_key(k)
-            for f in [codec.decode_data_file(v)]
-            if not f.is_external
-        }
+        return view.pinned_paths() or set()
 
 
 #: how long the data files only expired versions reference stay by default: as
@@ -394,8 +388,7 @@ def _expire_once(
         expired_files = _files_at(lh, oldest)
         retained_files = _files_at(lh, new_oldest)
         for u in range(oldest + 1, head + 1):
-            added = lh._record(u, snap.get).files_added
-            (expired_files if u < new_oldest else retained_files).update(added)
+            _add_files_of(lh, u, snap, expired_files if u < new_oldest else retained_files)
     doomed = expired_files - retained_files
     ktx = db.transaction(kvstore.Isolation.SNAPSHOT)
     try:
@@ -476,15 +469,32 @@ def retry_pending_deletes(lh: MaintainedLakehouse) -> None:
 # ---------------------------------------------------------------------------
 # orphan data files
 # ---------------------------------------------------------------------------
-def _referenced(lh: MaintainedLakehouse) -> set[str]:
-    """Paths of every data file a retained version references, or the deletion
-    queue (files in their grace period), or an open view or transaction."""
+def _add_files_of(lh: MaintainedLakehouse, u: int, snap: kvstore.Snapshot, out: set[str]) -> None:
+    """Add to ``out`` the data files version ``u`` references that ``u - 1`` did not:
+    those its record lists; a rollback or export recorded before records listed the
+    files they bring back lists none, so its whole state is read instead."""
+    rec = lh._record(u, snap.get)
+    out.update(rec.files_added)
+    if not rec.files_added and (rec.rollback_of is not None or rec.source is not None):
+        out.update(_files_at(lh, u))
+
+
+def retained_paths(lh: MaintainedLakehouse) -> tuple[int, set[str]]:
+    """The oldest retained version and the paths of every data file (in the data
+    directory) a retained version references. ``lh`` may be a reader (``verify``)."""
     with lh._db.snapshot() as snap:
         head = lh._u64(snap, keys.HEAD)
         oldest = lh._u64(snap, keys.OLDEST, 0)
         refs = _files_at(lh, oldest)
         for u in range(oldest + 1, head + 1):
-            refs.update(lh._record(u, snap.get).files_added)
+            _add_files_of(lh, u, snap, refs)
+    return oldest, refs
+
+
+def _referenced(lh: MaintainedLakehouse) -> set[str]:
+    """Paths of every data file a retained version references, or the deletion
+    queue (files in their grace period), or an open view or transaction."""
+    oldest, refs = retained_paths(lh)
     refs.update(q.path for q in deletion_queue(lh._db))
     refs.update(lh._pins.paths(below=oldest))
     return refs

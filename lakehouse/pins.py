@@ -38,7 +38,7 @@ class Holder(Protocol):
 
     @property
     def version(self) -> int: ...
-    def _pinned_paths(self) -> set[str] | None:
+    def pinned_paths(self) -> set[str] | None:
         """Data files it may still read (None once closed)."""
         ...
 
@@ -61,7 +61,7 @@ class Pins:
             holders = [h for h in self._holders if h.version < below]
         out: set[str] = set()
         for h in holders:
-            paths = h._pinned_paths()
+            paths = h.pinned_paths()
             if paths:
                 out |= paths
         return out
@@ -74,7 +74,7 @@ class StreamPin:
         self.version = version
         self._paths: set[str] | None = set(paths)
 
-    def _pinned_paths(self) -> set[str] | None:
+    def pinned_paths(self) -> set[str] | None:
         return self._paths
 
     def release(self) -> None:

@@ -22,7 +22,7 @@ from lakehouse.errors import (
     VersionExpired,
     one_hierarchy,
 )
-from lakehouse.pins import state_paths
+from lakehouse.pins import Pins, state_paths
 from lakehouse.reads import ReadOps
 
 
@@ -39,6 +39,7 @@ class LakehouseView(ReadOps):
         data: ObjectStore | None = None,
         data_url: str | None = None,
         oldest: Callable[[], int] | None = None,
+        pins: Pins | None = None,
     ) -> None:
         self._snap = snapshot
         #: the lakehouse's oldest retained version now (a reader refreshes to know it)
@@ -50,6 +51,9 @@ class LakehouseView(ReadOps):
         #: the lakehouse version this view shows
         self.version = version
         self._closed = False
+        if pins is not None:  # expiry keeps the files it reads (see lakehouse.pins)
+            self._pins = pins
+            pins.add(self)
 
     @property
     def seq(self) -> int:
@@ -76,8 +80,9 @@ class LakehouseView(ReadOps):
     def _data_url(self) -> str | None:
         return self._url
 
-    def _pinned_paths(self) -> set[str] | None:
-        """The data files this open view may read (expiry keeps them; see lakehouse.pins)."""
+    def pinned_paths(self) -> set[str] | None:
+        """The data files (in the data directory) this view's version references, which
+        expiry keeps while it is open (see lakehouse.pins); None once closed."""
         return None if self._closed else state_paths(self._snap)
 
     def _missing(self, exc: DataFileMissing) -> LakehouseError:

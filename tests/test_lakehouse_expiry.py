@@ -11,6 +11,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+from dataclasses import replace
 from datetime import timedelta
 
 import pyarrow as pa
@@ -411,3 +412,86 @@ def test_cli_expire_takes_a_grace(path, capsys):
     assert main(["expire", path, "--keep-last", "1", "--grace", "0"]) == 0
     with lakehouse.open(path) as lh:
         assert not newer & on_disk(lh) and old <= on_disk(lh)
+
+
+# -- files a version brings back (rollback, export) ------------------------------------------
+def test_expiry_keeps_the_files_a_rollback_brought_back(path, clock):
+    """Version 3 rolls back to 1, referencing 1's file again; expiring 1 must not
+    delete it (the rollback's record once listed no files)."""
+    with lakehouse.open(path, clock=clock) as lh:
+        replace_rows(lh, 3)  # version 2: 1's file no longer referenced
+        lh.rollback(1)  # version 3: referenced again
+        assert lh.expire_versions(keep_last=2, grace=NO_GRACE) == 2
+        assert ids(lh.read("s.t")) == [1, 2]
+        assert lh.remove_orphan_files(older_than=NO_GRACE) == []
+        assert ids(lh.read("s.t")) == [1, 2]
+        assert verify(Target(path)).ok
+
+
+def test_orphan_removal_keeps_the_files_of_an_exported_lakehouse(tmp_path, path, clock):
+    dest = str(tmp_path / "copy")
+    with lakehouse.open(path, clock=clock) as lh:
+        lh.export(dest)
+    with lakehouse.open(dest, clock=clock) as copy:
+        clock.advance(2 * 3600)
+        assert copy.remove_orphan_files(older_than=NO_GRACE) == []
+        assert ids(copy.read("s.t")) == [1, 2]
+
+
+def test_older_rollback_records_still_keep_their_files(path, clock):
+    """A rollback recorded before versions listed the files they bring back
+    (files_added empty) is read as bringing back its whole state."""
+    from lakehouse import codec, keys
+
+    with lakehouse.open(path, clock=clock) as lh:
+        replace_rows(lh, 3)
+        v = lh.rollback(1)
+        rec = lh.version_info(v)
+        assert rec.files_added  # recorded now
+        lh._db.put(keys.record_key(v), codec.encode_record(replace(rec, files_added=())))
+    with lakehouse.open(path, clock=clock) as lh:
+        assert lh.version_info(v).files_added == ()
+        lh.expire_versions(keep_last=2, grace=NO_GRACE)
+        assert ids(lh.read("s.t")) == [1, 2]
+        assert lh.remove_orphan_files(older_than=NO_GRACE) == []
+        assert ids(lh.read("s.t")) == [1, 2]
+
+
+# -- the change feed over expired files ----------------------------------------------------
+def test_changes_over_files_deleted_by_expiry_is_version_expired(path, clock, monkeypatch):
+    """A change feed whose versions expire (and whose files go) while it reads
+    raises VersionExpired, not DataFileMissing."""
+    lh = lakehouse.open(path, clock=clock)
+    replace_rows(lh, 3)  # version 2
+    store = lh._data
+    real_get = store.get
+    moved_on: list[bool] = []
+
+    def get(name: str) -> bytes:  # the writer expires 1 and 2 as the feed reads their files
+        if name.endswith(".parquet") and not moved_on:
+            moved_on.append(True)
+            replace_rows(lh, 4)
+            lh.expire_versions(keep_last=1, grace=NO_GRACE)
+        return real_get(name)
+
+    monkeypatch.setattr(store, "get", get)
+    with pytest.raises(lakehouse.VersionExpired, match="expired while the change feed"):
+        lh.changes("s.t", 1, 1)
+    assert moved_on
+    lh.close()
+
+
+def test_a_missing_file_names_its_path_on_every_read_path(path, clock, monkeypatch):
+    """Also when it goes between the footer checks and Arrow's dataset reader."""
+    from lakehouse.data import scan
+
+    monkeypatch.setattr(scan, "check_footers", lambda store, files: None)
+    with lakehouse.open(path, clock=clock) as lh:
+        with lh.begin() as txn:
+            txn.append("s.t", rows(5))  # two files: the dataset reader reads them together
+        files = sorted(files_of(lh))
+        lh._data.delete(files[0])
+        for call in (lambda: lh.read("s.t"), lambda: lh.read("s.t", columns=["id"])):
+            with pytest.raises(lakehouse.DataFileMissing) as info:
+                call()
+            assert files[0] in str(info.value) and info.value.path == files[0]

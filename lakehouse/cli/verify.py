@@ -44,9 +44,8 @@ from kvstore.objstore import ObjectStore, open_store
 from lakehouse.cli.target import CliError, Target, one_line
 from lakehouse.data import files as datafiles
 from lakehouse.layout import resolve
-from lakehouse.maintenance import deletion_queue
+from lakehouse.maintenance import retained_paths
 from lakehouse.model import DataFile
-from lakehouse.pins import state_paths
 
 Progress = Callable[[int, str], None]
 
@@ -291,7 +290,7 @@ def _check_pending(r: lakehouse.LakehouseReader, report: Report) -> None:
     """List the deletion queue: files of expired versions in their grace period
     are neither damage nor orphans (see ``expire_versions``)."""
     try:
-        queue = deletion_queue(r._db)
+        queue = r.pending_deletions()
     except kvstore.CorruptionError as exc:
         report.problem("deletion queue", "corrupt", str(exc))
         return
@@ -323,12 +322,8 @@ class _ExpiredMeanwhile:
         if self._retained is None:
             r = self._r
             try:
-                head = r.refresh()
-                oldest = r.oldest_version
-                with r.at_version(oldest) as view:
-                    retained = state_paths(view._snap) or set()
-                for u in range(oldest + 1, head + 1):
-                    retained.update(r.version_info(u).files_added)
+                r.refresh()
+                _, retained = retained_paths(r)
             except (lakehouse.LakehouseError, kvstore.KvError):
                 return False  # cannot tell: report the file
             self._retained = retained

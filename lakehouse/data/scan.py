@@ -223,16 +223,21 @@ def _read_plain(
             page_checksum_verification=datafiles.VERIFY
         )
     )
-    dataset = ds.dataset(
-        [f"{root}/{f.path}" for f, _ in files], schema=dschema, format=fmt, filesystem=fs
-    )
     try:
+        dataset = ds.dataset(
+            [f"{root}/{f.path}" for f, _ in files], schema=dschema, format=fmt, filesystem=fs
+        )
         return dataset.to_table(
             columns=[c.name for c in wanted],
             filter=None if pred is None else pred.expression,
         )
-    except FileNotFoundError as exc:
-        raise DataFileMissing(f"a data file of {d.qualified_name} is missing: {exc}") from None
+    except FileNotFoundError:  # gone since the footer checks: name it
+        path = next((f.path for f, _ in files if not store.exists(f.path)), "")
+        raise DataFileMissing(
+            f"data file {path or '(one of ' + d.qualified_name + ')'} is referenced by the "
+            "table but missing from storage",
+            path,
+        ) from None
     except datafiles.READ_ERRORS as exc:
         raise _culprit(store, d, files, exc, pred) from None
 

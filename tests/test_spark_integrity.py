@@ -158,3 +158,19 @@ def test_configured_session_verifies_page_checksums(spark: Any, tables: Tables) 
         hadoop.set(key, saved)
         spark.conf.set(key, REQUIRED_CONF[key])
     assert found, "no flip gave a wrong answer without verification"
+
+
+def test_a_storage_error_names_the_file(spark: Any, tables: Tables) -> None:
+    """A data file storage cannot read (a directory where the file was) is a
+    StorageError naming it, from the driver's footer check, not a raw OSError."""
+    path = next(iter(tables.files[JVM_T]))
+    original = path.read_bytes()
+    path.unlink()
+    path.mkdir()
+    try:
+        with pytest.raises(lakehouse.StorageError, match=path.name):
+            lhs.read(tables.lh, spark, JVM_T)
+    finally:
+        path.rmdir()
+        path.write_bytes(original)
+    assert len(rows(lhs.read(tables.lh, spark, JVM_T))) == 8000 - 80

@@ -56,6 +56,7 @@ from pyspark.sql import types as T
 
 from lakehouse.data import files as datafiles
 from lakehouse.errors import CorruptionError, DataFileMissing
+from lakehouse.data.scan import storage_failed
 from lakehouse.spark.location import Location
 from lakehouse.spark.types import arrow_type, jvm_readable, spark_schema, spark_type
 from lakehouse.spark.writer import col
@@ -125,6 +126,8 @@ def check_footers(files: Sequence[ScanFileLike], loc: Location) -> None:
             raise DataFileMissing(
                 f"data file {f.path} is referenced by the table but missing from storage", f.path
             ) from None
+        except OSError as exc:  # fsspec's and the OS's errors alike: not damage
+            raise storage_failed(f.path, exc) from exc
         datafiles.check_tail(tail, f)
 
     if len(todo) == 1:

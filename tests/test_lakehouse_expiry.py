@@ -495,3 +495,20 @@ def test_a_missing_file_names_its_path_on_every_read_path(path, clock, monkeypat
             with pytest.raises(lakehouse.DataFileMissing) as info:
                 call()
             assert files[0] in str(info.value) and info.value.path == files[0]
+
+
+def test_a_queue_written_before_the_grace_is_due_at_once(path, clock):
+    """L/gc in its older form (paths, no times): files left by an interrupted
+    deletion pass; the next open deletes them."""
+    from lakehouse import codec, keys
+
+    with lakehouse.open(path, clock=clock) as lh:
+        old = files_of(lh)
+        replace_rows(lh, 3)
+        lh.expire_versions(keep_last=1, grace=timedelta(days=1))
+        lh._db.put(keys.PENDING_GC, codec.encode_paths(sorted(old)))
+        assert [q.due_ms for q in lh.pending_deletions()] == [0] * len(old)
+        assert old <= on_disk(lh)
+    with lakehouse.open(path, clock=clock) as lh:
+        assert not old & on_disk(lh) and lh.pending_deletions() == []
+        assert ids(lh.read("s.t")) == [3]

@@ -23,7 +23,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from integrity_flips import REGIONS, flipped, flips, regions
+from integrity_flips import REGIONS, flipped, flips, pick, regions
 
 import lakehouse
 from lakehouse.cli.main import main
@@ -307,3 +307,54 @@ def test_full_export_checks_what_it_copies(tmp_path: Path) -> None:
         with pytest.raises(lakehouse.CorruptionError, match=rel.replace(".", r"\.")):
             minimal.read(T)
     assert main(["verify", str(tmp_path / "minimal")]) == 3
+
+
+def test_add_files_refuses_a_file_damaged_before_adoption(tmp_path: Path) -> None:
+    """The checksums add_files records come from the bytes it finds; a page
+    damaged between the write and the adoption fails its page checksum there
+    (CorruptionError naming the file, nothing committed). Whatever a flip in
+    the pages does, the adopted file never reads as different rows."""
+    lh, _, _ = _table_of_files(tmp_path, 1)
+    base = Path(lh.data_location()[0].removeprefix("file://"))
+    (base / "in").mkdir()
+    good = base / "in" / "0000000000000-good.parquet"
+    pq.write_table(
+        rows(5000, 8000),
+        str(good),
+        use_dictionary=True,
+        data_page_size=2048,
+        write_page_checksum=True,
+    )
+    original = good.read_bytes()
+    spans = regions(original)["data"] + regions(original)["dictionary"]
+    before = by_i(lh.read(T))
+    want = by_i(pa.concat_tables([before, rows(5000, 8000)]))
+    rng = random.Random(SEED)
+    outcomes: Counter[str] = Counter()
+    for k in range(150):
+        offset = pick(rng, spans)
+        rel = f"in/0000000000000-flip{k}.parquet"
+        (base / rel).write_bytes(flipped(original, offset, rng.randrange(8)))
+        try:
+            with lh.begin() as txn:
+                txn.add_files(T, [rel])
+        except lakehouse.CorruptionError as exc:
+            assert rel in str(exc), str(exc)
+            assert by_i(lh.read(T)).equals(before)  # nothing committed
+            outcomes["refused"] += 1
+            continue
+        try:
+            got = by_i(lh.read(T))
+        except lakehouse.CorruptionError as exc:
+            assert rel in str(exc)
+            outcomes["read error"] += 1
+        else:
+            assert got.equals(want), f"wrong answer after adopting a flip @{offset}"
+            outcomes["same rows"] += 1
+        with lh.begin() as txn:
+            txn.remove_files(T, [rel])
+    assert outcomes["refused"] >= 130, outcomes
+    with lh.begin() as txn:
+        txn.add_files(T, ["in/0000000000000-good.parquet"])
+    assert by_i(lh.read(T)).equals(want)
+    lh.close()

@@ -21,6 +21,7 @@ import pyarrow as pa
 from kvstore.objstore import ObjectStore
 from lakehouse.data import files as datafiles
 from lakehouse.data.conform import conform
+from lakehouse.data.pages import check_pages
 from lakehouse.data.scan import fetch
 from lakehouse.data.table import TableWrite, file_key_id
 from lakehouse.errors import CorruptionError
@@ -55,6 +56,7 @@ def adopt_data_file(
     data = fetch(txn._lh._data, path)
     pf = datafiles.open_parquet(data, path)  # the footer, parsed once
     conform(pf.schema_arrow.empty_table(), d.schema, f"data file {path}")
+    check_pages(data, pf.metadata, path)  # damaged since its write: not recorded as sound
     try:  # the checksums of the bytes in hand (one read of the file, on this process)
         f = datafiles.describe_footer(
             path, len(data), pf.metadata, pf.schema_arrow, d.columns, data

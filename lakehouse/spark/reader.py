@@ -55,8 +55,8 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from lakehouse.data import files as datafiles
-from lakehouse.errors import CorruptionError, DataFileMissing
 from lakehouse.data.scan import storage_failed
+from lakehouse.errors import CorruptionError, DataFileMissing
 from lakehouse.spark.location import Location
 from lakehouse.spark.types import arrow_type, jvm_readable, spark_schema, spark_type
 from lakehouse.spark.writer import col

@@ -221,15 +221,13 @@ def run(lh: LakehouseServices, txn: TransactionState, options: CommitOptions | N
                 if done is not None:
                     txn.skipped = True
                     return done
+            # every attempt, for update: an expiry committed meanwhile makes this
+            # attempt conflict (its files may be queued for deletion, and the
+            # retention watermark may have passed this attempt's read seq)
+            oldest_raw = ktx.get_for_update(keys.OLDEST)
+            oldest = 0 if oldest_raw is None else keys.decode_u64(oldest_raw)
+            _check_not_expired(txn, oldest)
             if head > checked:
-                oldest_raw = ktx.get(keys.OLDEST)
-                oldest = 0 if oldest_raw is None else keys.decode_u64(oldest_raw)
-                if txn.version < oldest:  # its base expired (docs/api.md, "Integrity")
-                    raise RetryableConflict(
-                        f"this transaction's base version {txn.version} has expired (the "
-                        f"oldest retained version is {oldest}); re-run it",
-                        version=oldest,
-                    )
                 for u in range(checked + 1, head + 1):
                     rec = lh._record(u, ktx.get)
                     conflict = check(prep.intent, rec)
@@ -291,6 +289,24 @@ def run(lh: LakehouseServices, txn: TransactionState, options: CommitOptions | N
         f"gave up after {retries} commit attempts lost the race for the next version; "
         "the lakehouse is very busy, re-run the transaction"
     )
+
+
+def _check_not_expired(txn: TransactionState, oldest: int) -> None:
+    """A transaction whose base version, or a version it restored or cloned a table
+    from, has expired is retried (docs/api.md, "Integrity"): the files it would
+    reference may be queued for deletion."""
+    if txn.version < oldest:
+        raise RetryableConflict(
+            f"this transaction's base version {txn.version} has expired (the "
+            f"oldest retained version is {oldest}); re-run it",
+            version=oldest,
+        )
+    if txn.oldest_version_read < oldest:
+        raise RetryableConflict(
+            f"version {txn.oldest_version_read}, which this transaction restored or cloned "
+            f"a table from, has expired (the oldest retained version is {oldest}); re-run it",
+            version=oldest,
+        )
 
 
 def files_added(txn: TransactionState) -> tuple[str, ...]:

@@ -102,6 +102,9 @@ class Transaction(DefinitionOps):
         self._name_limit = lh.definition.max_name_length
         #: the version this transaction began at
         self.version = version
+        #: the oldest version whose data it uses: its base, or older after a
+        #: restore_table / clone_table from an older version (commit checks it)
+        self.oldest_version_read = version
         self.isolation = isolation
         self.id = txn_id
         self._serializable = isolation is Isolation.SERIALIZABLE
@@ -377,10 +380,13 @@ class Transaction(DefinitionOps):
     def restore_table(self, table: str, version: int) -> None:
         """Make ``table`` (schema, properties, rows) what it was at ``version``."""
         txnfiles.restore_table(self, table, version)
+        self.oldest_version_read = min(self.oldest_version_read, version)
 
     def clone_table(self, source: str, target: str, *, version: int | None = None) -> None:
         """Create ``target`` sharing ``source``'s data files (no copy)."""
         txnfiles.clone_table(self, source, target, version)
+        if version is not None:
+            self.oldest_version_read = min(self.oldest_version_read, version)
 
     # -- outcome -----------------------------------------------------------------------------
     def commit(self) -> int:

@@ -512,3 +512,67 @@ def test_a_queue_written_before_the_grace_is_due_at_once(path, clock):
     with lakehouse.open(path, clock=clock) as lh:
         assert not old & on_disk(lh) and lh.pending_deletions() == []
         assert ids(lh.read("s.t")) == [3]
+
+
+# -- transactions that re-add files of older versions -----------------------------------------
+def test_a_restore_from_a_version_expired_before_commit_is_retryable(path, clock):
+    """restore_table(t, 1) re-adds version 1's file; expiring 1 before the commit
+    queues (and here deletes) that file, so the commit must not reference it."""
+    lh = lakehouse.open(path, clock=clock)
+    replace_rows(lh, 3)  # version 2
+    txn = lh.begin()  # at the head: its base stays retained
+    txn.restore_table("s.t", 1)
+    assert lh.expire_versions(keep_last=1, grace=NO_GRACE) == 2
+    with pytest.raises(lakehouse.RetryableConflict, match="version 1, which this transaction"):
+        txn.commit()
+    assert ids(lh.read("s.t")) == [3]
+    lh.close()
+
+
+def test_a_clone_whose_base_expires_during_its_commit_is_retryable(path, clock):
+    """The expiry commits between the commit's read of the oldest version and its
+    own kvstore commit: the commit sees it (and re-checks on its retry)."""
+    lh = lakehouse.open(path, clock=clock)
+    txn = lh.begin()  # at version 1
+    txn.clone_table("s.t", "s.c")  # version 1's file, shared
+    replace_rows(lh, 3)  # version 2: s.t no longer references it
+    expired: list[int] = []
+
+    def expire_now(t, attempt):
+        if t is txn and not expired:
+            expired.append(lh.expire_versions(keep_last=1, grace=NO_GRACE))
+
+    lh._before_kv_commit = expire_now
+    with pytest.raises(lakehouse.RetryableConflict, match="base version 1 has expired"):
+        txn.commit()
+    lh._before_kv_commit = None
+    assert expired == [2] and not lh.table_exists("s.c")
+    lh.expire_versions(keep_last=1, grace=NO_GRACE)  # the next pass: nothing pins now
+    assert lh.version_info(2).version == 2  # the oldest version still reads
+    assert verify(Target(path)).ok
+    lh.close()
+
+
+def test_a_commit_racing_an_expiry_of_everything_but_its_base_retries(path, clock):
+    """Expiring up to the head raises the retention watermark to the expiry's own
+    seq; a commit that read before it must retry, or its version's record would
+    point below the watermark and the version before it could not be read."""
+    lh = lakehouse.open(path, clock=clock)
+    replace_rows(lh, 3)  # version 2
+    txn = lh.begin()  # at the head, 2
+    txn.append("s.t", rows(9))
+    expired: list[int] = []
+
+    def expire_now(t, attempt):
+        if t is txn and not expired:
+            expired.append(lh.expire_versions(keep_last=1, grace=NO_GRACE))
+
+    lh._before_kv_commit = expire_now
+    assert txn.commit() == 3 and txn.attempts == 2
+    lh._before_kv_commit = None
+    assert expired == [2]
+    with lh.at_version(2) as v:
+        assert ids(v.read("s.t")) == [3]
+    assert lh.expire_versions(keep_last=1, grace=NO_GRACE) == 3
+    assert ids(lh.read("s.t")) == [3, 9]
+    lh.close()

@@ -158,10 +158,11 @@ class Transaction(DefinitionOps):
 
     def _missing(self, exc: DataFileMissing) -> LakehouseError:
         oldest = self._lh.oldest_version
-        if self.version < oldest:
+        if self.oldest_version_read < oldest:  # its base, or a version it restored from
             return RetryableConflict(
-                f"this transaction's base version {self.version} has expired (the oldest "
-                f"retained version is {oldest}); re-run it",
+                f"version {self.oldest_version_read}, whose data this transaction uses "
+                f"(base version {self.version}), has expired (the oldest retained version "
+                f"is {oldest}); re-run it",
                 version=oldest,
             )
         return exc

@@ -576,3 +576,15 @@ def test_a_commit_racing_an_expiry_of_everything_but_its_base_retries(path, cloc
     assert lh.expire_versions(keep_last=1, grace=NO_GRACE) == 3
     assert ids(lh.read("s.t")) == [3, 9]
     lh.close()
+
+
+def test_a_read_of_restored_files_gone_with_their_version_is_retryable(path, clock):
+    lh = lakehouse.open(path, clock=clock)
+    replace_rows(lh, 3)  # version 2
+    txn = lh.begin()
+    txn.restore_table("s.t", 1)
+    lh.expire_versions(keep_last=1, grace=NO_GRACE)  # version 1's file goes
+    with pytest.raises(lakehouse.RetryableConflict, match="version 1, whose data"):
+        txn.read("s.t")
+    txn.rollback()
+    lh.close()

@@ -54,7 +54,7 @@ from lakehouse.data import files as datafiles
 from lakehouse.data.scan import fetch
 from lakehouse.errors import AlreadyExists, NotFound, RetryableConflict, VersionExpired
 from lakehouse.model import Isolation, to_epoch_ms
-from lakehouse.pins import Pins
+from lakehouse.pins import Pins, StreamPin
 from lakehouse.services import LakehouseServices
 from lakehouse.txn import Pending, Transaction
 
@@ -147,6 +147,8 @@ def rollback(lh: MaintainedLakehouse, to_version: int) -> int:
         with lh.at_version(to_version) as old:
             target = _state(old._snap.scan_prefix)
         txn = lh.begin(Isolation.SNAPSHOT)
+        # it brings back to_version's files: its commit fails if to_version expired
+        txn.oldest_version_read = min(txn.oldest_version_read, to_version)
         try:
             _apply_state(txn, _state(txn._snap.scan_prefix), target)
             txn.commit_options = CommitOptions(exclusive=True, force=True, rollback_of=to_version)
@@ -184,6 +186,9 @@ def export(
     _check_export_destination(lh, dest_url)
     with lh.at_version(version) as view:
         state = _state(view._snap.scan_prefix)
+        # its files stay pinned against expiry until they are copied
+        pin = StreamPin(version, view.pinned_paths() or ())
+        lh._pins.add(pin)
     dest = open_lakehouse(
         dest_url,
         default_isolation=d.default_isolation,
@@ -227,6 +232,7 @@ def export(
         dest_version = txn.commit()
     finally:
         dest.close()
+        pin.release()
     log.info("exported version %d to %s (%s, %d files)", version, dest_url, kind, copied)
     return {
         "source_version": version,

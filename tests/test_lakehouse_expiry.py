@@ -482,10 +482,7 @@ def test_changes_over_files_deleted_by_expiry_is_version_expired(path, clock, mo
 
 
 def test_a_missing_file_names_its_path_on_every_read_path(path, clock, monkeypatch):
-    """Also when it goes between the footer checks and Arrow's dataset reader."""
-    from lakehouse.data import scan
-
-    monkeypatch.setattr(scan, "check_footers", lambda store, files: None)
+    """Also where Arrow's dataset reader reads several files together."""
     with lakehouse.open(path, clock=clock) as lh:
         with lh.begin() as txn:
             txn.append("s.t", rows(5))  # two files: the dataset reader reads them together
@@ -587,4 +584,49 @@ def test_a_read_of_restored_files_gone_with_their_version_is_retryable(path, clo
     with pytest.raises(lakehouse.RetryableConflict, match="version 1, whose data"):
         txn.read("s.t")
     txn.rollback()
+    lh.close()
+
+
+def test_an_export_keeps_its_files_while_it_copies(tmp_path, path, clock, monkeypatch):
+    """An expiry with no grace in the middle of a full export of an old version does
+    not delete the files the export is copying."""
+    lh = lakehouse.open(path, clock=clock)
+    with lh.begin() as txn:
+        txn.append("s.t", rows(5))  # version 2: two files
+    replace_rows(lh, 3)  # version 3
+    store = lh._data
+    real_get = store.get
+    moved_on: list[bool] = []
+
+    def get(name: str) -> bytes:
+        if name.endswith(".parquet") and not moved_on:
+            moved_on.append(True)
+            lh.expire_versions(keep_last=1, grace=NO_GRACE)
+        return real_get(name)
+
+    monkeypatch.setattr(store, "get", get)
+    lh.export(str(tmp_path / "copy"), version=2)
+    assert moved_on and lh.oldest_version == 3
+    with lakehouse.open(str(tmp_path / "copy"), clock=clock) as copy:
+        assert ids(copy.read("s.t")) == [1, 2, 5]
+    lh.expire_versions(keep_last=1, grace=NO_GRACE)  # now they go
+    assert on_disk(lh) == files_of(lh)
+    lh.close()
+
+
+def test_a_rollback_to_a_version_expiring_during_its_commit_does_not_commit(path, clock):
+    lh = lakehouse.open(path, clock=clock)
+    replace_rows(lh, 3)  # version 2
+    expired: list[int] = []
+
+    def expire_now(t, attempt):
+        if not expired:
+            expired.append(lh.expire_versions(keep_last=1, grace=NO_GRACE))
+
+    lh._before_kv_commit = expire_now
+    with pytest.raises(lakehouse.VersionExpired):
+        lh.rollback(1)  # its retry finds version 1 expired
+    lh._before_kv_commit = None
+    assert expired == [2] and lh.version == 2
+    assert ids(lh.read("s.t")) == [3]
     lh.close()

@@ -10,7 +10,11 @@ version ``v`` commits in a short kvstore transaction:
    writer turn ``w`` into ``w+1``: a second writer that read the same ``w``
    gets ``kvstore.TransactionConflict`` at its kvstore commit and nothing of
    it becomes visible. (TrinityLake gets the same guarantee from a
-   put-if-absent of the next root; here it is one key in one store.)
+   put-if-absent of the next root; here it is one key in one store.) It
+   also reads the oldest retained version ``L/oldest`` for update: a
+   transaction whose base (or a version it restored from) has expired gets
+   ``RetryableConflict``, and an expiry committing meanwhile makes the
+   attempt conflict and start over.
 2. if ``w > v``: load the records of ``v+1..w`` and check each one against
    this transaction (:mod:`lakehouse.conflicts`): SNAPSHOT conflicts when a
    version in between changed an object we change; SERIALIZABLE also when it

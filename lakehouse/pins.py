@@ -4,8 +4,10 @@
 deletes each once its grace has passed, unless a reader of this process still
 needs it: an open view (``at_version``, ``at_time``, the head view of
 ``lh.read``), an open transaction (its base version) or a streamed read
-(``scan_batches``, whose view may be closed before the stream is read). They
-are *holders*; the lakehouse registers each one here when it is made, as a
+(``scan_batches``, whose view may be closed before the stream is read) or a
+full ``export`` copying an old version's files. They are *holders* (a
+``version`` and a public ``pinned_paths()``); each registers itself here when
+it is made (views and transactions get ``pins=`` at construction), as a
 kvstore snapshot pins its seq. A deletion pass asks :meth:`Pins.paths` for the
 files the holders at expired versions reference (a holder at a retained
 version references no queued file) and skips them::
@@ -19,7 +21,9 @@ happen under :attr:`Pins.lock` together with taking its kvstore snapshot; a
 deletion pass lists the holders under the same lock after the new oldest
 version is committed. So either a holder is listed, or its snapshot already
 shows the new oldest version (and at that version it references no queued
-file).
+file). A transaction that brings back files of an older version (a restore,
+a clone at a version, a rollback) does not pin them: its commit fails with
+``RetryableConflict`` if that version expired (:mod:`lakehouse.commit`).
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ from __future__ import annotations
 import heapq
 import logging
 import random
+import sys
 import threading
 import time
 import uuid
@@ -31,6 +32,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import kvstore
+from kvstore.clock import Clock
 from kvstore.compaction import (
     CompactionPolicy,
     Plan,
@@ -781,6 +783,16 @@ class CompactionSstFailures(FaultyStore):
         super().put_if_absent(name, data)
 
 
+def _running(thread: threading.Thread, function: str) -> bool:
+    """Whether ``thread`` is inside a call of ``function`` right now."""
+    frame = sys._current_frames().get(thread.ident or -1)
+    while frame is not None:
+        if frame.f_code.co_name == function:
+            return True
+        frame = frame.f_back
+    return False
+
+
 def test_failing_compaction_stalls_writers_then_recovers():
     memtable = 8 << 10
     opts = dict(
@@ -813,23 +825,20 @@ def test_failing_compaction_stalls_writers_then_recovers():
     t = threading.Thread(target=writer, daemon=True)
     t.start()
     try:
-        # wait for the writer to stop making progress with L0 and the frozen memtables full
+        # wait until the writer blocks in the commit path's stall (its stack shows it)
+        # with L0 and the frozen memtables full; the deadline only bounds a hang
         deadline = time.monotonic() + 30
-        last, still_since = -1, time.monotonic()
         while True:
             assert time.monotonic() < deadline, ("the writer never stalled", db.stats())
             assert t.is_alive(), f"writer finished or died while compaction fails: {errors}"
-            now = written[0]
-            if now != last:
-                last, still_since = now, time.monotonic()
-            elif time.monotonic() - still_since > 0.6:
-                s = db.stats()
-                if (s["l0_ssts"], s["immutable_memtables"]) == (
-                    opts["l0_max_ssts"],
-                    opts["max_immutable_memtables"],
-                ):
-                    break
+            s = db.stats()
+            if _running(t, "_stall") and (s["l0_ssts"], s["immutable_memtables"]) == (
+                opts["l0_max_ssts"],
+                opts["max_immutable_memtables"],
+            ):
+                break
             time.sleep(0.02)
+        last = written[0]  # stable while it stays in the stall
         s = db.stats()
         assert written[0] < total
         assert s["compaction_errors"] >= 1, s
@@ -841,9 +850,14 @@ def test_failing_compaction_stalls_writers_then_recovers():
         assert s["l0_stalls"] >= 1 and s["write_stalls"] >= 1
         in_memory = s["memtable_bytes"] + s["immutable_bytes"]
         assert in_memory <= (opts["max_immutable_memtables"] + 1) * (memtable + 1024)
-        # no progress at all while stalled (it does not keep buffering)
-        time.sleep(0.3)
-        assert written[0] == last
+        # no progress at all while stalled (it does not keep buffering): a compaction
+        # retry fails again, and the writer is still in the stall, nothing written
+        refused = store.refused
+        deadline = time.monotonic() + 60
+        while store.refused == refused:
+            assert time.monotonic() < deadline, "compaction never retried"
+            time.sleep(0.01)
+        assert _running(t, "_stall") and written[0] == last
         # reads still work during the stall
         some = next(iter(dict(model)))
         assert db.get(some) is not None
@@ -934,6 +948,18 @@ def test_compaction_outputs_are_split_at_sst_target_bytes():
         db.close()
 
 
+class SleepRecordingClock(Clock):
+    """The real clock, noting each sleep a part asks for (thread name, seconds)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sleeps: list[tuple[str, float]] = []
+
+    def sleep(self, seconds: float) -> None:  # type: ignore[override]
+        self.sleeps.append((threading.current_thread().name, seconds))
+        time.sleep(seconds)
+
+
 class SlowCompactionUploads(FaultyStore):
     """Uploads from the compaction thread take a while (an object store far away)."""
 
@@ -958,13 +984,17 @@ def test_close_does_not_fail_a_running_background_compaction():
     (retrying in 0.1s): the database is closed".)
     """
     store = SlowCompactionUploads(MemoryStore("close-race"))
-    db = kvstore.open(store, **FAST, memtable_bytes=4096, l0_compaction_trigger=2)
+    clock = SleepRecordingClock()
+    db = kvstore.open(store, clock=clock, **FAST, memtable_bytes=4096, l0_compaction_trigger=2)
     for i in range(300):
         db.put(b"k%04d" % (i * 7 % 300), b"x" * 30, durable=False)
     assert store.uploading.wait(10), "no background compaction started"
-    started = time.monotonic()
+    clock.sleeps.clear()
     db.close()
-    assert time.monotonic() - started < 5
+    # close() waited for no backoff: no part slept on the store's clock while it
+    # closed, and the compaction thread has stopped (close() joins it with a timeout)
+    assert clock.sleeps == [], clock.sleeps
+    assert not db._compactor.alive(), "close() returned with the compaction still running"
     assert db._counters["compaction_errors"] == 0, repr(db._compactor.error)
     assert db._compactor.error is None, repr(db._compactor.error)
     with kvstore.open(store.inner, **FAST) as db:

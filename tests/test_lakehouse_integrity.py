@@ -358,3 +358,43 @@ def test_add_files_refuses_a_file_damaged_before_adoption(tmp_path: Path) -> Non
         txn.add_files(T, ["in/0000000000000-good.parquet"])
     assert by_i(lh.read(T)).equals(want)
     lh.close()
+
+
+def _grown(data: bytes) -> bytes:
+    """``data`` with a copy of its own footer appended: a Parquet reader that finds
+    the tail itself parses the same footer, at an offset the record does not have."""
+    flen = int.from_bytes(data[-8:-4], "little")
+    return data + data[-8 - flen :]
+
+
+@pytest.mark.parametrize("n_files", [1, 3])
+@pytest.mark.parametrize(
+    "change", ["truncated", "extended", "grown by its own footer", "each bit of page 1"]
+)
+def test_every_changed_byte_of_a_file_read_whole_is_an_error(
+    tmp_path: Path, n_files: int, change: str
+) -> None:
+    """A read of every row of a file (Arrow's dataset reader for 3 plain files, the
+    bytes in hand for 1) fails on any change to the file, even one that leaves its
+    rows as they were (a page header, a changed length): the whole-file checksum."""
+    lh, path, rel = _table_of_files(tmp_path, n_files)
+    original = path.read_bytes()
+    first = regions(original)["data"][0][0]
+    variants = {
+        "truncated": [original[:-1]],
+        "extended": [original + b"\0"],
+        "grown by its own footer": [_grown(original)],
+        "each bit of page 1": [
+            flipped(original, o, b) for o in range(first, first + 40) for b in range(8)
+        ],
+    }[change]
+    try:
+        for bad in variants:
+            path.write_bytes(bad)
+            with pytest.raises(lakehouse.CorruptionError, match=rel.replace(".", r"\.")):
+                lh.read(T)
+        assert main(["verify", str(tmp_path / "lh")]) == 3
+    finally:
+        path.write_bytes(original)
+    assert lh.read(T).num_rows == 1000 * n_files
+    lh.close()

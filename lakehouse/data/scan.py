@@ -27,7 +27,6 @@ import pyarrow.compute as pc
 from pyroaring import BitMap
 
 from kvstore.objstore import ObjectStore, open_store
-from kvstore.objstore.local import LocalStore
 from lakehouse.data import files as datafiles
 from lakehouse.data.predicate import Predicate, matches, parse_where, where_failed
 from lakehouse.errors import CorruptionError, DataFileMissing, StorageError
@@ -215,8 +214,10 @@ def _read_plain(
 ) -> pa.Table:
     import pyarrow.dataset as ds
 
-    check_footers(store, [f for f, _ in files])
-    fs, root = store.arrow_filesystem()
+    # the whole bytes of each file, checked against its record (any changed byte, a
+    # changed length): as fast as Arrow reading the files itself, and no tail reads
+    runner: Callable[..., Any] = _pool().map if len(files) > 1 else map
+    datas = list(runner(lambda fs: _checked(store, fs[0]), files))
     dschema = pa.schema([d.schema.field(c.name).with_nullable(True) for c in read_cols])
     fmt = ds.ParquetFileFormat(
         default_fragment_scan_options=ds.ParquetFragmentScanOptions(
@@ -224,54 +225,20 @@ def _read_plain(
         )
     )
     try:
-        dataset = ds.dataset(
-            [f"{root}/{f.path}" for f, _ in files], schema=dschema, format=fmt, filesystem=fs
-        )
-        return dataset.to_table(
+        fragments = [fmt.make_fragment(pa.BufferReader(data)) for data in datas]
+        return ds.FileSystemDataset(fragments, dschema, fmt).to_table(
             columns=[c.name for c in wanted],
             filter=None if pred is None else pred.expression,
         )
-    except FileNotFoundError:  # gone since the footer checks: name it
-        path = next((f.path for f, _ in files if not store.exists(f.path)), "")
-        raise DataFileMissing(
-            f"data file {path or '(one of ' + d.qualified_name + ')'} is referenced by the "
-            "table but missing from storage",
-            path,
-        ) from None
     except datafiles.READ_ERRORS as exc:
         raise _culprit(store, d, files, exc, pred) from None
 
 
-def check_footers(store: ObjectStore, files: Sequence[DataFile]) -> None:
-    """Check the footers of ``files`` against their records before a reader that
-    fetches the files itself (Arrow's dataset reader) trusts them: one ranged read
-    of each file's tail, in parallel (CorruptionError naming the first damaged file)."""
-    todo = [f for f in files if datafiles.tail_length(f) is not None]
-    if not datafiles.VERIFY or not todo:
-        return
-
-    def one(f: DataFile) -> None:
-        n = datafiles.tail_length(f) or 0
-        try:
-            if f.is_external:
-                parent, name = f.path.rsplit("/", 1)
-                tail = open_store(parent, create=False).get_range(name, f.size - n, n)
-            else:
-                tail = store.get_range(f.path, max(0, f.size - n), n)
-        except FileNotFoundError:
-            raise DataFileMissing(
-                f"data file {f.path} is referenced by the table but missing from storage", f.path
-            ) from None
-        except OSError as exc:
-            raise storage_failed(f.path, exc) from exc
-        datafiles.check_tail(tail, f)
-
-    if isinstance(store, LocalStore):  # a pread each: serially ~3x faster than the pool
-        for f in todo:
-            one(f)
-        return
-    runner: Callable[..., Any] = _pool().map if len(todo) > 1 else map
-    list(runner(one, todo))
+def _checked(store: ObjectStore, f: DataFile) -> bytes:
+    """The bytes of data file ``f``, checked against its record (size, footer, CRC)."""
+    data = fetch(store, f.path)
+    datafiles.check_bytes(data, f)
+    return data
 
 
 #: what Arrow raises when computing a ``where`` over rows fails

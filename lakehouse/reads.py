@@ -254,6 +254,7 @@ class ReadOps:
                     f.size,
                     f.footer_size,
                     f.footer_crc,
+                    f.crc,
                 )
             )
         return out

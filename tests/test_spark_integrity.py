@@ -174,3 +174,23 @@ def test_a_storage_error_names_the_file(spark: Any, tables: Tables) -> None:
         path.rmdir()
         path.write_bytes(original)
     assert len(rows(lhs.read(tables.lh, spark, JVM_T))) == 8000 - 80
+
+
+def test_python_tasks_check_the_whole_file(spark: Any, tables: Tables) -> None:
+    """The Python-task reader reads each file whole and checks it against the
+    record: a file grown by a copy of its own footer (whose rows a Parquet reader
+    would still return) is an error naming it, as is one byte fewer."""
+    path = next(iter(tables.files[PY_T]))
+    original = path.read_bytes()
+    flen = int.from_bytes(original[-8:-4], "little")
+    try:
+        for bad in (original + original[-8 - flen :], original[:-1]):
+            path.write_bytes(bad)
+            with pytest.raises(
+                (lakehouse.CorruptionError, PySparkException, Py4JJavaError)
+            ) as info:
+                rows(lhs.read(tables.lh, spark, PY_T))
+            assert path.name in str(info.value)
+    finally:
+        path.write_bytes(original)
+    assert len(rows(lhs.read(tables.lh, spark, PY_T))) == 6000

@@ -127,6 +127,7 @@ class Entry:
     size: int = 0
     footer_size: int | None = None  # no checksums recorded: nothing to check
     footer_crc: int | None = None
+    crc: int | None = None
 
 
 @pytest.fixture

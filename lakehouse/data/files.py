@@ -161,7 +161,16 @@ def check_tail(tail: bytes | memoryview, f: Recorded) -> None:
         raise CorruptionError(f"data file {f.path} is damaged: its footer checksum differs")
 
 
-def check_bytes(data: bytes | memoryview, f: DataFile) -> None:
+class RecordedFile(Recorded, Protocol):
+    """What :func:`check_bytes` needs of a file's record (a DataFile, a Spark task's)."""
+
+    @property
+    def size(self) -> int: ...
+    @property
+    def crc(self) -> int | None: ...
+
+
+def check_bytes(data: bytes | memoryview, f: RecordedFile) -> None:
     """Check the whole bytes of ``f`` against its record: size, footer, CRC-32C."""
     if not VERIFY:
         return

@@ -57,10 +57,12 @@ class ScanFile:
     columns: dict[str, str]
     #: the table's current schema (absent columns read as nulls, types are widened)
     schema: pa.Schema = field(repr=False)
-    #: size, footer length and footer CRC-32C recorded by the commit (None: not recorded)
+    #: size, footer length and CRC-32C, whole-file CRC-32C recorded by the commit
+    #: (None: not recorded)
     size: int = 0
     footer_size: int | None = None
     footer_crc: int | None = None
+    crc: int | None = None
 
 
 def fetch(store: ObjectStore, path: str) -> bytes:

@@ -79,6 +79,7 @@ class ScanFileLike(Protocol):
     size: int
     footer_size: int | None
     footer_crc: int | None
+    crc: int | None
 
 
 def base_name(path: str) -> str:
@@ -259,7 +260,7 @@ def _task_reader(loc: Location, schema: pa.Schema, out: pa.Schema, positions: bo
             for task in batch.to_pylist():
                 deleted = BitMap.deserialize(task["deleted"]) if task["deleted"] else BitMap()
                 mapping = json.loads(task["mapping"])
-                rec = _Recorded(task["path"], task["size"], task["flen"], task["fcrc"])
+                rec = _Recorded(task["path"], task["size"], task["flen"], task["fcrc"], task["crc"])
                 try:
                     yield from _read_file(loc, rec, deleted, mapping, schema, out, positions)
                 except datafiles.READ_ERRORS as exc:
@@ -280,6 +281,7 @@ class _Recorded:
     size: int
     footer_size: int | None
     footer_crc: int | None
+    crc: int | None
 
 
 def _read_file(
@@ -294,13 +296,16 @@ def _read_file(
     dead = np.asarray(deleted.to_array(), dtype=np.int64)
     rel = rec.path
     name = base_name(rel)
-    with loc.open_input(rel) as f:
-        n = datafiles.tail_length(rec)
-        if n is not None:  # the footer this task parses is the one the commit recorded
-            f.seek(max(0, rec.size - n))
-            datafiles.check_tail(f.read(n), rec)
-            f.seek(0)
-        pf = pq.ParquetFile(f, page_checksum_verification=datafiles.VERIFY)
+    try:
+        with loc.open_input(rel) as f:  # whole: every column is read anyway
+            data = f.read()
+    except FileNotFoundError:
+        raise
+    except OSError as exc:  # not damage: the bytes were never seen
+        raise storage_failed(rel, exc) from exc
+    # checked against the record (size, footer, whole-file CRC) before a byte is trusted
+    datafiles.check_bytes(data, rec)
+    with pq.ParquetFile(pa.BufferReader(data), page_checksum_verification=datafiles.VERIFY) as pf:
         stored = set(pf.schema_arrow.names)
         wanted = [mapping[c] for c in schema.names if mapping.get(c) in stored]
         start = 0
@@ -354,6 +359,7 @@ def _python_frame(
             "size": pa.array([f.size for f in files], pa.int64()),
             "flen": pa.array([f.footer_size for f in files], pa.int64()),
             "fcrc": pa.array([f.footer_crc for f in files], pa.int64()),
+            "crc": pa.array([f.crc for f in files], pa.int64()),
         }
     )
     slices = max(1, min(len(files), spark.sparkContext.defaultParallelism * 2))

@@ -442,8 +442,15 @@ def _delete_due(lh: MaintainedLakehouse) -> int:
         return 0
     # after the new oldest version was committed (see lakehouse.pins)
     pinned = lh._pins.paths(below=lh._oldest_now())
+    # a safety net: a file a retained version references is never deleted (a queue
+    # written by a version of this code that missed files a rollback brought back)
+    _, live = retained_paths(lh)
     gone: set[str] = set()
+    kept = {q.path for q in due if q.path in live}  # off the queue, not deleted
     for q in due:
+        if q.path in kept:
+            log.warning("data file %s is queued for deletion but referenced: kept", q.path)
+            continue
         if q.path in pinned:
             continue
         try:
@@ -451,12 +458,13 @@ def _delete_due(lh: MaintainedLakehouse) -> int:
             gone.add(q.path)
         except OSError as exc:  # left queued for the next pass
             log.warning("could not delete data file %s: %s", q.path, exc)
-    if gone:
-        lh._db.put(keys.PENDING_GC, codec.encode_gc_queue([q for q in queue if q.path not in gone]))
+    if gone or kept:
+        rest = [q for q in queue if q.path not in gone and q.path not in kept]
+        lh._db.put(keys.PENDING_GC, codec.encode_gc_queue(rest))
         log.info(
             "deleted %d data files of expired versions (%d queued, %d pinned by open readers)",
             len(gone),
-            len(queue) - len(gone),
+            len(rest),
             len(pinned & {q.path for q in due}),
         )
     return len(gone)

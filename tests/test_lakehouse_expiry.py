@@ -630,3 +630,17 @@ def test_a_rollback_to_a_version_expiring_during_its_commit_does_not_commit(path
     assert expired == [2] and lh.version == 2
     assert ids(lh.read("s.t")) == [3]
     lh.close()
+
+
+def test_the_deletion_pass_never_deletes_a_file_a_retained_version_references(path, clock):
+    """A queue entry for a live file (written by code that missed a rollback's
+    files) is dropped from the queue, and the file kept."""
+    from lakehouse import codec, keys
+    from lakehouse.codec import QueuedFile
+
+    with lakehouse.open(path, clock=clock) as lh:
+        live = sorted(files_of(lh))
+        lh._db.put(keys.PENDING_GC, codec.encode_gc_queue([QueuedFile(live[0], 0, 0)]))
+        lh.expire_versions(keep_last=1)  # the pass
+        assert set(live) <= on_disk(lh) and lh.pending_deletions() == []
+        assert ids(lh.read("s.t")) == [1, 2]

@@ -209,7 +209,7 @@ def _reads(
 
 def _verify_cost(s: System, sz: Sizes) -> dict[str, float]:
     """Ours: the same reads with and without the integrity checks (page checksums,
-    footers against the commit, whole-file CRCs where the bytes are in hand),
+    the size, footer and whole-file CRC against the commit),
     alternating; ratio of the medians (checked / unchecked) per way of reading."""
     assert isinstance(s, Ours)
     lh = s.lh

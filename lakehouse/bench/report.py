@@ -114,7 +114,7 @@ def report(res: dict[str, Any]) -> str:
     row("read version 1 of a table with 2 versions, ms",
         {n: _v(rd["first_small"][n], 1e3, ",.1f") for n in names})  # fmt: skip
     for way, ratio in s.get("verify_ratio", {}).items():
-        row(f"{way} with / without integrity checks (page and footer checksums)",
+        row(f"{way} with / without integrity checks (page, footer and file checksums)",
             {"ours": _x(ratio)})  # fmt: skip
     row(f"time travel: {sz['appends'] + 1} versions / 2 versions (target ≤ 1.5x)",
         {n: _x(s["time_travel_ratio"][n]) for n in names})  # fmt: skip

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import math
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -58,10 +60,16 @@ def test_every_available_store_runs_every_workload(tmp_path: Path) -> None:
     # kvstore runs every row; the transaction rows run where the adapters say
     assert {w for s, w in report.not_applicable if s == "kvstore"} == set()
     for r in report.rows:
+        assert r.ops > 0 and math.isfinite(r.seconds) and r.seconds > 0, r
         if r.workload.endswith("_aborts"):
-            assert 0 <= r.value <= 100 and r.ops > 0, r
+            # the rate is the aborts its note counts over the attempts
+            m = re.match(r"(\d+) aborts in (\d+) attempts", r.note)
+            assert m is not None and int(m.group(2)) == r.ops, r
+            assert r.value == pytest.approx(100.0 * int(m.group(1)) / r.ops), r
             continue
-        assert r.value > 0 and r.ops > 0, r
+        if r.unit == "ops/s":  # a rate is the operations done over the seconds timed
+            assert r.value == pytest.approx(r.ops / r.seconds, rel=1e-9), r
+        assert math.isfinite(r.value) and r.value > 0, r
         if r.workload in ("load", "scan"):
             assert r.ops == 2_000, r  # every key loaded and scanned back
         if r.workload == "overwrite":

@@ -955,7 +955,7 @@ class SleepRecordingClock(Clock):
         super().__init__()
         self.sleeps: list[tuple[str, float]] = []
 
-    def sleep(self, seconds: float) -> None:  # type: ignore[override]
+    def sleep(self, seconds: float) -> None:
         self.sleeps.append((threading.current_thread().name, seconds))
         time.sleep(seconds)
 

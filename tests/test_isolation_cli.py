@@ -116,7 +116,8 @@ def test_bench(capsys: pytest.CaptureFixture[str]) -> None:
     code, out = run_cli(capsys, "bench", "--txns", "2000", "--json")
     doc = json.loads(out)
     assert code == 0 and doc["txns"] == 2001 and doc["anomalies"] == {}
-    assert doc["txns_per_second"] > 0
+    seconds = doc["load_seconds"] + doc["check_seconds"]
+    assert seconds > 0 and doc["txns_per_second"] == pytest.approx(doc["txns"] / seconds)
 
 
 def test_levels_and_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
+
+import pytest
 
 from lakehouse import bench
 
@@ -24,12 +27,33 @@ def test_bench_runs_and_reports(tmp_path, capsys):
     assert "raw append+fdatasync" in text and "lakehouse, 8 threads" in text
     res = json.loads(out.read_text())
     t = res["throughput"]
-    assert t["raw_fsync_per_s"] > 0 and t["lakehouse_1_thread_per_s"] > 0
-    assert t["lakehouse_8_threads_per_s"] > 0
+    assert (t["rounds"], t["commits_per_round"]) == (1, 16)
+    rates = ["raw_fsync_per_s", "lakehouse_1_thread_per_s", "lakehouse_8_threads_per_s"]
+    rates += ["fsync_off_per_s", "cpu_us_per_commit"]
     if iceberg:
-        assert t["iceberg_1_thread_per_s"] > 0
+        rates += ["iceberg_1_thread_per_s", "iceberg_8_threads_per_s"]
+    for name in rates:
+        assert _positive(t[name]), (name, t[name])
+    # one round: each ratio is that round's rates divided
+    raw, one, eight = rates[0:3]
+    assert t["single_vs_raw"] == pytest.approx(t[one] / t[raw])
+    assert t["eight_vs_single"] == pytest.approx(t[eight] / t[one])
+    assert t["eight_vs_raw"] == pytest.approx(t[eight] / t[raw])
+    assert isinstance(t["lost_races_retried"], int) and t["lost_races_retried"] >= 0
+    # the printed table shows these numbers
+    assert f"| raw append+fdatasync | {t[raw]:,.0f} | 1.00 |" in text
+    assert f"| lakehouse, 1 thread | {t[one]:,.0f} | {t['single_vs_raw']:.2f} |" in text
     assert [tt["tables"] for tt in res["time_travel"]] == [1000, 100, 1]
-    assert all(tt["compacted"]["ratio"] > 0 for tt in res["time_travel"])
+    for tt in res["time_travel"]:
+        assert tt["versions"] == 60 and _positive(tt["build_s"])
+        for label in ("memtable+L0", "compacted"):
+            r = tt[label]
+            assert _positive(r["at_version_1_us"]) and _positive(r["latest_us"])
+            assert r["ratio"] == pytest.approx(r["at_version_1_us"] / r["latest_us"])
+            assert (
+                f"| {label} | {r['at_version_1_us']:,.0f} µs | {r['latest_us']:,.0f} µs | "
+                f"{r['ratio']:.2f} |"
+            ) in text
     assert "data" not in res
 
 
@@ -47,12 +71,33 @@ def test_data_bench_quick_ours_only(tmp_path, capsys):
     assert res["systems"] == ["ours"]
     (r,) = res["rounds"]
     sz = res["sizes"]
-    assert r["append_per_s"]["ours"] > 0 and r["append_per_s"]["ours, fsync off"] > 0
+    assert (sz["appends"], sz["rows"], sz["rounds"]) == (12, 200, 1)  # --quick
+    assert _positive(r["append_per_s"]["ours"]) and _positive(r["append_per_s"]["ours, fsync off"])
+    # every read and the delete returned the rows expected (the bench checks
+    # each one's row count and raises otherwise); the times are real
+    for kind in ("latest", "first", "first_small"):
+        assert _positive(r["read_s"][kind]["ours"]), kind
+    assert _positive(r["delete_s"]["ours"])
+    assert all(_positive(x) for x in r["verify_ratio"].values()), r["verify_ratio"]
     # the delete wrote no data file and replaced no live one (run() also asserts it)
     assert r["delete_files"]["ours"] == {"new_data_files": 0, "live_files_replaced": 0}
     c = r["concurrent"]["ours"]
     assert c["committed"] == c["attempted"] == sz["threads"] * sz["per_thread"]
     assert c["rows_match"] and not c["errors"]
+    # one round: every summary is that round's figure (median = min = max), and
+    # the time-travel ratio is its reads of version 1 of the big and small tables
     s = res["summary"]
-    assert s["time_travel_ratio"]["ours"]["median"] > 0
-    assert s["read_s"]["latest"]["ours"]["median"] > 0
+    one = lambda x: {"median": x, "min": x, "max": x}  # noqa: E731
+    tt = r["read_s"]["first"]["ours"] / r["read_s"]["first_small"]["ours"]
+    assert s["time_travel_ratio"]["ours"] == pytest.approx(one(tt))
+    assert s["read_s"]["latest"]["ours"] == one(r["read_s"]["latest"]["ours"])
+    assert s["append_per_s"]["ours"] == one(r["append_per_s"]["ours"])
+    assert s["concurrent_committed"]["ours"] == one(c["committed"])
+    assert s["concurrent_per_s"]["ours"] == one(c["per_s"]) and _positive(c["per_s"])
+    assert f"| read latest ({13 * 200:,} rows), ms | " in text
+    assert f"| {tt:.2f}x |" in text
+    assert f"committed of {sz['threads'] * sz['per_thread']} | {c['committed']:,.0f} |" in text
+
+
+def _positive(x: float) -> bool:
+    return isinstance(x, (int, float)) and math.isfinite(x) and x > 0

@@ -3,6 +3,11 @@ small on the shared session so they cannot rot."""
 
 from __future__ import annotations
 
+import math
+import os
+import re
+
+import pyarrow.compute as pc
 import pytest
 
 pytest.importorskip("pyspark", reason="pyspark is not installed (the spark extra)")
@@ -16,11 +21,12 @@ pytestmark = pytest.mark.spark
 
 @pytest.mark.slow
 def test_main_job_runs_end_to_end(spark, tmp_path, capsys):
-    out = spark_demo.main(str(tmp_path), scale=0.01, spark=spark)
+    scale = 0.01
+    out = spark_demo.main(str(tmp_path), scale=scale, spark=spark)
     text = capsys.readouterr().out
     assert out["serializable_attempts"] == 2  # the late load made attempt 1 conflict
-    assert out["deleted"] > 0 and out["orders"] > 0 and out["daily_revenue"] > 0
     assert out["oldest"] == out["version"]  # expire_versions(keep_last=1)
+    _check_demo_counts(out, text, os.path.join(str(tmp_path), "spark-lakehouse"), scale)
     for step in (
         "SERIALIZABLE attempt 1 refused",
         "Change batch merged",
@@ -31,9 +37,85 @@ def test_main_job_runs_end_to_end(spark, tmp_path, capsys):
         assert step in text, step
 
 
+def _printed(pattern: str, text: str) -> list[int]:
+    m = re.search(pattern, text, re.M)
+    assert m is not None, pattern
+    return [int(g.replace(",", "")) for g in m.groups()]
+
+
+def _check_demo_counts(out: dict, text: str, path: str, scale: float) -> None:
+    """The demo's summary and printed counts against the tables it left, read back
+    with the lakehouse (no Spark), and against its loads' sizes."""
+    import lakehouse
+
+    n = lambda rows: max(1000, int(rows * scale))  # noqa: E731 - the demo's sizing
+    loads = [n(1_000_000), n(800_000), n(600_000), n(600_000)]  # order ids from 0, in order
+    early = loads[0] + loads[1]  # ids below this: weeks 1-2, the only ones the delete may touch
+    before_merge = sum(loads) + n(500_000)  # the merge inserts ids from here
+    facts = before_merge + 50  # and the 50 late orders (ids from 10,000,000)
+    with lakehouse.open(path) as lh:
+        assert lh.version == out["version"]
+        orders = lh.read("shop.orders", columns=["order_id", "status"])
+        daily = lh.read("shop.daily_revenue")
+    rows = list(zip(orders["order_id"].to_pylist(), orders["status"].to_pylist()))
+    assert out["orders"] == len(rows) == len({i for i, _ in rows})  # no duplicate order
+    # 4. the delete: the first two weeks' cancelled orders, and nothing else
+    deleted, marked = _printed(r"^4\. Deleted ([\d,]+) .*deletion vectors: ([\d,]+) rows", text)
+    assert deleted == marked == out["deleted"] > 0
+    assert out["deleted"] == early - sum(1 for i, _ in rows if i < early)
+    assert not [i for i, st in rows if i < early and st == "cancelled"]
+    assert sum(1 for i, _ in rows if early <= i < before_merge) == before_merge - early
+    # the merge: every shipped order with id % 10 = 3 delivered; the late ones inserted
+    updated, inserted = _printed(r"merged in [\d.]+s: ([\d,]+) shipped .*?([\d,]+) late", text)
+    late = [st for i, st in rows if before_merge <= i < before_merge + n(20_000)]
+    assert inserted == len(late) == n(20_000)
+    assert not [i for i, st in rows if i < before_merge and i % 10 == 3 and st == "shipped"]
+    assert out["orders"] == facts - out["deleted"] + inserted
+    # 3. the SERIALIZABLE aggregate counts every order it saw, once
+    agg, counted = _printed(r"sum\(daily_revenue\.orders\) = ([\d,]+) = .* = ([\d,]+)\.", text)
+    assert agg == counted == facts
+    assert daily.num_rows == out["daily_revenue"] and pc.sum(daily["orders"]).as_py() == facts
+    # 5. orders per status, before the changes and now: the changes account for the difference
+    then, now = {}, {}
+    for st in spark_demo.STATUSES:
+        then[st], now[st] = _printed(rf"^   {st} +([\d,]+) +([\d,]+)$", text)
+        assert now[st] == sum(1 for _, s in rows if s == st), st
+    assert sum(then.values()) == facts
+    added = {st: late.count(st) for st in spark_demo.STATUSES}
+    assert now["delivered"] == then["delivered"] + updated + added["delivered"]
+    assert now["shipped"] == then["shipped"] - updated + added["shipped"]
+    assert now["cancelled"] == then["cancelled"] - out["deleted"] + added["cancelled"]
+    # 6. the bad load (order ids 0 ..) and its rollback; 7. compaction keeps every row
+    bad, negative = _printed(r"^6\. Load 6 \(([\d,]+) rows, .*?: ([\d,]+) rows with", text)
+    assert bad == negative == n(200_000)
+    (dupes,) = _printed(r"quantity <= 0 and ([\d,]+) duplicate order ids", text)
+    assert dupes == sum(1 for i, _ in rows if i < bad)
+    assert _printed(r"; ([\d,]+) rows again\.", text) == [out["orders"]]
+    assert _printed(r"rows unchanged \(([\d,]+)\)", text) == [out["orders"]]
+
+
 def test_benchmark_runs(spark, tmp_path):
-    res = bench.run(rows=20_000, repeats=1, root=str(tmp_path), spark=spark)
-    for key in ("write", "read", "read_1pct_deleted"):
-        assert res[key]["ratio"] > 0
-    assert res["deleted_rows"] == 200
-    assert "read, 1% deleted" in bench.format_table(res)
+    rows = 20_000
+    res = bench.run(rows=rows, repeats=1, root=str(tmp_path), spark=spark)
+    assert (res["rows"], res["repeats"]) == (rows, 1)
+    # the delete's predicate is order_id % 100 = 7 over order ids 0 .. rows-1
+    assert res["deleted_rows"] == sum(1 for i in range(rows) if i % 100 == 7)
+    table = bench.format_table(res)
+    assert f"{rows:,} rows, 1 repeats" in table
+    for key, label in (
+        ("write", "write"),
+        ("read", "read"),
+        ("read_1pct_deleted", "read, 1% deleted"),
+    ):
+        r = res[key]
+        p, q = r["plain_s"], r["lakehouse_s"]
+        for x in (*p.values(), *q.values()):
+            assert math.isfinite(x) and x > 0, (key, r)
+        # one repeat: median = min = max, and the ratio is the two times divided
+        assert p["min"] == p["median"] == p["max"] and q["min"] == q["median"] == q["max"]
+        assert r["ratio"] == pytest.approx(q["median"] / p["median"])
+        assert r["ratio_range"] == pytest.approx([r["ratio"], r["ratio"]])
+        if "cpu_ratio" in r:
+            assert r["cpu_ratio"] == pytest.approx(r["cpu_lakehouse_s"] / r["cpu_plain_s"])
+        line = next(x for x in table.splitlines() if x.startswith(f"{label:18} "))
+        assert f"{p['median']:>9.2f} " in line and f"{r['ratio']:>5.2f}x" in line, line

@@ -14,7 +14,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from datetime import datetime
 from pathlib import Path
 

@@ -9,6 +9,8 @@
 
 from __future__ import annotations
 
+import linecache
+import sys
 import threading
 import time
 from typing import Any
@@ -134,6 +136,12 @@ class ListHookStore(MemoryStore):
         return out
 
 
+def _waiting_at(thread: threading.Thread, text: str) -> bool:
+    """Whether ``thread``'s innermost Python frame is on a source line containing ``text``."""
+    frame = sys._current_frames().get(thread.ident or -1)
+    return frame is not None and text in linecache.getline(frame.f_code.co_filename, frame.f_lineno)
+
+
 def test_checkpoint_created_during_a_gc_pass_keeps_its_files() -> None:
     """The interleaving: a GC pass read the checkpoint pins, then (before it read the
     live set) a checkpoint was created and compaction replaced its SSTs in the live
@@ -171,12 +179,15 @@ def test_checkpoint_created_during_a_gc_pass_keeps_its_files() -> None:
         # runs; wait until it is done or (fixed) waits for this pass to end
         t = threading.Thread(target=checkpoint_then_compact)
         t.start()
-        deadline = time.monotonic() + 3
-        while time.monotonic() < deadline and not done.is_set():
+        # until it is done, or waits for the file lock this pass holds (its stack
+        # shows it); the deadline only bounds a hang
+        deadline = time.monotonic() + 60
+        while not done.is_set() and not _waiting_at(t, "self._files.lock"):
+            assert time.monotonic() < deadline, "the checkpoint thread neither ran nor waited"
             m = db._manifests.current
             if "cp" in m.checkpoints and not m.l0:
                 break
-            time.sleep(0.01)
+            time.sleep(0.001)
         during_listing.thread = t  # type: ignore[attr-defined]
 
     store.hook = during_listing

@@ -38,6 +38,7 @@ import pytest
 
 import kvstore
 from kvstore import Isolation, TransactionConflict, paths
+from kvstore.clock import FakeClock
 from kvstore.objstore import FaultyStore, FsspecStore, SimulatedCrash, open_store
 
 pytestmark = pytest.mark.s3
@@ -455,10 +456,11 @@ def test_fenced_writer_learns_within_the_check_interval(s3_url: tuple[str, dict]
     """With the default interval a non-durable write may still be accepted in memory
     right after the fence, but it never reaches the store, and a durable write or
     the next check raises FencedError."""
-    old = open_s3(s3_url, fence_check_interval=0.2)
+    clock = FakeClock()  # the old writer's time passes only when the test says
+    old = open_s3(s3_url, fence_check_interval=0.2, clock=clock)
     old.put(b"a", b"1")
     new = open_s3(s3_url)
-    time.sleep(0.25)
+    clock.advance(0.25)  # past the check interval: the next write asks the manifest
     with pytest.raises(kvstore.FencedError):
         old.put(b"late", b"x", durable=False)
     old.close()
@@ -725,10 +727,13 @@ def test_checkpoints_and_gc_on_s3(s3_url: tuple[str, dict], s3_bucket: str, s3_o
 
 
 def test_expired_checkpoint_is_collected(s3_url: tuple[str, dict]) -> None:
-    with open_s3(s3_url) as db:
+    clock = FakeClock()
+    with open_s3(s3_url, clock=clock) as db:
         db.put(b"a", b"1")
         db.create_checkpoint("short", expires_in=0.05)
-        time.sleep(0.1)
+        db.collect_garbage(grace_seconds=0)
+        assert [c["name"] for c in db.list_checkpoints()] == ["short"]  # not yet expired
+        clock.advance(0.1)
         db.collect_garbage(grace_seconds=0)
         assert db.list_checkpoints() == []
 

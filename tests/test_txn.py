@@ -427,9 +427,10 @@ def test_expired_transaction_fails_when_another_begins(mem_url: str) -> None:
 def test_expired_transaction_fails_at_commit(mem_url: str) -> None:
     """A lone transaction older than transaction_ttl fails at commit (API.md, options)."""
     db = kvstore.open(mem_url, transaction_ttl=TTL, **FAST)
+    clock = with_manual_clock(db)
     t = db.transaction()
     t.put(b"k", b"v")
-    time.sleep(TTL * 3)
+    clock[0] += TTL * 3
     try:
         with pytest.raises(kvstore.TransactionExpired):
             t.commit()
@@ -461,8 +462,9 @@ def test_expired_transaction_does_not_hold_the_oracle_under_plain_writes(mem_url
     """An abandoned (still referenced) transaction past its TTL stops holding the window
     open (oracle docstring) even when only non-transactional writes follow."""
     db = kvstore.open(mem_url, transaction_ttl=TTL, **FAST)
+    clock = with_manual_clock(db)
     forgotten = db.transaction()
-    time.sleep(TTL * 3)
+    clock[0] += TTL * 3
     try:
         for i in range(200):
             db.put(f"k{i}".encode(), b"x")
@@ -475,8 +477,9 @@ def test_expired_transaction_does_not_hold_the_oracle_under_plain_writes(mem_url
 def test_expired_read_only_transaction_still_commits(mem_url: str) -> None:
     db = kvstore.open(mem_url, transaction_ttl=TTL, **FAST)
     db.put(b"k", b"0")
+    clock = with_manual_clock(db)
     t = db.transaction(Isolation.SERIALIZABLE)
-    time.sleep(TTL * 3)
+    clock[0] += TTL * 3
     db.transaction().rollback()
     db.put(b"k", b"1")
     assert t.get(b"k") == b"0"  # its snapshot is still pinned

@@ -47,6 +47,7 @@ from kvstore.wal import WalFailed
 
 #: no background threads: every store call happens on the test's thread
 QUIET: dict[str, Any] = {"fsync": False, "background_flush": False, "background_compaction": False}
+LIVENESS_S = 30.0  # only catches a hang: each wait returns when its event happens
 
 
 @pytest.fixture(autouse=True)
@@ -101,7 +102,7 @@ def test_durable_put_whose_frame_a_failed_write_out_dropped_raises(tmp_path: Pat
 
         def held_gather() -> None:  # the leader owns the sync, has not taken frames yet
             in_gather.set()
-            assert failed.wait(5)
+            assert failed.wait(LIVENESS_S)
             orig_gather()
 
         wal._gather = held_gather
@@ -117,14 +118,14 @@ def test_durable_put_whose_frame_a_failed_write_out_dropped_raises(tmp_path: Pat
         leader = threading.Thread(target=durable_put)
         leader.start()
         try:
-            assert in_gather.wait(5)
+            assert in_gather.wait(LIVENESS_S)
             fs.fail_before = fs.mutations + 1  # the next journal append fails
             with pytest.raises(OSError, match="injected failure"):
                 db.put(b"nd2", b"y" * 5000, durable=False)  # >= wal_buffer_bytes: write_out
             assert fs.log[-1][1] == "append"
         finally:
             failed.set()
-            leader.join(5)
+            leader.join(LIVENESS_S)
         assert not leader.is_alive()
         assert "seq" not in result, f"durable put acknowledged as seq {result.get('seq')}"
         assert isinstance(result["error"], (kvstore.KvError, OSError)), result["error"]
@@ -349,7 +350,7 @@ def test_gc_concurrent_with_delete_checkpoint_keeps_its_files_for_a_fresh_grace(
             if gc_thread is None:  # the checkpoint is gone from the manifest; pins not released
                 gc_thread = threading.Thread(target=gc)
                 gc_thread.start()
-                assert progressed.wait(5)
+                assert progressed.wait(LIVENESS_S)
             return m
 
         db._manifests.advance = advance_then_gc  # type: ignore[method-assign]
@@ -360,7 +361,7 @@ def test_gc_concurrent_with_delete_checkpoint_keeps_its_files_for_a_fresh_grace(
             del db._manifests.advance
             db._files.lock = db._files.lock.inner
         assert gc_thread is not None
-        gc_thread.join(5)
+        gc_thread.join(LIVENESS_S)
         assert not gc_thread.is_alive()
         assert "error" not in gc_result, gc_result
         assert cp_ssts <= sst_ids(store), "checkpoint files deleted without a fresh grace"

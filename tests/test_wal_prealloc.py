@@ -133,9 +133,12 @@ def test_the_prewriter_keeps_ahead_of_the_commits(
         j.append(frame)
         j.sync()
         assert j._pos <= before or j.prewrites[1] > 0  # only append's own step lands past
-        deadline = time.monotonic() + 2
-        while j._allocated - j._pos < 2048 and time.monotonic() < deadline:
-            time.sleep(0.0005)  # a commit takes far longer than one step's pre-write
+        # a commit takes far longer than one step's pre-write: wait until the
+        # pre-writer is ahead again (the deadline only bounds a hang)
+        deadline = time.monotonic() + 60
+        while j._allocated - j._pos < 2048:
+            assert time.monotonic() < deadline, "the pre-writer never got ahead"
+            time.sleep(0.0005)
     assert j.prewrites[0] >= 40 and j.prewrites[1] == 1  # append only for the first step
     data = (tmp_path / "j").read_bytes()
     assert data[: j._pos] == frame * 2000 and not any(data[j._pos :])

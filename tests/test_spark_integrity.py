@@ -194,3 +194,19 @@ def test_python_tasks_check_the_whole_file(spark: Any, tables: Tables) -> None:
     finally:
         path.write_bytes(original)
     assert len(rows(lhs.read(tables.lh, spark, PY_T))) == 6000
+
+
+def test_spark_reads_refuse_a_file_of_another_length(spark: Any, tables: Tables) -> None:
+    """Spark's own reader finds a file's footer at its end: a file grown by a copy
+    of its own footer would read as the same rows from bytes the commit never
+    recorded. The driver checks each file's length too (CorruptionError naming it)."""
+    path = next(iter(tables.files[JVM_T]))
+    original = path.read_bytes()
+    flen = int.from_bytes(original[-8:-4], "little")
+    path.write_bytes(original + original[-8 - flen :])
+    try:
+        with pytest.raises(lakehouse.CorruptionError, match=path.name):
+            lhs.read(tables.lh, spark, JVM_T)
+    finally:
+        path.write_bytes(original)
+    assert len(rows(lhs.read(tables.lh, spark, JVM_T))) == 8000 - 80

@@ -112,9 +112,10 @@ def _empty(spark: SparkSession, schema: pa.Schema, positions: bool) -> DataFrame
 
 
 def check_footers(files: Sequence[ScanFileLike], loc: Location) -> None:
-    """On the driver, before any job: the footer of every file to read against
-    what its commit recorded (one tail read each, in parallel), so no executor
-    trusts a damaged footer (CorruptionError naming the first damaged file)."""
+    """On the driver, before any job: the footer and length of every file to read
+    against what its commit recorded (one tail read each, in parallel, one byte past
+    the recorded end), so no executor trusts a damaged footer, nor Spark's reader a
+    footer it finds at another end (CorruptionError naming the first damaged file)."""
     todo = [f for f in files if datafiles.tail_length(f) is not None]
     if not todo or not datafiles.VERIFY:
         return
@@ -122,13 +123,17 @@ def check_footers(files: Sequence[ScanFileLike], loc: Location) -> None:
     def one(f: ScanFileLike) -> None:
         n = datafiles.tail_length(f) or 0
         try:
-            tail = loc.read_tail(f.path, f.size, n)
+            tail = loc.read_tail(f.path, f.size + 1, n + 1)
         except FileNotFoundError:
             raise DataFileMissing(
                 f"data file {f.path} is referenced by the table but missing from storage", f.path
             ) from None
         except OSError as exc:  # fsspec's and the OS's errors alike: not damage
             raise storage_failed(f.path, exc) from exc
+        if len(tail) > n:
+            raise CorruptionError(
+                f"data file {f.path} is damaged: it is longer than the {f.size} bytes recorded"
+            )
         datafiles.check_tail(tail, f)
 
     if len(todo) == 1:

@@ -112,7 +112,7 @@ sys.exit(1 if report["problems"] else 0)
 
 
 LIVE_CHILD = r"""
-import json, os, sys, time
+import json, os, sys
 import kvstore
 
 path, ready_file, stop_file, group = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])

@@ -57,11 +57,31 @@ CHILD = textwrap.dedent(
     if point == "before-commit":
         lh._before_kv_commit = die
 
+    data_dir = lh.data_location()[0][len("file://") :]
+    existing = {os.path.join(r, x) for r, _, names in os.walk(data_dir) for x in names}
+
+    def other_file_written():
+        # a new Parquet file, closed: its footer's magic ends it
+        for root, _, names in os.walk(data_dir):
+            for name in names:
+                p = os.path.join(root, name)
+                if name.endswith(".parquet") and p not in existing:
+                    try:
+                        with open(p, "rb") as f:
+                            f.seek(-4, 2)
+                            if f.read(4) == b"PAR1":
+                                return True
+                    except OSError:  # too short yet, or renamed meanwhile
+                        pass
+        return False
+
     def maybe_kill(x):
         from pyspark import TaskContext
         import time
         if point == "mid-job" and TaskContext.get().partitionId() == 1 and x == 1500:
-            time.sleep(2)  # partition 0 finishes its file meanwhile
+            deadline = time.monotonic() + 120  # only bounds a hang
+            while not other_file_written() and time.monotonic() < deadline:
+                time.sleep(0.01)  # until partition 0 has written its file
             os.kill(me, signal.SIGKILL)
         return x
 
@@ -132,6 +152,13 @@ def test_driver_killed_during_spark_write(tmp_path, point, writer):
         assert sorted(lh.read("ns.t").column("id").to_pylist())[:100] == list(range(100))
         for p in files:
             assert os.path.exists(os.path.join(data_dir, p))
+        if point == "mid-job" and writer == "python":
+            # the other task's file was written before the kill (the JVM writer's
+            # staging files may be gone: the JVM cleans up when its driver dies)
+            on_disk = {os.path.join(root, x) for root, _, names in os.walk(data_dir) for x in names}
+            assert any(
+                p.endswith(".parquet") for p in on_disk - {os.path.join(data_dir, f) for f in files}
+            ), on_disk
         # the dead write's files are orphans: remove_orphan_files reclaims the ones named
         # <epoch ms>-...parquet; Spark's own staging directory (<epoch ms>-spark-<job>/, its
         # files named by Spark) is all that may be left

@@ -196,7 +196,13 @@ def merge(
         )
     if when_not_matched not in ("insert", "ignore"):
         raise ValueError(f"when_not_matched must be 'insert' or 'ignore', not {when_not_matched!r}")
-    src = conform(to_table(data), d.schema, "the merge source")
+    raw = to_table(data, "the merge source")
+    # columns the source lacks: matched rows keep their values, inserted rows get nulls
+    kept = [c for c in d.columns if c.name not in raw.column_names]
+    lenient = pa.schema(
+        [f.with_nullable(True) if f.name not in raw.column_names else f for f in d.schema]
+    )
+    src = conform(raw, lenient, "the merge source")
     if any(src.column(k).null_count for k in on):
         raise ValueError(f"the merge source has null keys in {on}")
     src_keys = src.select(on)
@@ -205,13 +211,13 @@ def merge(
     key_pred = _key_predicate(src_keys, on)
     txn._note_data_read(d, key_pred)
     files = txn._table_files(d.namespace, d.name)
-    w = txn._table_write(d.namespace, d.name)
-    w.note("merge")
-    w.keys = tuple(on)
     by_path = {f.path: file_key_id(f) for f, _ in files}
-    key_cols = [c for c in d.columns if c.name in on]
+    fill = kept if when_matched == "update" else []
+    key_cols = [c for c in d.columns if c.name in on or c in fill]
     src_idx = src_keys.append_column("_src", pa.array(range(src.num_rows), pa.int64()))
     matched_src: list[int] = []
+    old_values: list[pa.Table] = []  # per matched source row, the target's values of `fill`
+    hits: list[tuple[str, BitMap]] = []  # marked deleted once the merge is known to be valid
     for f, hit in scan.matching_positions(txn._lh._data, d, files, key_pred, columns=key_cols):
         if not hit.num_rows:
             continue
@@ -221,8 +227,10 @@ def merge(
         if j.num_rows != len(set(j.column("_pos").to_pylist())):  # defensive
             raise ValueError("a target row matched two source rows")
         matched_src.extend(j.column("_src").to_pylist())
+        if fill:
+            old_values.append(j.select(["_src"] + [c.name for c in fill]))
         if when_matched != "ignore":
-            w.delete(by_path[f.path], BitMap(j.column("_pos").to_numpy()))
+            hits.append((by_path[f.path], BitMap(j.column("_pos").to_numpy())))
     if len(matched_src) != len(set(matched_src)):
         raise ValueError(
             f"a source key matches two rows of {d.qualified_name} on {on}; merge needs unique "
@@ -233,19 +241,46 @@ def merge(
     out = []
     updated = deleted = inserted = 0
     if when_matched == "update" and matched:
-        out.append(src.filter(is_matched))
+        out.append(_with_target_values(src.filter(is_matched), old_values, fill))
         updated = len(matched)
     elif when_matched == "delete":
         deleted = len(matched)
     if when_not_matched == "insert":
         new = src.filter(pc.invert(is_matched))
         if new.num_rows:
+            for c in kept:
+                if not d.schema.field(c.name).nullable:
+                    raise ValueError(
+                        f"the merge source lacks column {c.name!r}, which may not be null, "
+                        f"and {new.num_rows} of its rows would be inserted"
+                    )
             out.append(new)
-            w.inserted.append(new.select(on))
             inserted = new.num_rows
+    # valid: only now does the transaction see the merge
+    w = txn._table_write(d.namespace, d.name)
+    w.note("merge")
+    w.keys = tuple(on)
+    for fid, positions in hits:
+        w.delete(fid, positions)
+    if inserted:
+        w.inserted.append(out[-1].select(on))
     if out:
-        _write_rows(txn, d, pa.concat_tables(out), "merge")
+        rows = pa.concat_tables([t.cast(d.schema) for t in out])
+        _write_rows(txn, d, rows, "merge")
     return MergeResult(inserted=inserted, updated=updated, deleted=deleted)
+
+
+def _with_target_values(updates: pa.Table, old_values: list[pa.Table], fill: list[Any]) -> pa.Table:
+    """``updates`` (matched source rows, in source order) with the columns ``fill``,
+    which the source lacks, taken from the target rows they matched."""
+    if not fill:
+        return updates
+    old = pa.concat_tables(old_values).sort_by("_src")  # one row per matched source row
+    for c in fill:
+        i = updates.schema.get_field_index(c.name)
+        col = old.column(c.name).cast(updates.schema.field(i).type)
+        updates = updates.set_column(i, updates.schema.field(i), col)
+    return updates
 
 
 def _key_predicate(keys: pa.Table, on: list[str]) -> Predicate:

@@ -32,6 +32,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
@@ -376,9 +377,12 @@ def merge(
         for k in keys:
             if k not in tbl.schema.names:
                 raise ValueError(f"merge key {k!r} is not a column of {table}")
-        src = prepare(df, match_columns(df.schema, tbl.schema, table), table).persist()
+        # columns the source lacks: matched rows keep their values, inserted rows get nulls
+        kept = [n for n in tbl.schema.names if n not in df.schema.names]
+        lenient = pa.schema([f.with_nullable(True) if f.name in kept else f for f in tbl.schema])
+        src = prepare(df, match_columns(df.schema, lenient, table), table).persist()
         try:
-            result = _merge(spark, t, tbl, src, keys, when_matched, when_not_matched)
+            result = _merge(spark, t, tbl, src, keys, when_matched, when_not_matched, kept)
         finally:
             src.unpersist()
         if own:
@@ -394,6 +398,7 @@ def _merge(
     keys: list[str],
     when_matched: str,
     when_not_matched: str,
+    kept: list[str],
 ) -> MergeResult:
     table = tbl.name
     # job 1: the source's keys are non-null and unique
@@ -435,6 +440,15 @@ def _merge(
         rows = got.column(ROW_COL).to_numpy()
         for name in np.unique(names):
             matched[by_name[str(name)]] = np.sort(rows[names == name])
+    not_null = [n for n in kept if not tbl.schema.field(n).nullable]
+    if not_null and when_not_matched == "insert":
+        with spark_job(f"counting the merge source for {table}"):
+            inserts = src.count() - got.num_rows
+        if inserts:
+            raise ValueError(
+                f"the merge source lacks column {not_null[0]!r}, which may not be null, "
+                f"and {inserts} of its rows would be inserted"
+            )
     # job 3: write updated (U) and inserted (I) rows apart, in one job
     outputs = []
     if when_matched == "update" and matched:
@@ -446,7 +460,14 @@ def _merge(
         # the matched keys came back with job 2: a small relation with exact statistics
         # (joining the whole target's keys here made Spark broadcast 3M keys and fail)
         tkeys = spark.createDataFrame(got.select(keys)).withColumn("_m", F.lit(True))
-        rows_df = src.join(tkeys, keys, "left").select(
+        joined = src.join(tkeys, keys, "left")
+        if kept and "U" in outputs:
+            # the target's values of the columns the source lacks, for the matched rows
+            old = target.select(*[col(k) for k in keys], *[col(n) for n in kept]).join(
+                F.broadcast(tkeys.select(*keys)), keys, "left_semi"
+            )
+            joined = joined.drop(*kept).join(old, keys, "left")
+        rows_df = joined.select(
             *[col(n) for n in tbl.schema.names],
             F.when(F.col("_m").isNotNull(), F.lit("U")).otherwise(F.lit("I")).alias(_KIND),
         )

@@ -59,6 +59,7 @@ from lakehouse.model import (
     TableStats,
     VersionInfo,
     check_name,
+    named_ops,
     to_epoch_ms,
 )
 from lakehouse.options import Options
@@ -504,7 +505,7 @@ class Lakehouse:
                 raise NotFound(f"version {version} does not exist; the latest is {head}")
             if version < oldest:
                 raise VersionExpired(f"version {version} has expired")
-            return self._record(version, snap.get)
+            return named_ops(self._record(version, snap.get))
 
     def history(self, *, limit: int | None = None) -> list[VersionInfo]:
         """Retained versions, newest first: what each changed, its isolation, rollback source."""
@@ -523,7 +524,7 @@ class Lakehouse:
                 if rec is None:
                     rec = codec.decode_record(v)
                     self._remember(rec)
-                out.append(rec)
+                out.append(named_ops(rec))
         return out
 
     def rollback(self, to_version: int) -> int:

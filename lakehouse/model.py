@@ -20,7 +20,7 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from typing import Any
@@ -412,7 +412,9 @@ class TableChange:
     ``deleted`` maps a file id to the positions this version newly deleted in
     it (an encoded deletion vector); ``removed`` lists files dropped whole;
     ``rewrites`` says where a compaction put the rows it moved; ``keys`` names
-    the merge key columns when the version inserted rows by key.
+    the merge key columns when the version inserted rows by key; ``updated``
+    and ``post`` tell the change feed which deletions and added files were an
+    update's (or a merge update's) pre- and post-images.
     """
 
     table: str
@@ -422,6 +424,12 @@ class TableChange:
     deleted: Mapping[str, bytes] = field(default_factory=dict)
     rewrites: tuple[Rewrite, ...] = ()
     keys: tuple[str, ...] = ()
+    #: the table's id (records written before it: "", matched by name)
+    table_id: str = ""
+    #: of ``deleted``, the positions an update or merge replaced (their pre-images)
+    updated: Mapping[str, bytes] = field(default_factory=dict)
+    #: of ``added``, the files holding those rows' new versions (post-images)
+    post: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -481,6 +489,36 @@ class VersionInfo:
             head = ""
         body = ", ".join(str(c) for c in self.changes) or "no changes"
         return f"{head}: {body}" if head else body
+
+
+#: what ``VersionInfo.changes`` items name a table's data change by
+DATA_OPS = ("append", "overwrite", "delete", "update", "merge", "compact", "restore")
+
+
+def named_ops(v: VersionInfo) -> VersionInfo:
+    """``v`` with each table's data change named by what it did.
+
+    A version record stores a data change as an ``alter`` of the table whose
+    definition stayed the same (the conflict rules read it so), with the
+    operations in its :class:`TableChange`. :meth:`Lakehouse.history` and
+    ``version_info`` show one item per operation instead (``append``,
+    ``delete``, ``update``, ``merge``, ``compact``, ``restore``, ...), after
+    the table's definition change if it had one (``create table`` then
+    ``append``), in the order applied.
+    """
+    ops = {c.table: c.ops for c in v.data}
+    if not ops:
+        return v
+    out: list[ObjectChange] = []
+    for c in v.changes:
+        mine = ops.get(c.name) if c.kind == "table" else None
+        if not mine:
+            out.append(c)
+            continue
+        if not (c.op == "alter" and c.old_id == c.new_id):
+            out.append(c)  # its definition changed too: that comes first
+        out.extend(ObjectChange(c.kind, c.name, op, c.old_id, c.new_id) for op in mine)
+    return replace(v, changes=tuple(out))
 
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)

@@ -347,22 +347,38 @@ class Transaction(DefinitionOps):
         return ops.compact(self, table, target_file_bytes, progress)
 
     def add_files(
-        self, table: str, paths: Sequence[str], *, on: Sequence[str] | None = None
+        self,
+        table: str,
+        paths: Sequence[str],
+        *,
+        on: Sequence[str] | None = None,
+        updates: bool = False,
     ) -> int:
-        """Register Parquet files already written under the data directory (Spark)."""
+        """Register Parquet files already written under the data directory (Spark).
+
+        ``updates=True``: the files hold new versions of rows this transaction
+        deleted with ``delete_rows(..., updated=True)`` (the change feed reports
+        them as update post-images)."""
         if isinstance(paths, str) or not hasattr(paths, "__iter__"):
             raise TypeError(f"paths must be a list of str, not {type(paths).__name__}")
-        return ops.add_files(self, table, list(paths), on)
+        return ops.add_files(self, table, list(paths), on, bool(updates))
 
     def delete_rows(
-        self, table: str, positions: Mapping[str, Iterable[int]], *, op: str = "delete"
+        self,
+        table: str,
+        positions: Mapping[str, Iterable[int]],
+        *,
+        op: str = "delete",
+        updated: bool = False,
     ) -> int:
         """Mark row positions deleted, keyed by data file path (as ``list_data_files``).
 
         ``op`` names the operation the deletion belongs to for the conflict rules
         (``"update"`` when new versions of the rows are added with ``add_files``:
-        then an overlap with a concurrent delete is a conflict, not a union)."""
-        return ops.delete_rows(self, table, positions, op)
+        then an overlap with a concurrent delete is a conflict, not a union).
+        ``updated=True``: the rows are replaced by new versions (``add_files(...,
+        updates=True)``), which the change feed reports as update pre-images."""
+        return ops.delete_rows(self, table, positions, op, bool(updated))
 
     def remove_files(self, table: str, paths: Iterable[str]) -> int:
         """Drop whole data files from the table."""

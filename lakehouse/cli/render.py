@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow as pa
 
 from kvstore.cli.codec import escape
-from lakehouse.model import DataFile, TableDef, VersionInfo, ViewDef
+from lakehouse.model import DATA_OPS, DataFile, ObjectChange, TableDef, VersionInfo, ViewDef
 from lakehouse.reads import ReadOps
 
 #: longest cell shown in text tables (``--wide`` shows everything)
@@ -169,15 +169,18 @@ def _files(n: int) -> str:
     return f"{n} file" if n == 1 else f"{n} files"
 
 
+def _summed_below(c: ObjectChange, data_tables: set[str]) -> bool:
+    """A table's data operation (or the unchanged-definition "alter" an older record
+    stores for one), summed up per table by :func:`version_summary`."""
+    if c.kind != "table" or c.name not in data_tables:
+        return False
+    return c.op in DATA_OPS or (c.op == "alter" and c.old_id == c.new_id)
+
+
 def version_summary(v: VersionInfo) -> str:
     """What a version changed, in one line: objects, then rows per table."""
     data_tables = {c.table for c in v.data}
-    items = [
-        str(c)
-        for c in v.changes  # a data change "alters" its table without changing its definition
-        if not (c.kind == "table" and c.op == "alter" and c.name in data_tables)
-        or c.old_id != c.new_id
-    ]
+    items = [str(c) for c in v.changes if not _summed_below(c, data_tables)]
     for c in v.data:
         detail = []
         if c.added:

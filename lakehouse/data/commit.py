@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
@@ -61,7 +62,7 @@ def rebase_all(
         reads = txn._data_reads.get((ns, t), [])
         kv, change = rebase(ktx, lh._data, d, w, _base(txn, ns, t), reads, records)
         writes.extend(kv)
-        changes.append(change)
+        changes.append(dataclasses.replace(change, table_id=d.table_id))
     for (ns, t), reads in sorted(txn._data_reads.items()):
         wr = txn._table_writes.get((ns, t))
         if wr is not None and not wr.is_empty():

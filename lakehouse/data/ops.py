@@ -51,11 +51,18 @@ ROWS_PER_FILE = 1_000_000
 TARGET_FILE_BYTES = 64 << 20
 
 
-def _write_rows(txn: TransactionState, d: TableDef, rows: pa.Table, op: str) -> int:
+def _write_rows(
+    txn: TransactionState, d: TableDef, rows: pa.Table, op: str, *, post: bool = False
+) -> int:
+    """Write ``rows`` as new data files; ``post``: they are new versions of rows an
+    update or merge replaced (the change feed's post-images)."""
     w = txn._table_write(d.namespace, d.name)
     w.note(op)
+    before = set(w.added)
     for start in range(0, rows.num_rows, ROWS_PER_FILE):
         txn._write_data_file(d, rows.slice(start, ROWS_PER_FILE), w)
+    if post:
+        w.post |= set(w.added) - before
     return rows.num_rows
 
 
@@ -142,7 +149,8 @@ def update(txn: TransactionState, table: str, where: Any, values: Mapping[str, A
     w = txn._table_write(d.namespace, d.name)
     w.note("update")
     by_path = {f.path: file_key_id(f) for f, _ in files}
-    parts = []
+    parts: list[pa.Table] = []  # new versions of rows committed before (post-images)
+    fresh: list[pa.Table] = []  # of rows this transaction added: still inserts
     for f, hit in scan.matching_positions(txn._lh._data, d, files, pred):
         if not hit.num_rows:
             continue
@@ -160,12 +168,16 @@ def update(txn: TransactionState, table: str, where: Any, values: Mapping[str, A
                     ) from None
             else:
                 new_cols.append(old.column(field.name))
-        parts.append(pa.Table.from_arrays(new_cols, names=d.schema.names))
-        w.delete(by_path[f.path], scan.positions_of(hit))
-    if not parts:
-        return 0
-    rows = conform(pa.concat_tables(parts), d.schema, "the updated rows")
-    return _write_rows(txn, d, rows, "update")
+        fid = by_path[f.path]
+        own = fid in w.added and fid not in w.post  # an earlier update's rows: still updates
+        (fresh if own else parts).append(pa.Table.from_arrays(new_cols, names=d.schema.names))
+        w.delete(fid, scan.positions_of(hit), updated=not own)
+    n = 0
+    for group, post in ((parts, True), (fresh, False)):
+        if group:
+            rows = conform(pa.concat_tables(group), d.schema, "the updated rows")
+            n += _write_rows(txn, d, rows, "update", post=post)
+    return n
 
 
 def merge(
@@ -218,6 +230,9 @@ def merge(
     matched_src: list[int] = []
     old_values: list[pa.Table] = []  # per matched source row, the target's values of `fill`
     hits: list[tuple[str, BitMap]] = []  # marked deleted once the merge is known to be valid
+    w0 = txn._table_write(d.namespace, d.name)
+    own_files = set(w0.added) - w0.post  # an earlier update's rows: still updates
+    own_src: list[int] = []  # matched rows this transaction added (their update is an insert)
     for f, hit in scan.matching_positions(txn._lh._data, d, files, key_pred, columns=key_cols):
         if not hit.num_rows:
             continue
@@ -227,6 +242,8 @@ def merge(
         if j.num_rows != len(set(j.column("_pos").to_pylist())):  # defensive
             raise ValueError("a target row matched two source rows")
         matched_src.extend(j.column("_src").to_pylist())
+        if by_path[f.path] in own_files:
+            own_src.extend(j.column("_src").to_pylist())
         if fill:
             old_values.append(j.select(["_src"] + [c.name for c in fill]))
         if when_matched != "ignore":
@@ -239,9 +256,16 @@ def merge(
     matched = BitMap(matched_src)
     is_matched = pa.array([i in matched for i in range(src.num_rows)], pa.bool_())
     out = []
+    post_rows: pa.Table | None = None
     updated = deleted = inserted = 0
     if when_matched == "update" and matched:
-        out.append(_with_target_values(src.filter(is_matched), old_values, fill))
+        upd = _with_target_values(src.filter(is_matched), old_values, fill)
+        if own_src:  # rows of this transaction's own files: their new versions are inserts
+            own = BitMap(own_src)
+            is_own = pa.array([i in own for i in matched], pa.bool_())
+            out.append(upd.filter(is_own))
+            upd = upd.filter(pc.invert(is_own))
+        post_rows = upd
         updated = len(matched)
     elif when_matched == "delete":
         deleted = len(matched)
@@ -261,9 +285,11 @@ def merge(
     w.note("merge")
     w.keys = tuple(on)
     for fid, positions in hits:
-        w.delete(fid, positions)
+        w.delete(fid, positions, updated=when_matched == "update")
     if inserted:
         w.inserted.append(out[-1].select(on))
+    if post_rows is not None and post_rows.num_rows:
+        _write_rows(txn, d, post_rows.cast(d.schema), "merge", post=True)
     if out:
         rows = pa.concat_tables([t.cast(d.schema) for t in out])
         _write_rows(txn, d, rows, "merge")
@@ -361,11 +387,17 @@ def compact(
 
 
 def add_files(
-    txn: TransactionState, table: str, paths: Iterable[str], on: Sequence[str] | None
+    txn: TransactionState,
+    table: str,
+    paths: Iterable[str],
+    on: Sequence[str] | None,
+    updates: bool = False,
 ) -> int:
-    """Register Parquet files written by someone else (Spark executors)."""
+    """Register Parquet files written by someone else (Spark executors); ``updates``:
+    their rows are new versions of rows deleted with ``delete_rows(..., updated=True)``."""
     d = txn._table_for_data(table)
     w = txn._table_write(d.namespace, d.name)
+    before = set(w.added)
     w.note("merge" if on else "append")
     key_cols = [c for c in d.columns if c.name in on] if on else []
     if on:
@@ -376,11 +408,17 @@ def add_files(
         n += f.record_count
         if inserted is not None:
             w.inserted.append(inserted)  # the keys it inserts, read from the bytes in hand
+    if updates:
+        w.post |= set(w.added) - before
     return n
 
 
 def delete_rows(
-    txn: TransactionState, table: str, positions: Mapping[str, Iterable[int]], op: str = "delete"
+    txn: TransactionState,
+    table: str,
+    positions: Mapping[str, Iterable[int]],
+    op: str = "delete",
+    updated: bool = False,
 ) -> int:
     if op not in ("delete", "update", "merge", "overwrite"):
         raise ValueError(f"op must be 'delete', 'update', 'merge' or 'overwrite', not {op!r}")
@@ -397,7 +435,7 @@ def delete_rows(
         if bm and bm.max() >= f.record_count:
             raise ValueError(f"position {bm.max()} is past the {f.record_count} rows of {path}")
         new = bm - dv
-        w.delete(fid, new)
+        w.delete(fid, new, updated=updated)
         n += len(new)
     return n
 

@@ -263,15 +263,18 @@ def _writes(
     new_dvs: dict[str, BitMap] = {}
     deleted_base: dict[str, BitMap] = {}
     removed_now: set[str] = set()
+    updated_base: dict[str, BitMap] = {}
     for fid, pos in w.deletes.items():
         if fid in w.added:
             continue
-        tgt, tpos = fid, pos
+        tgt, tpos, tupd = fid, pos, w.updated.get(fid)
         while tgt not in head:
             hit = consumed.get(tgt)
             if hit is None:
                 raise conflict(theirs[-1][0] if theirs else 0, f"removed data file {tgt}")
             tpos = translate(hit[1], tgt, tpos)
+            if tupd:
+                tupd = translate(hit[1], tgt, tupd)
             tgt = hit[1].new_id
             if not tgt:
                 break
@@ -282,6 +285,8 @@ def _writes(
         if fresh:
             new_dvs[tgt] = cur | fresh
             deleted_base[tgt] = deleted_base.get(tgt, BitMap()) | fresh
+            if tupd and tupd & fresh:
+                updated_base[tgt] = updated_base.get(tgt, BitMap()) | (tupd & fresh)
     mine_moved = {fid for r in w.rewrites for fid, _, _ in r.sources}
     for fid in w.removed:
         if fid in mine_moved:
@@ -329,4 +334,4 @@ def _writes(
             out.append((keys.dv_key(w.ns, w.name, fid), None))
     # files removed at the head: ours, plus the outputs of concurrent compactions
     # of files ours replaced
-    return out, w.change(deleted_base, removed_now | set(w.removed))
+    return out, w.change(deleted_base, removed_now | set(w.removed), updated_base)

@@ -123,6 +123,9 @@ def encode_change(c: TableChange) -> dict[str, Any]:
             [r.new_id, [[fid, rows, _b64(dv)] for fid, rows, dv in r.sources]] for r in c.rewrites
         ],
         "keys": list(c.keys),
+        **({"tid": c.table_id} if c.table_id else {}),
+        **({"upd": {f: _b64(dv) for f, dv in sorted(c.updated.items())}} if c.updated else {}),
+        **({"post": list(c.post)} if c.post else {}),
     }
 
 
@@ -142,6 +145,9 @@ def decode_change(o: Any) -> TableChange:
                 for new, srcs in o["rewrites"]
             ),
             keys=tuple(_str(x) for x in o["keys"]),
+            table_id=_str(o.get("tid", "")),
+            updated={_str(k): _unb64(v) for k, v in dict(o.get("upd", {})).items()},
+            post=tuple(_str(x) for x in o.get("post", ())),
         )
     except (KeyError, ValueError, TypeError, IndexError, AttributeError, binascii.Error) as exc:
         raise CorruptionError(f"table change in a version record: {exc!r}") from None

@@ -108,6 +108,10 @@ class TableWrite:
     inserted: list[pa.Table] = field(default_factory=list)
     #: paths of files this transaction wrote (deleted if it does not commit)
     owned: list[str] = field(default_factory=list)
+    #: of ``deletes``, positions an update or merge replaced (the change feed's
+    #: pre-images), and the added files holding their new versions (post-images)
+    updated: dict[str, BitMap] = field(default_factory=dict)
+    post: set[str] = field(default_factory=set)
     #: owned files a later operation of the same transaction dropped again
     #: (deleted once it commits: no version references them)
     superseded: list[str] = field(default_factory=list)
@@ -152,21 +156,34 @@ class TableWrite:
         else:
             self.removed[fid] = f
         self.deletes.pop(fid, None)
+        self.updated.pop(fid, None)
+        self.post.discard(fid)
 
-    def delete(self, fid: str, positions: BitMap) -> None:
+    def delete(self, fid: str, positions: BitMap, *, updated: bool = False) -> None:
+        """Mark ``positions`` of file ``fid`` deleted; ``updated``: an update or merge
+        replaced them (new versions of the rows are added by the same operation)."""
         if positions:
             cur = self.deletes.get(fid)
             self.deletes[fid] = positions if cur is None else cur | positions
+            if updated and fid not in self.added:  # rows of its own files never existed
+                old = self.updated.get(fid)
+                self.updated[fid] = positions if old is None else old | positions
 
     def is_empty(self) -> bool:
         """Nothing to commit: no file added or removed, no row deleted (a delete
         that matched nothing writes no version)."""
         return not (self.added or self.removed or self.deletes or self.rewrites)
 
-    def change(self, deleted_base: dict[str, BitMap], removed: Iterable[str]) -> TableChange:
+    def change(
+        self,
+        deleted_base: dict[str, BitMap],
+        removed: Iterable[str],
+        updated_base: dict[str, BitMap] | None = None,
+    ) -> TableChange:
         """The record of this write, as rebased at the head: ``deleted_base`` holds the
         positions newly deleted in files that existed before, ``removed`` the files
-        removed whole."""
+        removed whole, ``updated_base`` which of those deletions were updates."""
+        upd = updated_base or {}
         return TableChange(
             table=self.qualified,
             ops=tuple(self.ops),
@@ -175,4 +192,6 @@ class TableWrite:
             deleted={fid: dvfmt.encode(bm) for fid, bm in sorted(deleted_base.items()) if bm},
             rewrites=tuple(self.rewrites),
             keys=self.keys,
+            updated={fid: dvfmt.encode(bm) for fid, bm in sorted(upd.items()) if bm},
+            post=tuple(sorted(fid for fid in self.post if fid in self.added)),
         )

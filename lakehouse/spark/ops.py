@@ -202,12 +202,12 @@ class _Table:
             split=split,
         )
 
-    def add(self, paths: list[str], on: Sequence[str] | None = None) -> int:
+    def add(self, paths: list[str], on: Sequence[str] | None = None, updates: bool = False) -> int:
         """Register written files; they are deleted if that fails."""
         if not paths:
             return 0
         try:
-            return int(self.txn.add_files(self.name, paths, on=on))
+            return int(self.txn.add_files(self.name, paths, on=on, updates=updates))
         except BaseException:
             self.loc.delete(paths)
             raise
@@ -476,10 +476,10 @@ def _merge(
     # updated rows are registered with the keys too: the transaction then records a
     # merge, whose deletions conflict with concurrent changes of the same rows (a
     # plain delete_rows records deletes, which may overlap other deletes)
-    updated = tbl.add(written.get("U", []), on=keys)
+    updated = tbl.add(written.get("U", []), on=keys, updates=True)
     inserted = tbl.add(written.get("I", []), on=keys)
     n_matched = sum(len(v) for v in matched.values())
     if when_matched in ("update", "delete") and matched:
-        t.delete_rows(table, matched)
+        t.delete_rows(table, matched, updated=when_matched == "update")
     deleted = n_matched if when_matched == "delete" else 0
     return MergeResult(inserted=inserted, updated=updated, deleted=deleted)

@@ -388,8 +388,9 @@ class Lakehouse:
         return self._layout.data_url, dict(self._options.storage_options)
 
     def changes(self, table: str, start_version: int, end_version: int | None = None) -> pa.Table:
-        """Rows inserted and deleted by versions ``start_version..end_version`` (inclusive),
-        with ``_change_type`` ("insert"/"delete") and ``_version`` columns."""
+        """Rows whose visible state versions ``start_version..end_version`` (inclusive)
+        changed, with ``_change_type`` ("insert", "delete", "update_preimage",
+        "update_postimage") and ``_version`` columns (docs/lakehouse.md, "The change feed")."""
         from lakehouse.data.changes import changes
 
         try:

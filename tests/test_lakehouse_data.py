@@ -239,8 +239,8 @@ def test_changes_feed(mem):
         (0, "open", "insert", start),
         (1, "open", "insert", start),
         (2, "open", "insert", start),
-        (1, "x", "insert", start + 1),
-        (1, "open", "delete", start + 1),
+        (1, "x", "update_postimage", start + 1),  # an update: one pre- and one post-image
+        (1, "open", "update_preimage", start + 1),
         (2, "open", "delete", start + 2),
     }
 

@@ -52,17 +52,24 @@ TARGET_FILE_BYTES = 64 << 20
 
 
 def _write_rows(
-    txn: TransactionState, d: TableDef, rows: pa.Table, op: str, *, post: bool = False
+    txn: TransactionState,
+    d: TableDef,
+    rows: pa.Table,
+    op: str,
+    *,
+    origins: list[tuple[str, int]] | None = None,
 ) -> int:
-    """Write ``rows`` as new data files; ``post``: they are new versions of rows an
-    update or merge replaced (the change feed's post-images)."""
+    """Write ``rows`` as new data files; ``origins``: they are new versions of rows an
+    update or merge replaced (the change feed's post-images), one base row each."""
     w = txn._table_write(d.namespace, d.name)
     w.note(op)
-    before = set(w.added)
     for start in range(0, rows.num_rows, ROWS_PER_FILE):
+        before = set(w.added)
         txn._write_data_file(d, rows.slice(start, ROWS_PER_FILE), w)
-    if post:
-        w.post |= set(w.added) - before
+        if origins is not None:
+            for fid in set(w.added) - before:
+                w.post.add(fid)
+                w.origin[fid] = origins[start : start + ROWS_PER_FILE]
     return rows.num_rows
 
 
@@ -150,6 +157,7 @@ def update(txn: TransactionState, table: str, where: Any, values: Mapping[str, A
     w.note("update")
     by_path = {f.path: file_key_id(f) for f, _ in files}
     parts: list[pa.Table] = []  # new versions of rows committed before (post-images)
+    origins: list[tuple[str, int]] = []  # the committed row each of those replaces
     fresh: list[pa.Table] = []  # of rows this transaction added: still inserts
     for f, hit in scan.matching_positions(txn._lh._data, d, files, pred):
         if not hit.num_rows:
@@ -171,12 +179,14 @@ def update(txn: TransactionState, table: str, where: Any, values: Mapping[str, A
         fid = by_path[f.path]
         own = fid in w.added and fid not in w.post  # an earlier update's rows: still updates
         (fresh if own else parts).append(pa.Table.from_arrays(new_cols, names=d.schema.names))
+        if not own:
+            origins.extend(w.origin_of(fid, p) for p in hit.column("_pos").to_pylist())
         w.delete(fid, scan.positions_of(hit), updated=not own)
     n = 0
     for group, post in ((parts, True), (fresh, False)):
         if group:
             rows = conform(pa.concat_tables(group), d.schema, "the updated rows")
-            n += _write_rows(txn, d, rows, "update", post=post)
+            n += _write_rows(txn, d, rows, "update", origins=origins if post else None)
     return n
 
 
@@ -232,6 +242,7 @@ def merge(
     hits: list[tuple[str, BitMap]] = []  # marked deleted once the merge is known to be valid
     w0 = txn._table_write(d.namespace, d.name)
     own_files = set(w0.added) - w0.post  # an earlier update's rows: still updates
+    src_origin: dict[int, tuple[str, int]] = {}  # matched committed rows, by source row
     own_src: list[int] = []  # matched rows this transaction added (their update is an insert)
     for f, hit in scan.matching_positions(txn._lh._data, d, files, key_pred, columns=key_cols):
         if not hit.num_rows:
@@ -244,6 +255,9 @@ def merge(
         matched_src.extend(j.column("_src").to_pylist())
         if by_path[f.path] in own_files:
             own_src.extend(j.column("_src").to_pylist())
+        else:
+            for i, p in zip(j.column("_src").to_pylist(), j.column("_pos").to_pylist()):
+                src_origin[i] = w0.origin_of(by_path[f.path], p)
         if fill:
             old_values.append(j.select(["_src"] + [c.name for c in fill]))
         if when_matched != "ignore":
@@ -289,7 +303,9 @@ def merge(
     if inserted:
         w.inserted.append(out[-1].select(on))
     if post_rows is not None and post_rows.num_rows:
-        _write_rows(txn, d, post_rows.cast(d.schema), "merge", post=True)
+        skip = set(own_src)
+        origins = [src_origin[i] for i in matched if i not in skip]
+        _write_rows(txn, d, post_rows.cast(d.schema), "merge", origins=origins)
     if out:
         rows = pa.concat_tables([t.cast(d.schema) for t in out])
         _write_rows(txn, d, rows, "merge")

@@ -112,6 +112,9 @@ class TableWrite:
     #: pre-images), and the added files holding their new versions (post-images)
     updated: dict[str, BitMap] = field(default_factory=dict)
     post: set[str] = field(default_factory=set)
+    #: per post-image file, per row, the row of a file of the base state it
+    #: replaces (so a later delete in the same transaction makes that a delete)
+    origin: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
     #: owned files a later operation of the same transaction dropped again
     #: (deleted once it commits: no version references them)
     superseded: list[str] = field(default_factory=list)
@@ -155,9 +158,13 @@ class TableWrite:
                 self.superseded.append(gone.path)
         else:
             self.removed[fid] = f
-        self.deletes.pop(fid, None)
+        gone_rows = self.deletes.pop(fid, None) or BitMap()
         self.updated.pop(fid, None)
         self.post.discard(fid)
+        # its live post-image rows are deleted now (those deleted before were handled)
+        live = BitMap(range(len(self.origin.get(fid, ())))) - gone_rows
+        self._unreplace(fid, live)
+        self.origin.pop(fid, None)
 
     def delete(self, fid: str, positions: BitMap, *, updated: bool = False) -> None:
         """Mark ``positions`` of file ``fid`` deleted; ``updated``: an update or merge
@@ -167,7 +174,26 @@ class TableWrite:
             self.deletes[fid] = positions if cur is None else cur | positions
             if updated and fid not in self.added:  # rows of its own files never existed
                 old = self.updated.get(fid)
-                self.updated[fid] = positions if old is None else old | positions
+                self.updated[fid] = BitMap(positions) if old is None else old | positions
+            if not updated:  # new versions deleted again: their old rows are deleted
+                self._unreplace(fid, positions)
+
+    def origin_of(self, fid: str, pos: int) -> tuple[str, int]:
+        """The row of the base state that row ``pos`` of file ``fid`` stands for."""
+        rows = self.origin.get(fid)
+        return rows[pos] if rows is not None else (fid, pos)
+
+    def _unreplace(self, fid: str, positions: Iterable[int]) -> None:
+        rows = self.origin.get(fid)
+        if rows is None:
+            return
+        for p in positions:
+            base, bpos = rows[p]
+            upd = self.updated.get(base)
+            if upd is not None:
+                upd.discard(bpos)
+                if not upd:
+                    del self.updated[base]
 
     def is_empty(self) -> bool:
         """Nothing to commit: no file added or removed, no row deleted (a delete

@@ -30,6 +30,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 from pyroaring import BitMap
@@ -39,7 +40,7 @@ from lakehouse.data import scan, txnfiles
 from lakehouse.data.conform import conform, to_table
 from lakehouse.data.literals import ARROW_ERRORS, first_line
 from lakehouse.data.predicate import Predicate, evaluate, matches, parse_value, parse_where
-from lakehouse.data.table import file_key_id
+from lakehouse.data.table import Origins, concat_origins, file_key_id
 from lakehouse.model import CompactResult, MergeResult, Rewrite, TableDef
 
 if TYPE_CHECKING:
@@ -57,7 +58,7 @@ def _write_rows(
     rows: pa.Table,
     op: str,
     *,
-    origins: list[tuple[str, int]] | None = None,
+    origins: Origins | None = None,
 ) -> int:
     """Write ``rows`` as new data files; ``origins``: they are new versions of rows an
     update or merge replaced (the change feed's post-images), one base row each."""
@@ -69,7 +70,8 @@ def _write_rows(
         if origins is not None:
             for fid in set(w.added) - before:
                 w.post.add(fid)
-                w.origin[fid] = origins[start : start + ROWS_PER_FILE]
+                end = start + ROWS_PER_FILE
+                w.origin[fid] = (origins[0][start:end], origins[1][start:end])
     return rows.num_rows
 
 
@@ -157,7 +159,7 @@ def update(txn: TransactionState, table: str, where: Any, values: Mapping[str, A
     w.note("update")
     by_path = {f.path: file_key_id(f) for f, _ in files}
     parts: list[pa.Table] = []  # new versions of rows committed before (post-images)
-    origins: list[tuple[str, int]] = []  # the committed row each of those replaces
+    origins: list[Origins] = []  # the committed row each of those replaces
     fresh: list[pa.Table] = []  # of rows this transaction added: still inserts
     for f, hit in scan.matching_positions(txn._lh._data, d, files, pred):
         if not hit.num_rows:
@@ -180,13 +182,15 @@ def update(txn: TransactionState, table: str, where: Any, values: Mapping[str, A
         own = fid in w.added and fid not in w.post  # an earlier update's rows: still updates
         (fresh if own else parts).append(pa.Table.from_arrays(new_cols, names=d.schema.names))
         if not own:
-            origins.extend(w.origin_of(fid, p) for p in hit.column("_pos").to_pylist())
+            origins.append(w.origins_of(fid, hit.column("_pos").to_numpy()))
         w.delete(fid, scan.positions_of(hit), updated=not own)
     n = 0
     for group, post in ((parts, True), (fresh, False)):
         if group:
             rows = conform(pa.concat_tables(group), d.schema, "the updated rows")
-            n += _write_rows(txn, d, rows, "update", origins=origins if post else None)
+            n += _write_rows(
+                txn, d, rows, "update", origins=concat_origins(origins) if post else None
+            )
     return n
 
 
@@ -242,7 +246,8 @@ def merge(
     hits: list[tuple[str, BitMap]] = []  # marked deleted once the merge is known to be valid
     w0 = txn._table_write(d.namespace, d.name)
     own_files = set(w0.added) - w0.post  # an earlier update's rows: still updates
-    src_origin: dict[int, tuple[str, int]] = {}  # matched committed rows, by source row
+    # the committed rows matched, with the source row each matched
+    src_origin: list[tuple[np.ndarray, Origins]] = []
     own_src: list[int] = []  # matched rows this transaction added (their update is an insert)
     for f, hit in scan.matching_positions(txn._lh._data, d, files, key_pred, columns=key_cols):
         if not hit.num_rows:
@@ -256,8 +261,12 @@ def merge(
         if by_path[f.path] in own_files:
             own_src.extend(j.column("_src").to_pylist())
         else:
-            for i, p in zip(j.column("_src").to_pylist(), j.column("_pos").to_pylist()):
-                src_origin[i] = w0.origin_of(by_path[f.path], p)
+            src_origin.append(
+                (
+                    j.column("_src").to_numpy(),
+                    w0.origins_of(by_path[f.path], j.column("_pos").to_numpy()),
+                )
+            )
         if fill:
             old_values.append(j.select(["_src"] + [c.name for c in fill]))
         if when_matched != "ignore":
@@ -303,8 +312,11 @@ def merge(
     if inserted:
         w.inserted.append(out[-1].select(on))
     if post_rows is not None and post_rows.num_rows:
-        skip = set(own_src)
-        origins = [src_origin[i] for i in matched if i not in skip]
+        # post_rows are the matched source rows not in own files, in source order
+        srcs = np.concatenate([s for s, _ in src_origin])
+        fids, pos = concat_origins([o for _, o in src_origin])
+        order = np.argsort(srcs, kind="stable")
+        origins = (fids[order], pos[order])
         _write_rows(txn, d, post_rows.cast(d.schema), "merge", origins=origins)
     if out:
         rows = pa.concat_tables([t.cast(d.schema) for t in out])

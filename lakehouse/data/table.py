@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
 from pyroaring import BitMap
 
@@ -88,6 +89,21 @@ def file_key_id(f: DataFile) -> str:
     return f.file_id or f.path.replace("/", "_")
 
 
+#: per row: the base state's file (an int32 code, see ``TableWrite.file_code``) and
+#: position (int64)
+Origins = tuple[np.ndarray, np.ndarray]
+
+
+def no_origins() -> Origins:
+    return np.empty(0, dtype=np.int32), np.empty(0, dtype=np.int64)
+
+
+def concat_origins(parts: list[Origins]) -> Origins:
+    if not parts:
+        return no_origins()
+    return np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts])
+
+
 @dataclass
 class TableWrite:
     """One table's buffered data changes in a transaction."""
@@ -114,7 +130,9 @@ class TableWrite:
     post: set[str] = field(default_factory=set)
     #: per post-image file, per row, the row of a file of the base state it
     #: replaces (so a later delete in the same transaction makes that a delete)
-    origin: dict[str, list[tuple[str, int]]] = field(default_factory=dict)
+    origin: dict[str, Origins] = field(default_factory=dict)
+    #: the file ids ``origin`` codes stand for
+    origin_files: list[str] = field(default_factory=list)
     #: owned files a later operation of the same transaction dropped again
     #: (deleted once it commits: no version references them)
     superseded: list[str] = field(default_factory=list)
@@ -162,9 +180,10 @@ class TableWrite:
         self.updated.pop(fid, None)
         self.post.discard(fid)
         # its live post-image rows are deleted now (those deleted before were handled)
-        live = BitMap(range(len(self.origin.get(fid, ())))) - gone_rows
-        self._unreplace(fid, live)
-        self.origin.pop(fid, None)
+        if fid in self.origin:
+            live = BitMap(range(len(self.origin[fid][1]))) - gone_rows
+            self._unreplace(fid, live)
+            self.origin.pop(fid, None)
 
     def delete(self, fid: str, positions: BitMap, *, updated: bool = False) -> None:
         """Mark ``positions`` of file ``fid`` deleted; ``updated``: an update or merge
@@ -178,20 +197,27 @@ class TableWrite:
             if not updated:  # new versions deleted again: their old rows are deleted
                 self._unreplace(fid, positions)
 
-    def origin_of(self, fid: str, pos: int) -> tuple[str, int]:
-        """The row of the base state that row ``pos`` of file ``fid`` stands for."""
-        rows = self.origin.get(fid)
-        return rows[pos] if rows is not None else (fid, pos)
-
-    def _unreplace(self, fid: str, positions: Iterable[int]) -> None:
+    def origins_of(self, fid: str, positions: np.ndarray) -> Origins:
+        """The rows of the base state that rows ``positions`` of file ``fid`` stand for."""
+        pos = np.asarray(positions, dtype=np.int64)
         rows = self.origin.get(fid)
         if rows is None:
+            if fid not in self.origin_files:
+                self.origin_files.append(fid)
+            return np.full(len(pos), self.origin_files.index(fid), dtype=np.int32), pos
+        return rows[0][pos], rows[1][pos]
+
+    def _unreplace(self, fid: str, positions: BitMap) -> None:
+        rows = self.origin.get(fid)
+        if rows is None or not positions:
             return
-        for p in positions:
-            base, bpos = rows[p]
+        idx = np.frombuffer(positions.to_array(), dtype=np.uint32).astype(np.int64)
+        codes, pos = rows[0][idx], rows[1][idx]
+        for code in np.unique(codes).tolist():
+            base = self.origin_files[code]
             upd = self.updated.get(base)
             if upd is not None:
-                upd.discard(bpos)
+                upd.difference_update(BitMap(pos[codes == code]))
                 if not upd:
                     del self.updated[base]
 

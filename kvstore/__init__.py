@@ -16,7 +16,7 @@ from typing import Any
 
 from kvstore.batch import WriteBatch
 from kvstore.clock import Clock
-from kvstore.db import DB, Snapshot
+from kvstore.db import DB
 from kvstore.errors import (
     CheckpointNotFound,
     ClosedError,
@@ -31,6 +31,7 @@ from kvstore.errors import (
 from kvstore.objstore import LocalStore, ObjectStore, open_store
 from kvstore.options import Options
 from kvstore.reader import Reader, ReadOnlyError
+from kvstore.snapshot import Snapshot
 from kvstore.txn import Isolation, Transaction
 
 __all__ = [

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 from kvstore.entries import MAX_KEY_LEN
 
@@ -18,7 +18,7 @@ def key(value: Any, name: str = "key") -> bytes:
         raise ValueError(f"{name} must not be empty")
     if len(value) > MAX_KEY_LEN:
         raise ValueError(f"{name} is {len(value)} bytes; the limit is {MAX_KEY_LEN}")
-    return value
+    return cast(bytes, value)
 
 
 def value(v: Any, name: str = "value") -> bytes:

@@ -53,6 +53,7 @@ import threading
 from collections import deque
 from collections.abc import Iterable
 from itertools import count
+from typing import cast
 
 from sortedcontainers import SortedList
 
@@ -161,7 +162,7 @@ class Oracle:
             for key in self._keys.irange(start, end, inclusive=(True, False)):
                 seq = last.get(key)
                 if seq is not None and seq > read_seq:
-                    return key
+                    return cast(bytes, key)
         return None
 
     def commit_locked(

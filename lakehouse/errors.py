@@ -176,7 +176,12 @@ def _wrap(fn: F) -> F:
 
 def _location(obj: Any) -> str:
     """The URL of the lakehouse behind a Lakehouse, transaction or view (for messages)."""
-    for get in (lambda o: o.url, lambda o: o._lh.url, lambda o: o._data_url()):
+    getters: tuple[Callable[[Any], Any], ...] = (
+        lambda o: o.url,
+        lambda o: o._lh.url,
+        lambda o: o._data_url(),
+    )
+    for get in getters:
         try:
             found = get(obj)
         except Exception:

@@ -26,7 +26,7 @@ import itertools
 import logging
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 
@@ -163,10 +163,10 @@ class Lakehouse:
 
     def _backoff(self, attempt: int) -> float:
         o = self._options
-        jitter = self._kclock.random()
-        return min(o.retry_max_delay, o.retry_base_delay * (2 ** min(attempt - 1, 16))) * (
-            0.5 + jitter
-        )
+        jitter: float = self._kclock.random()
+        return min(
+            o.retry_max_delay, o.retry_base_delay * cast(float, 2 ** min(attempt - 1, 16))
+        ) * (0.5 + jitter)
 
     def _record(self, version: int, get: Callable[[bytes], bytes | None]) -> VersionInfo:
         """Version record ``version`` (immutable once committed, hence cached)."""

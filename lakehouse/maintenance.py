@@ -266,7 +266,7 @@ def _check_export_destination(lh: MaintainedLakehouse, dest_url: Any) -> None:
             raise AlreadyExists(f"{dest_url.describe()} is not empty; export into an empty place")
         return
     own = lh.url
-    norm = lambda u: u.rstrip("/") if "://" in u else os.path.abspath(u)  # noqa: E731
+    norm: Callable[[str], str] = lambda u: u.rstrip("/") if "://" in u else os.path.abspath(u)  # noqa: E731
     if isinstance(own, str) and norm(dest_url.removeprefix("file://")) == norm(
         own.removeprefix("file://")
     ):

@@ -141,7 +141,7 @@ def main(root: str = "demo-data", scale: float = 1.0, spark: Any = None) -> dict
     clock: dict[str, float] = {}
     path = os.path.join(root, "spark-lakehouse")
     shutil.rmtree(path, ignore_errors=True)
-    n = lambda rows: max(1000, int(rows * scale))  # noqa: E731
+    n: Callable[[float], int] = lambda rows: max(1000, int(rows * scale))  # noqa: E731
 
     say(f"Spark pipeline demo: a lakehouse in {path}/, PySpark on local[2]\n")
     with step("spark", clock):

@@ -182,7 +182,9 @@ class Bench:
 
     # -- costs --------------------------------------------------------------------
     @staticmethod
-    def _cost(name: str, counter: WireCounter, before: Counter[str], commits: int, note: str):
+    def _cost(
+        name: str, counter: WireCounter, before: Counter[str], commits: int, note: str
+    ) -> Cost:
         after = counter.snapshot()
         return Cost(name, commits, {v: after[v] - before[v] for v in VERBS}, note=note)
 

@@ -43,6 +43,7 @@ import threading
 from bisect import bisect_left, bisect_right
 from itertools import accumulate, compress
 from operator import eq, le, lt, neg
+from typing import cast
 
 import zstandard
 from crc32c import crc32c
@@ -123,7 +124,7 @@ def encode_block_columns(keys: list[bytes], seqs: list[int], values: list[bytes 
     shares the prefix common to the whole interval (sorted keys make it a
     prefix of each neighbour too), computed once per interval."""
     if _c is not None:
-        return _c.block_encode(keys, seqs, values)
+        return cast(bytes, _c.block_encode(keys, seqs, values))
     return encode_block_columns_py(keys, seqs, values)
 
 
@@ -415,7 +416,7 @@ class CBlock:
         except ValueError as exc:
             raise CorruptionError(str(exc), object_name=self.where) from None
         self._keys = keys
-        return keys
+        return cast(list[bytes], keys)
 
     @property
     def keys(self) -> list[bytes]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable
+from typing import cast
 
 import mmh3
 
@@ -54,7 +55,9 @@ def build(keys: Iterable[bytes], count: int, bits_per_key: int) -> bytes:
     k = optimal_k(bits_per_key)
     nblocks = max(1, -(-count * bits_per_key // BLOCK_BITS))
     if _c is not None:
-        return _c.bloom_build(keys if isinstance(keys, list) else list(keys), nblocks, k)
+        return cast(
+            bytes, _c.bloom_build(keys if isinstance(keys, list) else list(keys), nblocks, k)
+        )
     return _build_py(keys, nblocks, k)
 
 
@@ -73,7 +76,7 @@ class BloomFilter:
     def __init__(self, data: bytes) -> None:
         if len(data) < _HEAD.size:
             raise ValueError("bloom filter too short")
-        self._k, self._n = _HEAD.unpack_from(data, 0)
+        self._k, self._n = cast("tuple[int, int]", _HEAD.unpack_from(data, 0))
         if (
             not 1 <= self._k <= MAX_K
             or self._n == 0
@@ -98,7 +101,7 @@ class BloomFilter:
 
     def may_contain(self, key: bytes) -> bool:
         if _c is not None:
-            return _c.bloom_may_contain(self._data, key)
+            return cast(bool, _c.bloom_may_contain(self._data, key))
         h1, h2 = mmh3.hash64(key, signed=False)
         mask = _mask7(h2) if self._k == 7 else _mask(h2, self._k)
         return self._blocks[h1 % self._n] & mask == mask

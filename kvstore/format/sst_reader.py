@@ -31,7 +31,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator
 from itertools import accumulate
 from operator import neg
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from crc32c import crc32c
 
@@ -169,7 +169,7 @@ class SstReader:
         if cache is not None:
             hit = cache.get(ck)
             if hit is not None:
-                return hit
+                return cast("PyBlock | CBlock", hit)
         return self._load_block(i, fill_cache=fill_cache)
 
     def _load_block(self, i: int, *, fill_cache: bool = True) -> PyBlock | CBlock:
@@ -309,7 +309,7 @@ class SstReader:
             except ValueError as exc:
                 raise CorruptionError(str(exc), object_name=f"{self.name} block {i}") from None
             if cols is not True:
-                return cols
+                return cast("tuple[list[bytes], tuple[int, ...], list[bytes | None]]", cols)
         if blk is None:
             blk = self._load_block(i)
         return blk.keys, blk.seqs, blk.values

@@ -69,6 +69,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 from itertools import accumulate
+from typing import cast
 
 from crc32c import crc32c
 
@@ -97,7 +98,7 @@ class WalRecord:
 def encode_record(seq: int, keys: list[bytes], values: list[bytes | None]) -> bytes:
     """Encode one write as a complete frame (header + payload)."""
     if _c is not None:
-        return _c.wal_frame(seq, keys, values)
+        return cast(bytes, _c.wal_frame(seq, keys, values))
     return encode_record_py(seq, keys, values)
 
 

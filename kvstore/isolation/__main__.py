@@ -26,7 +26,7 @@ from kvstore.isolation import anomalies as an
 from kvstore.isolation.adapters import BROKEN, ENGINES, engine_spec
 from kvstore.isolation.bench import checker_benchmark, detection
 from kvstore.isolation.checker import MODELS, CheckResult, check
-from kvstore.isolation.history import dump_jsonl, load_jsonl
+from kvstore.isolation.history import Event, dump_jsonl, load_jsonl
 from kvstore.isolation.matrix import (
     abort_curves,
     abort_table_markdown,
@@ -98,7 +98,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     result = check(run.events, realtime=args.realtime)
     if args.shrink and not result.valid(level) and not args.threaded:
 
-        def fails(events: list) -> bool:
+        def fails(events: list[Event]) -> bool:
             return not check(events, realtime=args.realtime).valid(level)
 
         run = shrink(spec.factory, run, fails)

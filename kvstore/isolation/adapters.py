@@ -44,7 +44,7 @@ import uuid
 from bisect import bisect_right
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar, cast
 
 from sortedcontainers import SortedList
 
@@ -423,7 +423,7 @@ class SlateTxn:
         self._t = txn
 
     def get(self, key: bytes) -> bytes | None:
-        return self._e._call(self._t.get(key))
+        return cast("bytes | None", self._e._call(self._t.get(key)))
 
     def put(self, key: bytes, value: bytes) -> None:
         self._e._call(self._t.put(key, value))

@@ -49,7 +49,7 @@ import secrets
 import struct
 import threading
 import weakref
-from typing import Any
+from typing import Any, cast
 
 from kvstore.objstore.base import DurabilityUnknown, Journal, RangeReader, check_name
 from kvstore.objstore.writer_lock import WriterLocks
@@ -312,7 +312,7 @@ class EpochCell:
             os.close(fd)
 
     def read(self) -> int:
-        return _U64.unpack_from(self._map)[0]
+        return cast(int, _U64.unpack_from(self._map)[0])
 
     def raise_to(self, value: int) -> None:
         if value > self.read():

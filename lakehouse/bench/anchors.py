@@ -24,7 +24,7 @@ durable lakehouse commit is on stable storage when it returns. Both are the
 from __future__ import annotations
 
 import os
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 
@@ -72,7 +72,7 @@ class System:
 
     def count(self) -> int:
         """Rows at the latest version."""
-        return self.read_latest().num_rows
+        return cast(int, self.read_latest().num_rows)
 
     def disk_files(self) -> set[str]:
         """Data files present on disk (live or not)."""

@@ -257,7 +257,11 @@ def time_travel(root: str, versions: int, tables: int, repeat: int) -> dict[str,
             assert v1.describe_table(table).properties == {"v": "1"}
             assert len(v1.list_tables("tt")) == tables
         result: dict[str, Any] = {"versions": versions, "tables": tables, "build_s": build_s}
-        for where, label in ((lambda: None, "memtable+L0"), (lh._db.compact, "compacted")):
+        steps: tuple[tuple[Callable[[], object], str], ...] = (
+            (lambda: None, "memtable+L0"),
+            (lh._db.compact, "compacted"),
+        )
+        for where, label in steps:
             where()
 
             def old() -> None:

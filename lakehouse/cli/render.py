@@ -13,7 +13,7 @@ import decimal
 import json
 import math
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 
@@ -77,7 +77,7 @@ def cell(v: Any, *, width: int | None = MAX_CELL) -> str:
 
 
 def _numeric(t: pa.DataType) -> bool:
-    return pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t)
+    return cast(bool, pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_decimal(t))
 
 
 def table_text(

@@ -37,7 +37,7 @@ import datetime as dt
 import re
 from dataclasses import dataclass
 from decimal import Decimal, InvalidOperation
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -123,7 +123,7 @@ def _number_scalar(text: str, hint: pa.DataType | None) -> pa.Scalar:
 
 
 def _fits(number: int, int_type: pa.DataType) -> bool:
-    bits = int_type.bit_width
+    bits = cast(int, int_type.bit_width)
     if pa.types.is_signed_integer(int_type):
         return -(1 << (bits - 1)) <= number < (1 << (bits - 1))
     return 0 <= number < (1 << bits)

@@ -28,7 +28,7 @@ The conflicts each one can meet at commit are in :mod:`lakehouse.conflicts`
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -72,7 +72,7 @@ def _write_rows(
                 w.post.add(fid)
                 end = start + ROWS_PER_FILE
                 w.origin[fid] = (origins[0][start:end], origins[1][start:end])
-    return rows.num_rows
+    return cast(int, rows.num_rows)
 
 
 def append(txn: TransactionState, table: str, data: Any) -> int:
@@ -131,7 +131,7 @@ def overwrite(txn: TransactionState, table: str, data: Any, where: Any = None) -
     txn._note_data_read(d, pred)
     if rows.num_rows:
         _write_rows(txn, d, rows, "overwrite")
-    return rows.num_rows
+    return cast(int, rows.num_rows)
 
 
 def delete(txn: TransactionState, table: str, where: Any) -> int:

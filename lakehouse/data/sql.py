@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -167,7 +167,7 @@ class Translator:
         if not quoted:
             folded = [n for n in self.names if n.lower() == name.lower()]
             if len(folded) == 1:
-                return folded[0]
+                return cast(str, folded[0])
         listed = ", ".join(self.names) or "(none)"
         raise ValueError(
             f"unknown column {name!r} in {self.quoted}; the table's columns are: {listed}"

@@ -86,7 +86,7 @@ def _analysed(frame: DataFrame, build: Any, condition: Any, what: str) -> DataFr
     """Apply ``build(frame)``; analysis errors (unknown column, bad type) -> ValueError."""
     try:
         with _quiet_analysis():
-            out = build(frame)
+            out: DataFrame = build(frame)
             out.schema  # noqa: B018 - forces analysis on the driver
         return out
     except Exception as exc:

@@ -104,7 +104,7 @@ class KvStore(Store):
         return txns
 
     def end_readers(self, txns: list[Any]) -> int:
-        running = sum(t.status == "open" for t in txns)
+        running: int = sum(t.status == "open" for t in txns)
         running = min(running, int(self._db.stats()["transactions_running"]))
         for t in txns:
             t.rollback()

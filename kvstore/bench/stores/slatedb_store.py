@@ -22,7 +22,7 @@ import asyncio
 import os
 import time
 from collections.abc import Coroutine, Iterable, Iterator, Sequence
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from kvstore.bench.adapters import CLOCK_EVERY, SERIALIZABLE, Pair, Store, T, incr
 
@@ -71,7 +71,7 @@ class SlateDBStore(Store):
         self._run(self._put_durable(key, value))
 
     def get(self, key: bytes) -> bytes | None:
-        return self._run(self._db.get(key))
+        return cast("bytes | None", self._run(self._db.get(key)))
 
     def scan(self) -> Iterator[Pair]:
         return iter(self._run(self._scan_pairs()))

@@ -41,7 +41,7 @@ final read of everything.
 from __future__ import annotations
 
 from bisect import bisect_left
-from typing import Any
+from typing import Any, cast
 
 from kvstore.isolation.checker.core import (
     Analysis,
@@ -120,7 +120,7 @@ class ListAppendAnalysis(Analysis):
 
     def _is_intermediate(self, k: Key, e: Any, w: int) -> bool:
         elems = self._appends[w][k]
-        return elems[-1] != e
+        return cast(bool, elems[-1] != e)
 
     # -- 2. each committed transaction on its own --------------------------------
     def _walk(self, t: Txn, universe: Universe) -> None:

@@ -13,7 +13,7 @@ from typing import Any, NoReturn
 import kvstore
 from kvstore.cli import commands as c
 from kvstore.cli.codec import InputError
-from kvstore.cli.store import CliError, Target
+from kvstore.cli.store import CliError, Target, option_value
 from kvstore.errors import CorruptionError, FencedError, KvError, WriterActive
 
 PROG = "kvstore"
@@ -55,23 +55,11 @@ class Parser(argparse.ArgumentParser):
 
 
 def _storage_option(text: str) -> tuple[str, Any]:
-    """``KEY=VALUE``; ``true``/``false`` become booleans (s3fs's ``anon=true``), and a
-    value that parses as JSON is that value (``config_kwargs={"connect_timeout": 1}``
-    for nested options); any other value stays a string (as ``lakehouse -o``)."""
+    """``KEY=VALUE``, the value decoded by :func:`option_value` (as ``lakehouse -o``)."""
     key, sep, value = text.partition("=")
     if not sep or not key:
         raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
-    flags = {"true": True, "false": False}
-    if value.lower() in flags:
-        return key, flags[value.lower()]
-    try:
-        return key, json.loads(value, parse_constant=_not_json)
-    except ValueError:  # not JSON (NaN and Infinity neither): the text itself
-        return key, value
-
-
-def _not_json(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
+    return key, option_value(value)
 
 
 _MAX_SECONDS = 100 * 365 * 86400.0  # a century

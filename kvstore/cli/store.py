@@ -9,6 +9,7 @@ next to a running writer without fencing it.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 from dataclasses import dataclass, field
@@ -234,3 +235,21 @@ def manifest_doc(m: Manifest) -> dict[str, Any]:
         "claims": list(m.claims),
         "wal_dir": m.wal_dir,
     }
+
+
+def option_value(value: str) -> Any:
+    """A storage option's value from the command line: ``true``/``false`` in any case
+    are booleans (s3fs's ``anon=true``), a value that parses as JSON is that value
+    (``config_kwargs={"connect_timeout": 1}`` for nested options), any other value
+    stays a string (``endpoint_url=http://...``; quote it to keep digits a string)."""
+    flags = {"true": True, "false": False}
+    if value.lower() in flags:
+        return flags[value.lower()]
+    try:
+        return json.loads(value, parse_constant=_not_json)
+    except ValueError:  # not JSON (NaN and Infinity neither): the text itself
+        return value
+
+
+def _not_json(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")

@@ -9,7 +9,6 @@ error (exit status 2) with that message rather than argparse's generic
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import re
 from collections.abc import Callable
@@ -17,6 +16,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
 
 import pyarrow as pa
+
+from kvstore.cli.store import option_value
 
 _DECIMAL = re.compile(r"^decimal(128|256)?\((\d+)\s*,\s*(-?\d+)\)$")
 _LIST = re.compile(r"^list<(.+)>$")
@@ -117,17 +118,7 @@ def storage_option(text: str) -> tuple[str, Any]:
     (``endpoint_url=http://...``). ``True``/``False`` in any case are booleans too.
     Quote a value to keep it a string: ``key='"12345"'``."""
     key, value = parse_pair(text)
-    flags = {"true": True, "false": False}
-    if value.lower() in flags:
-        return key, flags[value.lower()]
-    try:
-        return key, json.loads(value, parse_constant=_not_json)
-    except ValueError:  # json.JSONDecodeError, NaN/Infinity: not JSON, so the text itself
-        return key, value
-
-
-def _not_json(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
+    return key, option_value(value)
 
 
 def parse_time(text: str) -> int | datetime:

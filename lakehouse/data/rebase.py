@@ -334,4 +334,4 @@ def _writes(
             out.append((keys.dv_key(w.ns, w.name, fid), None))
     # files removed at the head: ours, plus the outputs of concurrent compactions
     # of files ours replaced
-    return out, w.change(deleted_base, removed_now | set(w.removed), updated_base)
+    return out, w.freeze().change(deleted_base, removed_now | set(w.removed), updated_base)

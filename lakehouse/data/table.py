@@ -18,10 +18,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 import numpy as np
 import pyarrow as pa
-from pyroaring import BitMap
+from pyroaring import BitMap, FrozenBitMap
 
 from lakehouse import keys
 from lakehouse.data import dv as dvfmt
@@ -226,11 +227,71 @@ class TableWrite:
         that matched nothing writes no version)."""
         return not (self.added or self.removed or self.deletes or self.rewrites)
 
+    def freeze(self) -> TableIntent:
+        """This write as the immutable value a commit works from (see :class:`TableIntent`)."""
+        return TableIntent(
+            ns=self.ns,
+            name=self.name,
+            ops=tuple(self.ops),
+            added=MappingProxyType(dict(self.added)),
+            added_dvs=_frozen_maps(self.added_dvs),
+            removed=MappingProxyType(dict(self.removed)),
+            deletes=_frozen_maps(self.deletes),
+            rewrites=tuple(self.rewrites),
+            guards=tuple(self.guards),
+            keys=self.keys,
+            inserted=tuple(self.inserted),
+            updated=_frozen_maps(self.updated),
+            post=frozenset(self.post),
+        )
+
+
+def _frozen_maps(m: Mapping[str, BitMap]) -> Mapping[str, FrozenBitMap]:
+    return MappingProxyType({k: FrozenBitMap(v) for k, v in m.items()})
+
+
+@dataclass(frozen=True)
+class TableIntent:
+    """One table's data changes as a commit sees them: what :class:`TableWrite`
+    buffered, frozen when the transaction commits (no mapping or bitmap of it can
+    change afterwards). The rebase planner (:mod:`lakehouse.data.rebase`) turns it
+    into kvstore writes and a :class:`~lakehouse.model.TableChange` at the head."""
+
+    ns: str
+    name: str
+    ops: tuple[str, ...]
+    #: files added, by file id (new, adopted, or re-added by restore / clone)
+    added: Mapping[str, DataFile]
+    #: initial deletion vectors of added files that are not new (restore, clone)
+    added_dvs: Mapping[str, FrozenBitMap]
+    #: files removed whole, by file id
+    removed: Mapping[str, DataFile]
+    #: positions newly deleted, by file id
+    deletes: Mapping[str, FrozenBitMap]
+    rewrites: tuple[Rewrite, ...]
+    #: concurrent inserts of rows matching these conflict (overwrite)
+    guards: tuple[Predicate, ...]
+    #: merge key columns and the keys this transaction inserted by them
+    keys: tuple[str, ...]
+    inserted: tuple[pa.Table, ...]
+    #: of ``deletes``, the positions an update or merge replaced (pre-images)
+    updated: Mapping[str, FrozenBitMap]
+    #: added files holding new versions of replaced rows (post-images)
+    post: frozenset[str]
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.ns}.{self.name}"
+
+    def is_empty(self) -> bool:
+        """Nothing to commit (see :meth:`TableWrite.is_empty`)."""
+        return not (self.added or self.removed or self.deletes or self.rewrites)
+
     def change(
         self,
-        deleted_base: dict[str, BitMap],
+        deleted_base: Mapping[str, BitMap],
         removed: Iterable[str],
-        updated_base: dict[str, BitMap] | None = None,
+        updated_base: Mapping[str, BitMap] | None = None,
     ) -> TableChange:
         """The record of this write, as rebased at the head: ``deleted_base`` holds the
         positions newly deleted in files that existed before, ``removed`` the files
@@ -238,11 +299,11 @@ class TableWrite:
         upd = updated_base or {}
         return TableChange(
             table=self.qualified,
-            ops=tuple(self.ops),
+            ops=self.ops,
             added=tuple(sorted(self.added)),
             removed=tuple(sorted(removed)),
             deleted={fid: dvfmt.encode(bm) for fid, bm in sorted(deleted_base.items()) if bm},
-            rewrites=tuple(self.rewrites),
+            rewrites=self.rewrites,
             keys=self.keys,
             updated={fid: dvfmt.encode(bm) for fid, bm in sorted(upd.items()) if bm},
             post=tuple(sorted(fid for fid in self.post if fid in self.added)),

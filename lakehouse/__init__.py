@@ -36,7 +36,7 @@ from lakehouse.errors import (
     VersionExpired,
     WriterActive,
 )
-from lakehouse.lakehouse import Lakehouse, LakehouseReader, open, open_reader
+from lakehouse.lakehouse import Lakehouse, open
 from lakehouse.model import (
     Column,
     ColumnStats,
@@ -54,6 +54,7 @@ from lakehouse.model import (
     ViewDef,
 )
 from lakehouse.options import Options
+from lakehouse.reader import LakehouseReader, open_reader
 from lakehouse.txn import Transaction
 from lakehouse.view import LakehouseView
 

@@ -35,7 +35,7 @@ from lakehouse.model import (
 from lakehouse.reads import ReadOps
 
 if TYPE_CHECKING:  # contracts (lakehouse.services): lakehouse and txn import this module
-    from lakehouse.services import LakehouseServices as Lakehouse
+    from lakehouse.context import Context
     from lakehouse.services import PendingChange as Pending
 
 
@@ -43,7 +43,7 @@ if TYPE_CHECKING:  # contracts (lakehouse.services): lakehouse and txn import th
 class DefinitionOps(ReadOps):
     """``create_*`` / ``alter_*`` / ``drop_*`` on a transaction's buffered changes."""
 
-    _lh: Lakehouse
+    _ctx: Context
     _state_writes: dict[bytes, bytes | None]
 
     def _touch(self, kind: str, ns: str, name: str | None) -> Pending:
@@ -146,7 +146,7 @@ class DefinitionOps(ReadOps):
             return False
         self._check_free(ns, t)
         cols, last = assign_columns(schema)
-        table_id = uuid.UUID(int=self._lh._rng_bits(128), version=4).hex
+        table_id = uuid.UUID(int=self._ctx.rng_bits(128), version=4).hex
         self._touch("table", ns, t).final = TableDef(
             ns, t, table_id, cols, last, schema_to_ipc(schema), props, pk, sk, format
         )

@@ -40,11 +40,10 @@ grace; once the files are gone its read raises ``VersionExpired``.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import timedelta
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import kvstore
 from lakehouse import codec, keys
@@ -54,41 +53,17 @@ from lakehouse.data import files as datafiles
 from lakehouse.data.scan import fetch
 from lakehouse.errors import AlreadyExists, NotFound, RetryableConflict, VersionExpired
 from lakehouse.model import Isolation, to_epoch_ms
-from lakehouse.pins import Pins, StreamPin
-from lakehouse.services import LakehouseServices
-from lakehouse.txn import Pending, Transaction
+from lakehouse.pins import StreamPin
+from lakehouse.txn import Transaction
+
+if TYPE_CHECKING:
+    from lakehouse.context import Context
 
 log = logging.getLogger("lakehouse")
 
 
-class MaintainedLakehouse(LakehouseServices, Protocol):
-    """The open lakehouse as rollback, export and expiration use it: the services
-    of :mod:`lakehouse.services` and its own transactions (this module sits
-    below :mod:`lakehouse.lakehouse`, which calls it, and above :mod:`lakehouse.txn`)."""
-
-    @property
-    def url(self) -> str: ...
-    @property
-    def _maintenance_lock(self) -> threading.Lock: ...
-    @property
-    def _pins(self) -> Pins: ...
-    def _oldest_now(self) -> int: ...
-    def begin(
-        self,
-        isolation: Isolation | None = None,
-        *,
-        app_id: str | None = None,
-        app_version: int | None = None,
-    ) -> Transaction: ...
-    def close(self) -> None: ...
-    def _version_at(self, snap: kvstore.Snapshot, ms: int) -> int: ...
-    def _forget_before(self, version: int) -> None: ...
-    @staticmethod
-    def _u64(snap: kvstore.Snapshot, key: bytes, default: int | None = None) -> int: ...
-
-
 #: opens (creating) a lakehouse at a URL with options: ``lakehouse.open``
-Opener = Callable[..., MaintainedLakehouse]
+Opener = Callable[..., Any]
 
 
 def _state(scan: Any) -> dict[bytes, bytes]:
@@ -98,66 +73,33 @@ def _state(scan: Any) -> dict[bytes, bytes]:
     return out
 
 
-def _kind_of(key: bytes) -> tuple[str, str, str | None]:
-    if key.startswith(keys.NAMESPACE_PREFIX):
-        return "namespace", keys.parse_namespace_key(key), None
-    ns, name = keys.parse_child_key(key)
-    return ("table" if key.startswith(keys.TABLE_PREFIX) else "view"), ns, name
-
-
-def _apply_state(txn: Transaction, current: dict[bytes, bytes], target: dict[bytes, bytes]) -> int:
-    """Buffer in ``txn`` the changes that turn ``current`` into ``target``."""
-    changed = 0
-    for key in sorted(set(current) | set(target)):
-        old, new = current.get(key), target.get(key)
-        if old == new:
-            continue
-        changed += 1
-        if key.startswith(keys.STATE_PREFIX):
-            ns, table, _ = keys.parse_state_key(key)
-            txn._state_writes[key] = new
-            txn._state_tables.add((ns, table))
-            ref = ("table", f"{ns}.{table}")
-            if ref not in txn._pending:
-                base = current.get(keys.table_key(ns, table))
-                d = None if base is None else codec.decode_def(base)
-                txn._pending[ref] = Pending("table", ns, table, d, base, d)
-            continue
-        kind, ns, name = _kind_of(key)
-        ref = (kind, ns if name is None else f"{ns}.{name}")
-        prev = txn._pending.get(ref)
-        base_def = None if old is None else codec.decode_def(old)
-        final = None if new is None else codec.decode_def(new)
-        if prev is not None:  # created above for a state key: keep its base
-            prev.final = final
-        else:
-            txn._pending[ref] = Pending(kind, ns, name, base_def, old, final)
-    return changed
-
-
 # ---------------------------------------------------------------------------
 # rollback
 # ---------------------------------------------------------------------------
-def rollback(lh: MaintainedLakehouse, to_version: int) -> int:
-    lh._check_open()
+def rollback(ctx: Context, begin: Callable[..., Transaction], to_version: int) -> int:
+    """See :meth:`lakehouse.Lakehouse.rollback`; ``begin`` begins a transaction of
+    the lakehouse (``Lakehouse.begin``: passed in, being above this module)."""
+    ctx.check_open()
     if isinstance(to_version, bool) or not isinstance(to_version, int):
         raise TypeError(f"to_version must be an int, not {type(to_version).__name__}")
     last: RetryableConflict | None = None
-    for attempt in range(1, lh._options.commit_retries + 1):
-        with lh.at_version(to_version) as old:
-            target = _state(old._snap.scan_prefix)
-        txn = lh.begin(Isolation.SNAPSHOT)
+    for attempt in range(1, ctx.commit_retries + 1):
+        with ctx.at_version(to_version) as old:
+            target = _state(old.raw_items)
+        txn = begin(Isolation.SNAPSHOT)
         # it brings back to_version's files: its commit fails if to_version expired
         txn.oldest_version_read = min(txn.oldest_version_read, to_version)
         try:
-            _apply_state(txn, _state(txn._snap.scan_prefix), target)
+            with ctx.at_version(txn.version) as base:
+                current = _state(base.raw_items)
+            txn.apply_state(current, target)
             txn.commit_options = CommitOptions(exclusive=True, force=True, rollback_of=to_version)
             version = txn.commit()
             log.info("rolled back to version %d as version %d", to_version, version)
             return version
         except RetryableConflict as exc:
             last = exc
-            lh._sleep(lh._backoff(attempt))
+            ctx.sleep(ctx.backoff(attempt))
         finally:
             txn.rollback()
     assert last is not None
@@ -168,7 +110,7 @@ def rollback(lh: MaintainedLakehouse, to_version: int) -> int:
 # export
 # ---------------------------------------------------------------------------
 def export(
-    lh: MaintainedLakehouse,
+    ctx: Context,
     dest_url: Any,
     *,
     version: int | None = None,
@@ -177,26 +119,26 @@ def export(
 ) -> dict[str, Any]:
     """See :meth:`lakehouse.Lakehouse.export`; ``open_lakehouse`` creates the
     destination (``lakehouse.open``: passed in, being above this module)."""
-    lh._check_open()
+    ctx.check_open()
     if kind not in ("full", "minimal"):
         raise ValueError(f"kind must be 'full' or 'minimal', not {kind!r}")
     if version is None:
-        version = lh.version
-    d = lh.definition
-    _check_export_destination(lh, dest_url)
-    with lh.at_version(version) as view:
-        state = _state(view._snap.scan_prefix)
+        version = ctx.head()
+    d = ctx.definition
+    _check_export_destination(ctx, dest_url)
+    with ctx.at_version(version) as view:
+        state = _state(view.raw_items)
         # its files stay pinned against expiry until they are copied
         pin = StreamPin(version, view.pinned_paths() or ())
-        lh._pins.add(pin)
+        ctx.pins.add(pin)
     dest = open_lakehouse(
         dest_url,
         default_isolation=d.default_isolation,
         max_name_length=d.max_name_length,
         transaction_ttl=d.transaction_ttl,
         properties=d.properties,
-        durable=lh._options.durable,
-        storage_options=lh._options.storage_options,
+        durable=ctx.durable,
+        storage_options=ctx.options.storage_options,
     )
     copied = 0
     copied_bytes = 0
@@ -210,24 +152,24 @@ def export(
             if f.is_external:
                 continue
             if kind == "full":
-                data = fetch(lh._data, f.path)
+                data = fetch(ctx.data, f.path)
                 datafiles.check_bytes(data, f)  # damage is refused, never copied as sound
-                dest._data.put(f.path, data)
+                dest.data_store.put(f.path, data)
                 copied += 1
                 copied_bytes += len(data)
             else:
-                if lh._layout.data_url is None:
+                if ctx.layout.data_url is None:
                     raise ValueError(
                         "a minimal export needs the source's data files at a URL; this "
                         "lakehouse was opened on a store instance"
                     )
-                external = replace(f, path=f"{lh._layout.data_url}/{f.path}")
+                external = replace(f, path=f"{ctx.layout.data_url}/{f.path}")
                 state[key] = codec.encode_data_file(external)
         txn = dest.begin(Isolation.SNAPSHOT)
-        _apply_state(txn, {}, state)
+        txn.apply_state({}, state)
         txn.commit_options = CommitOptions(
             force=True,
-            source={"lakehouse": d.id, "version": version, "kind": kind, "url": lh.url},
+            source={"lakehouse": d.id, "version": version, "kind": kind, "url": ctx.layout.label},
         )
         dest_version = txn.commit()
     finally:
@@ -244,7 +186,7 @@ def export(
     }
 
 
-def _check_export_destination(lh: MaintainedLakehouse, dest_url: Any) -> None:
+def _check_export_destination(ctx: Context, dest_url: Any) -> None:
     """An export goes to an empty place that is not this lakehouse, and touches
     nothing (no writer is fenced) when it is refused."""
     import os
@@ -265,7 +207,7 @@ def _check_export_destination(lh: MaintainedLakehouse, dest_url: Any) -> None:
         if dest_url.list(""):
             raise AlreadyExists(f"{dest_url.describe()} is not empty; export into an empty place")
         return
-    own = lh.url
+    own = ctx.layout.label
     norm: Callable[[str], str] = lambda u: u.rstrip("/") if "://" in u else os.path.abspath(u)  # noqa: E731
     if isinstance(own, str) and norm(dest_url.removeprefix("file://")) == norm(
         own.removeprefix("file://")
@@ -279,7 +221,7 @@ def _check_export_destination(lh: MaintainedLakehouse, dest_url: Any) -> None:
         if os.path.isdir(path) and os.listdir(path):
             raise AlreadyExists(f"{path} is not empty; export into an empty directory")
     elif not dest_url.startswith("memory://") and open_store(
-        dest_url, lh._options.storage_options
+        dest_url, ctx.options.storage_options
     ).list(""):
         raise AlreadyExists(f"{dest_url} is not empty; export into an empty location")
 
@@ -287,8 +229,8 @@ def _check_export_destination(lh: MaintainedLakehouse, dest_url: Any) -> None:
 # ---------------------------------------------------------------------------
 # expiration
 # ---------------------------------------------------------------------------
-def _files_at(lh: MaintainedLakehouse, version: int) -> set[str]:
-    with lh.at_version(version) as view:
+def _files_at(ctx: Context, version: int) -> set[str]:
+    with ctx.at_version(version) as view:
         return view.pinned_paths() or set()
 
 
@@ -309,7 +251,7 @@ def _grace_ms(grace: Any) -> int:
 
 
 def expire_versions(
-    lh: MaintainedLakehouse,
+    ctx: Context,
     *,
     keep_last: int | None = None,
     older_than: Any = None,
@@ -326,7 +268,7 @@ def expire_versions(
     once ``grace`` (a ``timedelta``, default :data:`DEFAULT_GRACE`) has
     passed, by this call or a later one (see the module docstring).
     """
-    lh._check_open()
+    ctx.check_open()
     if keep_last is None and older_than is None:
         raise ValueError("give keep_last, older_than, or both")
     if keep_last is not None:
@@ -337,13 +279,13 @@ def expire_versions(
     grace_ms = _grace_ms(grace)
     cutoff_ms: int | None = None
     if isinstance(older_than, timedelta):
-        cutoff_ms = lh._now_ms() - older_than // timedelta(milliseconds=1)
+        cutoff_ms = ctx.now_ms() - older_than // timedelta(milliseconds=1)
     elif older_than is not None:
         cutoff_ms = to_epoch_ms(older_than, "older_than")
-    db = lh._db
-    with lh._maintenance_lock:
-        for _ in range(lh._options.commit_retries):
-            done = _expire_once(lh, keep_last, cutoff_ms, grace_ms)
+    db = ctx.db
+    with ctx.maintenance_lock:
+        for _ in range(ctx.commit_retries):
+            done = _expire_once(ctx, keep_last, cutoff_ms, grace_ms)
             if done is not None:
                 new_oldest, seq_keep, oldest, queued = done
                 break
@@ -351,7 +293,7 @@ def expire_versions(
             raise RetryableConflict("expire_versions kept losing the race with commits; retry")
         if new_oldest > oldest:
             db.set_retention_watermark(seq_keep)
-            lh._forget_before(new_oldest)
+            ctx.forget_before(new_oldest)
             log.info(
                 "expired versions %d..%d (oldest retained: %d, watermark seq %d); "
                 "%d data files queued for deletion after a grace of %d ms",
@@ -362,27 +304,27 @@ def expire_versions(
                 queued,
                 grace_ms,
             )
-        _delete_due(lh)
+        _delete_due(ctx)
         if new_oldest > oldest and compact:
             db.compact()
         return new_oldest
 
 
 def _expire_once(
-    lh: MaintainedLakehouse, keep_last: int | None, cutoff_ms: int | None, grace_ms: int
+    ctx: Context, keep_last: int | None, cutoff_ms: int | None, grace_ms: int
 ) -> tuple[int, int, int, int] | None:
     """Step 1; returns (new oldest, watermark seq, previous oldest, files queued),
     None if a commit raced."""
-    db = lh._db
+    db = ctx.db
     with db.snapshot() as snap:
-        head = lh._u64(snap, keys.HEAD)
-        oldest = lh._u64(snap, keys.OLDEST, 0)
+        head = ctx.u64(snap, keys.HEAD)
+        oldest = ctx.u64(snap, keys.OLDEST, 0)
         rules: list[int] = []
         if keep_last is not None:
             rules.append(head - keep_last + 1)
         if cutoff_ms is not None:
             try:
-                rules.append(lh._version_at(snap, cutoff_ms))
+                rules.append(ctx.version_at(snap, cutoff_ms))
             except (NotFound, VersionExpired):  # nothing that old is retained
                 rules.append(oldest)
         new_oldest = min(max(min(rules), oldest), head)
@@ -390,11 +332,11 @@ def _expire_once(
             return oldest, 0, oldest, 0
         seq_keep = snap.seq
         if new_oldest < head:
-            seq_keep = lh._record(new_oldest + 1, snap.get).base_seq
-        expired_files = _files_at(lh, oldest)
-        retained_files = _files_at(lh, new_oldest)
+            seq_keep = ctx.record(new_oldest + 1, snap.get).base_seq
+        expired_files = _files_at(ctx, oldest)
+        retained_files = _files_at(ctx, new_oldest)
         for u in range(oldest + 1, head + 1):
-            _add_files_of(lh, u, snap, expired_files if u < new_oldest else retained_files)
+            _add_files_of(ctx, u, snap, expired_files if u < new_oldest else retained_files)
     doomed = expired_files - retained_files
     ktx = db.transaction(kvstore.Isolation.SNAPSHOT)
     try:
@@ -402,7 +344,7 @@ def _expire_once(
             return None  # a commit landed since the snapshot: recompute
         queue = _decode_queue(ktx.get(keys.PENDING_GC))
         known = {q.path for q in queue}
-        now = lh._now_ms()  # from now on only expired versions reference them
+        now = ctx.now_ms()  # from now on only expired versions reference them
         new = [QueuedFile(p, now, grace_ms) for p in sorted(doomed - known)]
         ktx.put(keys.OLDEST, keys.encode_u64(new_oldest))
         for u in range(oldest, new_oldest):
@@ -432,19 +374,19 @@ def deletion_queue(db: Any) -> list[QueuedFile]:
     return _decode_queue(db.get(keys.PENDING_GC))
 
 
-def _delete_due(lh: MaintainedLakehouse) -> int:
+def _delete_due(ctx: Context) -> int:
     """Step 3: delete the queued files whose grace has passed and that no open
     view or transaction of this process reads; the caller holds the maintenance lock."""
-    queue = deletion_queue(lh._db)
-    now = lh._now_ms()
+    queue = deletion_queue(ctx.db)
+    now = ctx.now_ms()
     due = [q for q in queue if q.due_ms <= now]
     if not due:
         return 0
     # after the new oldest version was committed (see lakehouse.pins)
-    pinned = lh._pins.paths(below=lh._oldest_now())
+    pinned = ctx.pins.paths(below=ctx.oldest_now())
     # a safety net: a file a retained version references is never deleted (a queue
     # written by a version of this code that missed files a rollback brought back)
-    _, live = retained_paths(lh)
+    _, live = retained_paths(ctx)
     gone: set[str] = set()
     kept = {q.path for q in due if q.path in live}  # off the queue, not deleted
     for q in due:
@@ -454,13 +396,13 @@ def _delete_due(lh: MaintainedLakehouse) -> int:
         if q.path in pinned:
             continue
         try:
-            lh._data.delete(q.path)  # a file deleted before a crash: deleting again is fine
+            ctx.data.delete(q.path)  # a file deleted before a crash: deleting again is fine
             gone.add(q.path)
         except OSError as exc:  # left queued for the next pass
             log.warning("could not delete data file %s: %s", q.path, exc)
     if gone or kept:
         rest = [q for q in queue if q.path not in gone and q.path not in kept]
-        lh._db.put(keys.PENDING_GC, codec.encode_gc_queue(rest))
+        ctx.db.put(keys.PENDING_GC, codec.encode_gc_queue(rest))
         log.info(
             "deleted %d data files of expired versions (%d queued, %d pinned by open readers)",
             len(gone),
@@ -470,12 +412,12 @@ def _delete_due(lh: MaintainedLakehouse) -> int:
     return len(gone)
 
 
-def retry_pending_deletes(lh: MaintainedLakehouse) -> None:
+def retry_pending_deletes(ctx: Context) -> None:
     """The deletion pass at open: files whose grace passed while no process ran
     (or whose deletion a previous process did not finish) go now."""
     try:
-        with lh._maintenance_lock:
-            _delete_due(lh)
+        with ctx.maintenance_lock:
+            _delete_due(ctx)
     except kvstore.KvError as exc:  # a read-only situation should not block opening
         log.warning("could not finish queued data-file deletions: %s", exc)
 
@@ -483,38 +425,38 @@ def retry_pending_deletes(lh: MaintainedLakehouse) -> None:
 # ---------------------------------------------------------------------------
 # orphan data files
 # ---------------------------------------------------------------------------
-def _add_files_of(lh: MaintainedLakehouse, u: int, snap: kvstore.Snapshot, out: set[str]) -> None:
+def _add_files_of(ctx: Context, u: int, snap: kvstore.Snapshot, out: set[str]) -> None:
     """Add to ``out`` the data files version ``u`` references that ``u - 1`` did not:
     those its record lists; a rollback or export recorded before records listed the
     files they bring back lists none, so its whole state is read instead."""
-    rec = lh._record(u, snap.get)
+    rec = ctx.record(u, snap.get)
     out.update(rec.files_added)
     if not rec.files_added and (rec.rollback_of is not None or rec.source is not None):
-        out.update(_files_at(lh, u))
+        out.update(_files_at(ctx, u))
 
 
-def retained_paths(lh: MaintainedLakehouse) -> tuple[int, set[str]]:
+def retained_paths(ctx: Context) -> tuple[int, set[str]]:
     """The oldest retained version and the paths of every data file (in the data
-    directory) a retained version references. ``lh`` may be a reader (``verify``)."""
-    with lh._db.snapshot() as snap:
-        head = lh._u64(snap, keys.HEAD)
-        oldest = lh._u64(snap, keys.OLDEST, 0)
-        refs = _files_at(lh, oldest)
+    directory) a retained version references. ``ctx`` may be a reader's (``verify``)."""
+    with ctx.db.snapshot() as snap:
+        head = ctx.u64(snap, keys.HEAD)
+        oldest = ctx.u64(snap, keys.OLDEST, 0)
+        refs = _files_at(ctx, oldest)
         for u in range(oldest + 1, head + 1):
-            _add_files_of(lh, u, snap, refs)
+            _add_files_of(ctx, u, snap, refs)
     return oldest, refs
 
 
-def _referenced(lh: MaintainedLakehouse) -> set[str]:
+def _referenced(ctx: Context) -> set[str]:
     """Paths of every data file a retained version references, or the deletion
     queue (files in their grace period), or an open view or transaction."""
-    oldest, refs = retained_paths(lh)
-    refs.update(q.path for q in deletion_queue(lh._db))
-    refs.update(lh._pins.paths(below=oldest))
+    oldest, refs = retained_paths(ctx)
+    refs.update(q.path for q in deletion_queue(ctx.db))
+    refs.update(ctx.pins.paths(below=oldest))
     return refs
 
 
-def remove_orphan_files(lh: MaintainedLakehouse, *, older_than: Any = None) -> list[str]:
+def remove_orphan_files(ctx: Context, *, older_than: Any = None) -> list[str]:
     """Delete data files that no retained version references and that were
     created more than ``older_than`` ago (a ``timedelta``; default: the
     lakehouse's transaction TTL, so files of transactions still running are
@@ -524,30 +466,30 @@ def remove_orphan_files(lh: MaintainedLakehouse, *, older_than: Any = None) -> l
     passed, the others stay. Returns the deleted orphans' paths."""
     from lakehouse.data.files import SUFFIX, created_ms
 
-    lh._check_open()
+    ctx.check_open()
     if older_than is None:
-        older_than = timedelta(seconds=lh.definition.transaction_ttl)
+        older_than = timedelta(seconds=ctx.transaction_ttl)
     if not isinstance(older_than, timedelta):
         raise TypeError(f"older_than must be a datetime.timedelta, not {type(older_than).__name__}")
     if older_than < timedelta(0):
         raise ValueError("older_than must not be negative")
-    cutoff = lh._now_ms() - older_than // timedelta(milliseconds=1)
+    cutoff = ctx.now_ms() - older_than // timedelta(milliseconds=1)
     deleted: list[str] = []
-    with lh._maintenance_lock:
-        _delete_due(lh)
+    with ctx.maintenance_lock:
+        _delete_due(ctx)
         candidates = []
-        for name in lh._data.list(""):
+        for name in ctx.data.list(""):
             ms = created_ms(name)
             if name.endswith(SUFFIX) and ms is not None and ms <= cutoff:
                 candidates.append(name)
         if not candidates:
             return deleted
-        referenced = _referenced(lh)  # after listing: a file committed meanwhile is in here
+        referenced = _referenced(ctx)  # after listing: a file committed meanwhile is in here
         for name in candidates:
-            if name in referenced or name in lh._inflight:
+            if name in referenced or name in ctx.inflight:
                 continue
             try:
-                lh._data.delete(name)
+                ctx.data.delete(name)
                 deleted.append(name)
             except OSError as exc:
                 log.warning("could not delete orphan data file %s: %s", name, exc)

@@ -219,6 +219,13 @@ class ReadOps:
         self._note_data_read(d, None)  # a count reveals every row
         return scan.stats(self._table_files(d.namespace, d.name))
 
+    def file_states(self, table: str) -> list[FileState]:
+        """The table's live data files, each with its deleted positions (a pyroaring
+        ``BitMap``), in file-id order: what a read of ``table`` reads."""
+        d = self.describe_table(table)
+        self._note_data_read(d, None)
+        return self._table_files(d.namespace, d.name)
+
     def list_data_files(self, table: str) -> list[DataFile]:
         """The table's data files with rows, bytes, deleted rows and column bounds."""
         d = self.describe_table(table)

@@ -24,7 +24,7 @@ they are: these are seams inside the package, not public API.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 import kvstore
 from kvstore.objstore import ObjectStore
@@ -34,6 +34,9 @@ from lakehouse.layout import Layout
 from lakehouse.model import DataFile, Definition, Isolation, LakehouseDef, TableDef, VersionInfo
 from lakehouse.options import Options
 from lakehouse.view import LakehouseView
+
+if TYPE_CHECKING:
+    from lakehouse.context import Context
 
 
 class PendingChange(Protocol):
@@ -110,7 +113,7 @@ class TransactionState(Protocol):
 
     # -- identity ----------------------------------------------------------------------
     @property
-    def _lh(self) -> LakehouseServices: ...
+    def _ctx(self) -> Context: ...
     @property
     def version(self) -> int: ...
     @property

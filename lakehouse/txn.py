@@ -32,7 +32,6 @@ import kvstore
 from kvstore.objstore import ObjectStore
 from lakehouse import codec, keys
 from lakehouse.commit import CommitOptions
-from lakehouse.data import files as datafiles
 from lakehouse.data import ops, txnfiles
 from lakehouse.data.predicate import Predicate, parse_where
 from lakehouse.data.table import FileState, TableWrite, load
@@ -55,8 +54,8 @@ from lakehouse.model import (
 )
 from lakehouse.pins import Pins, state_paths
 
-if TYPE_CHECKING:  # the contract, not the class: lakehouse.lakehouse imports this module
-    from lakehouse.services import LakehouseServices as Lakehouse
+if TYPE_CHECKING:
+    from lakehouse.context import Context
 
 log = logging.getLogger("lakehouse")
 
@@ -87,7 +86,7 @@ class Transaction(DefinitionOps):
 
     def __init__(
         self,
-        lh: Lakehouse,
+        ctx: Context,
         snapshot: kvstore.Snapshot,
         version: int,
         isolation: Isolation,
@@ -96,10 +95,13 @@ class Transaction(DefinitionOps):
         app_version: int = 0,
         *,
         pins: Pins | None = None,
+        commit: Callable[[Transaction, CommitOptions], int],
     ) -> None:
-        self._lh = lh
+        self._ctx = ctx
+        #: runs the commit protocol (the lakehouse's, which translates fencing)
+        self._run_commit = commit
         self._snap = snapshot
-        self._name_limit = lh.definition.max_name_length
+        self._name_limit = ctx.name_limit
         #: the version this transaction began at
         self.version = version
         #: the oldest version whose data it uses: its base, or older after a
@@ -116,7 +118,7 @@ class Transaction(DefinitionOps):
         self._base_bytes: dict[tuple[str, str], bytes | None] = {}
         self._listings: set[tuple[str, str]] = set()
         self._status = "open"
-        self._started = lh._monotonic()
+        self._started = ctx.monotonic()
         self._lock = threading.Lock()
         #: how the commit protocol runs this transaction (rollback and export set it)
         self.commit_options = CommitOptions()
@@ -149,7 +151,7 @@ class Transaction(DefinitionOps):
     def _check_usable(self) -> None:
         if self._status != "open":
             raise ClosedError(f"the transaction is {self._status}; begin a new one")
-        self._lh._check_open()
+        self._ctx.check_open()
 
     def pinned_paths(self) -> set[str] | None:
         """The base version's data files, which expiry keeps while this is open
@@ -157,7 +159,7 @@ class Transaction(DefinitionOps):
         return None if self._status != "open" else state_paths(self._snap)
 
     def _missing(self, exc: DataFileMissing) -> LakehouseError:
-        oldest = self._lh.oldest_version
+        oldest = self._ctx.oldest()
         if self.oldest_version_read < oldest:  # its base, or a version it restored from
             return RetryableConflict(
                 f"version {self.oldest_version_read}, whose data this transaction uses "
@@ -241,16 +243,50 @@ class Transaction(DefinitionOps):
             self._files_added.append(f.path)
         self._touch("table", ns, t)
 
+    def apply_state(self, current: Mapping[bytes, bytes], target: Mapping[bytes, bytes]) -> int:
+        """Buffer the raw changes that turn lakehouse state ``current`` (every
+        definition and table-state key, as :attr:`keys.STATE_PREFIXES` scans give
+        it) into ``target``; returns how many keys differ. Rollback and export
+        build their versions with it; the definitions it writes are recorded as
+        create / alter / drop like any other."""
+        self._check_usable()
+        changed = 0
+        for key in sorted(set(current) | set(target)):
+            old, new = current.get(key), target.get(key)
+            if old == new:
+                continue
+            changed += 1
+            if key.startswith(keys.STATE_PREFIX):
+                ns, table, _ = keys.parse_state_key(key)
+                self._state_writes[key] = new
+                self._state_tables.add((ns, table))
+                ref = ("table", f"{ns}.{table}")
+                if ref not in self._pending:
+                    base = current.get(keys.table_key(ns, table))
+                    d = None if base is None else codec.decode_def(base)
+                    self._pending[ref] = Pending("table", ns, table, d, base, d)
+                continue
+            kind, ns, name = _kind_of(key)
+            ref = (kind, ns if name is None else f"{ns}.{name}")
+            prev = self._pending.get(ref)
+            base_def = None if old is None else codec.decode_def(old)
+            final = None if new is None else codec.decode_def(new)
+            if prev is not None:  # created above for a state key: keep its base
+                prev.final = final
+            else:
+                self._pending[ref] = Pending(kind, ns, name, base_def, old, final)
+        return changed
+
     @property
     def _rollback_of(self) -> int | None:
         return self.commit_options.rollback_of
 
     # -- table data: the plumbing lakehouse.data.ops uses -------------------------------------
     def _data_store(self) -> ObjectStore:
-        return self._lh._data
+        return self._ctx.data
 
     def _data_url(self) -> str | None:
-        return self._lh._layout.data_url
+        return self._ctx.layout.data_url
 
     def _table_for_data(self, name: str) -> TableDef:
         self._check_usable()
@@ -287,10 +323,7 @@ class Transaction(DefinitionOps):
             self._data_reads.setdefault((d.namespace, d.name), []).append(pred)
 
     def _new_file_name(self, d: TableDef) -> tuple[str, str]:
-        # high 32 bits: a per-process counter, so files written in the same
-        # millisecond still sort (and read) in the order they were written
-        bits = (next(self._lh._file_seq) & 0xFFFFFFFF) << 32 | self._lh._rng_bits(32)
-        return datafiles.file_path(d.table_id, self._lh._now_ms(), bits)
+        return self._ctx.new_file_name(d.table_id)
 
     def _write_data_file(self, d: TableDef, rows: Any, w: TableWrite) -> DataFile:
         return txnfiles.write_data_file(self, d, rows, w)
@@ -298,11 +331,11 @@ class Transaction(DefinitionOps):
     def _release_owned(self) -> None:
         """The commit is decided: our files are no longer in flight."""
         for w in self._table_writes.values():
-            self._lh._inflight.difference_update(w.owned)
+            self._ctx.inflight.difference_update(w.owned)
 
     def _discard_owned(self) -> None:
         self._release_owned()
-        txnfiles.discard(self._lh._data, self._table_writes.values())
+        txnfiles.discard(self._ctx.data, self._table_writes.values())
 
     # -- table data: public operations (see lakehouse.data.ops) ---------------------------------
     def append(self, table: str, data: Any) -> int:
@@ -417,7 +450,7 @@ class Transaction(DefinitionOps):
         with self._lock:
             outcome = "rolled back"
             try:
-                version = self._lh._commit(self, self.commit_options)
+                version = self._run_commit(self, self.commit_options)
                 outcome = "committed"
                 if self.skipped:
                     self._discard_owned()
@@ -429,7 +462,7 @@ class Transaction(DefinitionOps):
                     self._discard_owned()
                 else:
                     self._release_owned()
-                    txnfiles.discard_superseded(self._lh._data, self._table_writes.values())
+                    txnfiles.discard_superseded(self._ctx.data, self._table_writes.values())
 
     def rollback(self) -> None:
         """Discard the buffered changes (and the data files written for them). Idempotent."""
@@ -454,3 +487,10 @@ class Transaction(DefinitionOps):
             f"<lakehouse.Transaction {self.isolation.name} at version {self.version}, "
             f"{self._status}, {len(self._pending)} objects touched>"
         )
+
+
+def _kind_of(key: bytes) -> tuple[str, str, str | None]:
+    if key.startswith(keys.NAMESPACE_PREFIX):
+        return "namespace", keys.parse_namespace_key(key), None
+    ns, name = keys.parse_child_key(key)
+    return ("table" if key.startswith(keys.TABLE_PREFIX) else "view"), ns, name

@@ -72,6 +72,12 @@ class LakehouseView(ReadOps):
     def _scan(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         return self._snap.scan_prefix(prefix)
 
+    def raw_items(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        """The lakehouse's kvstore keys under ``prefix`` as of this version (rollback
+        and export copy whole states with it; see :mod:`lakehouse.keys`)."""
+        self._check_usable()
+        return self._snap.scan_prefix(prefix)
+
     def _data_store(self) -> ObjectStore:
         if self._data is None:
             raise TypeError("this view has no data store")

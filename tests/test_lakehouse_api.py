@@ -260,12 +260,13 @@ def test_lakehouse_definition_options(url):
 
 
 def test_transaction_ttl(url):
-    with lakehouse.open(url, transaction_ttl=5, kv_options={"fsync": False}) as lh:
-        now = [1000.0]
-        lh._monotonic = lambda: now[0]
+    from kvstore.clock import FakeClock
+
+    clock = FakeClock()  # the injection point for time (no monkeypatching)
+    with lakehouse.open(url, transaction_ttl=5, clock=clock, kv_options={"fsync": False}) as lh:
         txn = lh.begin()
         txn.create_namespace("late")
-        now[0] += 6
+        clock.advance(6)
         with pytest.raises(lakehouse.TransactionExpired):
             txn.commit()
         assert isinstance(lakehouse.TransactionExpired("x"), lakehouse.RetryableConflict)

@@ -44,7 +44,6 @@ from kvstore.objstore import ObjectStore, open_store
 from lakehouse.cli.target import CliError, Target, one_line
 from lakehouse.data import files as datafiles
 from lakehouse.layout import resolve
-from lakehouse.maintenance import retained_paths
 from lakehouse.model import DataFile
 
 Progress = Callable[[int, str], None]
@@ -323,7 +322,7 @@ class _ExpiredMeanwhile:
             r = self._r
             try:
                 r.refresh()
-                _, retained = retained_paths(r)
+                retained = r.retained_data_files()
             except (lakehouse.LakehouseError, kvstore.KvError):
                 return False  # cannot tell: report the file
             self._retained = retained

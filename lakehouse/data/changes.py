@@ -47,20 +47,20 @@ from lakehouse.errors import NotFound
 from lakehouse.model import TableChange, TableDef, split_qualified
 
 if TYPE_CHECKING:
-    from lakehouse.services import LakehouseServices
+    from lakehouse.context import Context
 
 INSERT, DELETE = "insert", "delete"
 PRE, POST = "update_preimage", "update_postimage"
 
 
-def _files(lh: LakehouseServices, version: int, name: str, table_id: str) -> dict[str, FileState]:
+def _files(ctx: Context, version: int, name: str, table_id: str) -> dict[str, FileState]:
     """The files of table ``table_id`` at ``version`` ({} where it does not exist);
     ``name`` is where it is looked for first (then every table is looked at)."""
     from lakehouse.data.table import file_key_id
 
     if version < 1:
         return {}
-    with lh.at_version(version) as v:
+    with ctx.at_version(version) as v:
         where = None
         if v.table_exists(name):
             d = v.describe_table(name)
@@ -74,22 +74,22 @@ def _files(lh: LakehouseServices, version: int, name: str, table_id: str) -> dic
                         where = (ns, t)
         if where is None:
             return {}
-        return {file_key_id(f): (f, dv) for f, dv in v._table_files(*where)}
+        return {file_key_id(f): (f, dv) for f, dv in v.file_states(".".join(where))}
 
 
-def changes(lh: LakehouseServices, table: str, start: int, end: int | None = None) -> pa.Table:
-    lh._check_open()
+def changes(ctx: Context, table: str, start: int, end: int | None = None) -> pa.Table:
+    ctx.check_open()
     for name, v in (("start_version", start), ("end_version", end)):
         if v is not None and (isinstance(v, bool) or not isinstance(v, int)):
             raise TypeError(f"{name} must be an int")
-    head = lh.version
+    head = ctx.head()
     end = head if end is None else end
     if start < 1 or end < start:
         raise ValueError(f"need 1 <= start_version <= end_version, got {start}..{end}")
     if end > head:
         raise NotFound(f"version {end} does not exist; the latest is {head}")
-    split_qualified(table, "table name", lh.definition.max_name_length)
-    with lh.at_version(end) as view:
+    split_qualified(table, "table name", ctx.name_limit)
+    with ctx.at_version(end) as view:
         d = view.describe_table(table)
     assert isinstance(d, TableDef)
     schema = scan.output_schema(d, list(d.columns))
@@ -98,17 +98,17 @@ def changes(lh: LakehouseServices, table: str, start: int, end: int | None = Non
     )
     parts: list[pa.Table] = []
     for u in range(start, end + 1):
-        rec = lh.version_info(u)
+        rec = ctx.version_info(u)
         for c in rec.data:
             if c.table_id and c.table_id != d.table_id:
                 continue
             if not c.table_id and c.table != d.qualified_name:
                 continue  # an older record: matched by name (its id is checked below)
-            now = _files(lh, u, c.table, d.table_id)
+            now = _files(ctx, u, c.table, d.table_id)
             if not now and not c.table_id and c.added:
                 continue  # that name held another table at u
-            before = _files(lh, u - 1, c.table, d.table_id)
-            found = list(_version_rows(lh, d, c, before, now))
+            before = _files(ctx, u - 1, c.table, d.table_id)
+            found = list(_version_rows(ctx, d, c, before, now))
             if "restore" in c.ops:
                 found = _net(found)
             parts.extend(_tag(rows, schema, kind, u) for kind, rows in found if rows.num_rows)
@@ -118,14 +118,14 @@ def changes(lh: LakehouseServices, table: str, start: int, end: int | None = Non
 
 
 def _version_rows(
-    lh: LakehouseServices,
+    ctx: Context,
     d: TableDef,
     c: TableChange,
     before: dict[str, FileState],
     now: dict[str, FileState],
 ) -> Iterator[tuple[str, pa.Table]]:
     """``(change type, rows)`` for what one version's change ``c`` did to table ``d``."""
-    store = lh._data
+    store = ctx.data
     cols = list(d.columns)
 
     def rows(fs: FileState) -> pa.Table:

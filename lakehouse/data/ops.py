@@ -100,7 +100,7 @@ def _delete_matching(txn: TransactionState, d: TableDef, pred: Predicate | None,
     w.note(op)
     n = 0
     by_path = {f.path: file_key_id(f) for f, _ in files}
-    for f, hit in scan.matching_positions(txn._lh._data, d, files, pred, columns=[]):
+    for f, hit in scan.matching_positions(txn._ctx.data, d, files, pred, columns=[]):
         pos = scan.positions_of(hit)
         if pos:
             w.delete(by_path[f.path], pos)
@@ -161,7 +161,7 @@ def update(txn: TransactionState, table: str, where: Any, values: Mapping[str, A
     parts: list[pa.Table] = []  # new versions of rows committed before (post-images)
     origins: list[Origins] = []  # the committed row each of those replaces
     fresh: list[pa.Table] = []  # of rows this transaction added: still inserts
-    for f, hit in scan.matching_positions(txn._lh._data, d, files, pred):
+    for f, hit in scan.matching_positions(txn._ctx.data, d, files, pred):
         if not hit.num_rows:
             continue
         old = hit.drop_columns(["_pos"])
@@ -249,7 +249,7 @@ def merge(
     # the committed rows matched, with the source row each matched
     src_origin: list[tuple[np.ndarray, Origins]] = []
     own_src: list[int] = []  # matched rows this transaction added (their update is an insert)
-    for f, hit in scan.matching_positions(txn._lh._data, d, files, key_pred, columns=key_cols):
+    for f, hit in scan.matching_positions(txn._ctx.data, d, files, key_pred, columns=key_cols):
         if not hit.num_rows:
             continue
         j = hit.join(src_idx, keys=on, join_type="inner")
@@ -392,7 +392,7 @@ def compact(
         parts = []
         for _, f, dv in g:  # progress: bytes of the files being rewritten, read so far
             parts.append(
-                scan._one(txn._lh._data, d, (f, dv), list(d.columns), None, list(d.columns))
+                scan._one(txn._ctx.data, d, (f, dv), list(d.columns), None, list(d.columns))
             )
             done += f.size
             if progress is not None:

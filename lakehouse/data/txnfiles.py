@@ -39,8 +39,8 @@ def write_data_file(txn: TransactionState, d: TableDef, rows: Any, w: TableWrite
     _, path = txn._new_file_name(d)
     f = datafiles.describe_footer(path, len(data), footer, rows.schema, d.columns, data)
     w.owned.append(path)  # before the write: a failed put may still leave bytes
-    txn._lh._inflight.add(path)
-    store = txn._lh._data
+    txn._ctx.inflight.add(path)
+    store = txn._ctx.data
     getattr(store, "put_new", store.put_if_absent)(path, data)  # durable before the commit
     w.add(f, owned=False)
     return f
@@ -53,7 +53,7 @@ def adopt_data_file(
     ``key_cols``, also return its rows' values of those columns (merge keys)."""
     if not isinstance(path, str) or path.startswith("/") or "://" in path:
         raise ValueError(f"data file paths are relative to the data directory, not {path!r}")
-    data = fetch(txn._lh._data, path)
+    data = fetch(txn._ctx.data, path)
     pf = datafiles.open_parquet(data, path)  # the footer, parsed once
     conform(pf.schema_arrow.empty_table(), d.schema, f"data file {path}")
     check_pages(data, pf.metadata, path)  # damaged since its write: not recorded as sound
@@ -68,7 +68,7 @@ def adopt_data_file(
         schema = pa.schema([d.schema.field(c.name) for c in key_cols])
         keys = datafiles.read_file(data, f, key_cols, schema, None)
     w.add(f, owned=True)
-    txn._lh._inflight.add(path)
+    txn._ctx.inflight.add(path)
     return f, keys
 
 
@@ -98,9 +98,9 @@ def restore_table(txn: TransactionState, table: str, version: int) -> None:
     """The table's definition, files and deletion vectors as of ``version``."""
     txn._check_usable()
     ns, t = txn._qualified(table, "table name")
-    with txn._lh.at_version(version) as old:
+    with txn._ctx.at_version(version) as old:
         d = old.describe_table(table)
-        old_files = old._table_files(ns, t)
+        old_files = old.file_states(table)
     cur = txn._lookup("table", ns, t)
     if cur is None:
         txn._check_free(ns, t)
@@ -124,11 +124,11 @@ def clone_table(txn: TransactionState, source: str, target: str, version: int | 
         files = txn._table_files(sns, st)
         txn._note_data_read(d, None)
     else:
-        with txn._lh.at_version(version) as old:
+        with txn._ctx.at_version(version) as old:
             d = old.describe_table(source)
-            files = old._table_files(sns, st)
+            files = old.file_states(source)
     txn._check_free(ns, t)
-    table_id = uuid.UUID(int=txn._lh._rng_bits(128), version=4).hex
+    table_id = uuid.UUID(int=txn._ctx.rng_bits(128), version=4).hex
     txn._touch("table", ns, t).final = replace(d, namespace=ns, name=t, table_id=table_id)
     w = txn._table_write(ns, t)
     w.note("append")

@@ -178,8 +178,7 @@ def _location(obj: Any) -> str:
     """The URL of the lakehouse behind a Lakehouse, transaction or view (for messages)."""
     getters: tuple[Callable[[Any], Any], ...] = (
         lambda o: o.url,
-        lambda o: o._lh.url,
-        lambda o: o._data_url(),
+        lambda o: o.data_url,
     )
     for get in getters:
         try:

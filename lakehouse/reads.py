@@ -150,6 +150,11 @@ class ReadOps:
     def _data_url(self) -> str | None:
         return None
 
+    @property
+    def data_url(self) -> str | None:
+        """The URL of the data directory (None when opened on a store instance)."""
+        return self._data_url()
+
     def _table_files(self, ns: str, t: str) -> list[FileState]:
         prefix = keys.table_state_prefix(ns, t)
         files = load(self._state_items(ns, t), prefix)

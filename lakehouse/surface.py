@@ -31,6 +31,7 @@ from typing import Any, TypeVar
 
 import pyarrow as pa
 
+import kvstore
 from kvstore.objstore import ObjectStore
 from lakehouse import codec, keys
 from lakehouse.codec import QueuedFile
@@ -138,6 +139,15 @@ class LakehouseReads:
     namespace_exists = _head_call("namespace_exists")
     table_exists = _head_call("table_exists")
     view_exists = _head_call("view_exists")
+
+    @property
+    def kvstore(self) -> kvstore.DB:
+        """The key-value store holding the lakehouse's metadata (a ``kvstore.DB``; a
+        ``kvstore.Reader`` for a reader): for its ``stats()``, ``flush()`` and
+        ``compact()``. Writing lakehouse keys through it bypasses every check of
+        the commit protocol; tools and tests that simulate old or damaged metadata
+        do, nothing else should."""
+        return self._ctx.db
 
     @property
     def data_store(self) -> ObjectStore:

@@ -249,7 +249,7 @@ def time_travel(root: str, versions: int, tables: int, repeat: int) -> dict[str,
             with lh.begin() as txn:
                 txn.alter_table(f"tt.t{v % tables}", set_properties={"v": str(v)})
         build_s = time.perf_counter() - start
-        lh._db.flush()
+        lh.kvstore.flush()
         head = lh.version
         assert head == versions
         table = "tt.t0"
@@ -259,7 +259,7 @@ def time_travel(root: str, versions: int, tables: int, repeat: int) -> dict[str,
         result: dict[str, Any] = {"versions": versions, "tables": tables, "build_s": build_s}
         steps: tuple[tuple[Callable[[], object], str], ...] = (
             (lambda: None, "memtable+L0"),
-            (lh._db.compact, "compacted"),
+            (lh.kvstore.compact, "compacted"),
         )
         for where, label in steps:
             where()

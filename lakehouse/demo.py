@@ -13,11 +13,13 @@ import os
 import shutil
 import threading
 import time
+from collections.abc import Callable
 
 import pyarrow as pa
 
 import lakehouse
 from lakehouse import Isolation
+from lakehouse.intent import TxnIntent
 
 ORDERS = pa.schema(
     [
@@ -39,7 +41,14 @@ def main(root: str = "demo-data") -> None:
     shutil.rmtree(path, ignore_errors=True)
     shutil.rmtree(os.path.join(root, "lakehouse-export"), ignore_errors=True)
     say(f"lakehouse demo: a lakehouse in {path}/ (tree and versions in a kvstore under meta/)\n")
-    lh = lakehouse.open(path)
+    # the commit hook (a testing injection point) makes section 3's race happen every run
+    race_hook: list[Callable[[TxnIntent, int], None]] = []
+
+    def commit_hook(intent: TxnIntent, attempt: int) -> None:
+        for fn in race_hook:
+            fn(intent, attempt)
+
+    lh = lakehouse.open(path, commit_hook=commit_hook)
 
     # 1. the tree --------------------------------------------------------------
     with lh.begin() as txn:
@@ -104,15 +113,15 @@ def main(root: str = "demo-data") -> None:
     t1.alter_table("sales.orders", set_properties={"retention": "90d"})
     t2.alter_table("sales.customers", set_properties={"pii": "true"})
 
-    # The test hook runs T1's commit inside T2's first commit attempt (after T2
+    # The commit hook runs T1's commit inside T2's first commit attempt (after T2
     # read the head, before its kvstore commit), so the race happens every run.
-    def race(txn: lakehouse.Transaction, attempt: int) -> None:
-        if txn is t2 and attempt == 1:
+    def race(intent: TxnIntent, attempt: int) -> None:
+        if intent.txn_id == t2.id and attempt == 1:
             t1.commit()  # T1 wins the race for the next version
 
-    lh._before_kv_commit = race
+    race_hook.append(race)
     t2.commit()
-    lh._before_kv_commit = None
+    race_hook.clear()
     say(f"3. TrinityLake's example: T1 and T2 both began at version {v}. T1 changed")
     say(f"   sales.orders and committed version {t1.committed_version} while T2 was committing.")
     say(

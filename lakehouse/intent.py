@@ -17,12 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from lakehouse import keys
 from lakehouse.data.predicate import Predicate
 from lakehouse.data.table import FileState, TableIntent
-from lakehouse.model import Definition, Isolation, VersionInfo
+from lakehouse.model import Definition, Isolation, TableDef, VersionInfo
 
 if TYPE_CHECKING:
     import kvstore
@@ -79,12 +79,37 @@ class TxnIntent:
     table_writes: Mapping[tuple[str, str], TableIntent]
     #: SERIALIZABLE: predicates of the data reads, per (namespace, table)
     data_reads: Mapping[tuple[str, str], tuple[Predicate, ...]]
+    #: SERIALIZABLE: each table of ``data_reads`` as the transaction sees it at
+    #: commit (absent: it dropped the table)
+    read_tables: Mapping[tuple[str, str], TableDef]
     #: a table's files at the begin version, by file id (looked up lazily)
     base_files: Callable[[str, str], Mapping[str, FileState]]
 
     @property
     def serializable(self) -> bool:
         return self.isolation is Isolation.SERIALIZABLE
+
+
+#: called inside each commit attempt just before the kvstore commit, with the
+#: intent and the attempt number (1, 2, ...): a testing injection point
+CommitHook = Callable[[TxnIntent, int], None]
+
+
+@dataclass(frozen=True)
+class CommitOptions:
+    """How a commit differs from a plain transaction's (rollback, export), and the
+    testing injection point the lakehouse passes in (``Options.commit_hook``)."""
+
+    #: conflict with every version committed meanwhile (the result must equal an old state)
+    exclusive: bool = False
+    #: write a version even when nothing changed
+    force: bool = False
+    #: the version a rollback restores
+    rollback_of: int | None = None
+    #: where an export came from
+    source: dict[str, Any] | None = None
+    #: testing injection point (see :data:`CommitHook`); None in production
+    hook: CommitHook | None = None
 
 
 @dataclass(frozen=True)
@@ -104,6 +129,14 @@ class CommitOutcome:
     rebased_over: tuple[int, ...]
     #: the record written (None when nothing was)
     record: VersionInfo | None = None
+    #: why the commit failed (a conflict, an expired transaction, a storage or
+    #: fencing error); nothing was written. The transaction raises it.
+    error: Exception | None = None
+
+    @property
+    def committed_version(self) -> int | None:
+        """The version created, or None (read-only, nothing changed, skipped, failed)."""
+        return self.version if self.created else None
 
 
 class CommitServices(Protocol):

@@ -9,13 +9,13 @@ one-call writes and maintenance. Rollback, export and expiration live in
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import kvstore
 from lakehouse import codec, commit, keys
-from lakehouse.commit import CommitOptions
 from lakehouse.context import Context
 from lakehouse.errors import (
     AlreadyExists,
@@ -27,6 +27,7 @@ from lakehouse.errors import (
     storage_errors_name_url,
     translated,
 )
+from lakehouse.intent import CommitOptions, CommitOutcome, TxnIntent
 from lakehouse.layout import Layout, refuse_foreign
 from lakehouse.model import (
     Isolation,
@@ -49,19 +50,12 @@ class Lakehouse(LakehouseReads):
     def __init__(self, db: kvstore.DB, layout: Layout, options: Options) -> None:
         self._ctx = ctx = Context(db, layout, options, read_only=False)
         self._fence_logged = False
-        #: transitional test hook (see lakehouse.commit)
-        self._before_kv_commit: Callable[[Any, int], None] | None = None
         ctx.definition = self._load_or_create()
         from lakehouse.maintenance import retry_pending_deletes
 
         retry_pending_deletes(ctx)
 
-    # -- transitional: the commit protocol's old names (removed once commit.run takes a
-    # CommitServices) ---------------------------------------------------------------
-    @property
-    def _options(self) -> Options:
-        return self._ctx.options
-
+    # -- transitional: what tests still reach (issue 20 part 6) --------------------------
     @property
     def _db(self) -> kvstore.DB:
         return self._ctx.db
@@ -69,24 +63,6 @@ class Lakehouse(LakehouseReads):
     @property
     def _data(self) -> Any:
         return self._ctx.data
-
-    def _monotonic(self) -> float:
-        return self._ctx.monotonic()
-
-    def _sleep(self, seconds: float) -> None:
-        self._ctx.sleep(seconds)
-
-    def _now_ms(self) -> int:
-        return self._ctx.now_ms()
-
-    def _backoff(self, attempt: int) -> float:
-        return self._ctx.backoff(attempt)
-
-    def _record(self, version: int, get: Callable[[bytes], bytes | None]) -> VersionInfo:
-        return self._ctx.record(version, get)
-
-    def _remember(self, rec: VersionInfo) -> None:
-        self._ctx.remember(rec)
 
     # -- creation ---------------------------------------------------------------------
     def _load_or_create(self) -> LakehouseDef:
@@ -171,12 +147,21 @@ class Lakehouse(LakehouseReads):
             )
         return txn
 
-    def _commit(self, txn: Transaction, options: CommitOptions) -> int:
-        """Run the commit protocol for ``txn`` (see :mod:`lakehouse.commit`)."""
-        try:
-            return commit.run(self, txn, options)  # type: ignore[arg-type]  # transitional
-        except kvstore.FencedError as exc:
-            raise self._fenced(exc) from exc
+    def _commit(self, intent: TxnIntent, options: CommitOptions) -> CommitOutcome:
+        """Run the commit protocol for a transaction's intent (see :mod:`lakehouse.commit`),
+        with the testing injection point of :attr:`Options.commit_hook`; a fenced commit's
+        error says what it means for the data."""
+        hook = self._ctx.options.commit_hook
+        if hook is not None:
+            options = dataclasses.replace(options, hook=hook)
+        outcome = commit.run(self._ctx, intent, options)
+        exc = outcome.error
+        if isinstance(exc, kvstore.FencedError):
+            fenced = self._fenced(exc)
+            fenced.__cause__ = exc  # as ``raise fenced from exc``
+            fenced.__suppress_context__ = True
+            return dataclasses.replace(outcome, error=fenced)
+        return outcome
 
     def _fenced(self, exc: kvstore.FencedError) -> FencedError:
         """What a fenced commit means for the data, said plainly (logged once per handle)."""

@@ -47,6 +47,12 @@ class Options:
     clock: Clock | Callable[[], float] | None = None
     #: sleep function used for backoff (default: the clock's); injectable for tests
     sleep: Callable[[float], None] | None = None
+    #: testing injection point: ``commit_hook(intent, attempt)`` is called inside
+    #: each commit attempt just before its kvstore commit (``intent``: the
+    #: committing transaction's :class:`lakehouse.intent.TxnIntent`, whose
+    #: ``txn_id`` is the transaction's ``id``; ``attempt``: 1, 2, ...). Tests use it
+    #: to make a race or a crash happen at exactly that point; None in production
+    commit_hook: Callable[[Any, int], None] | None = None
     #: fence a live writer of this (local) lakehouse instead of raising WriterActive
     takeover: bool = False
     #: where data files live (default: <url>/data)
@@ -88,8 +94,9 @@ class Options:
                 )
         elif self.clock is not None and not callable(self.clock):
             raise TypeError("option clock must be a kvstore Clock or a callable")
-        if self.sleep is not None and not callable(self.sleep):
-            raise TypeError("option sleep must be callable")
+        for name in ("sleep", "commit_hook"):
+            if getattr(self, name) is not None and not callable(getattr(self, name)):
+                raise TypeError(f"option {name} must be callable")
         if self.data_store is not None and not isinstance(self.data_store, ObjectStore):
             raise TypeError("option data_store must be a kvstore ObjectStore")
         for name in ("storage_options", "kv_options"):

@@ -26,15 +26,15 @@ import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import kvstore
 from kvstore.objstore import ObjectStore
 from lakehouse import codec, keys
-from lakehouse.commit import CommitOptions
 from lakehouse.data import ops, txnfiles
 from lakehouse.data.predicate import Predicate, parse_where
-from lakehouse.data.table import FileState, TableWrite, load
+from lakehouse.data.table import FileState, LazyFiles, TableWrite, load
 from lakehouse.ddl import DefinitionOps
 from lakehouse.errors import (
     ClosedError,
@@ -43,6 +43,7 @@ from lakehouse.errors import (
     RetryableConflict,
     one_hierarchy,
 )
+from lakehouse.intent import CommitOptions, CommitOutcome, DefinitionChange, TxnIntent
 from lakehouse.model import (
     CompactResult,
     DataFile,
@@ -95,7 +96,7 @@ class Transaction(DefinitionOps):
         app_version: int = 0,
         *,
         pins: Pins | None = None,
-        commit: Callable[[Transaction, CommitOptions], int],
+        commit: Callable[[TxnIntent, CommitOptions], CommitOutcome],
     ) -> None:
         self._ctx = ctx
         #: runs the commit protocol (the lakehouse's, which translates fencing)
@@ -130,19 +131,18 @@ class Transaction(DefinitionOps):
         #: idempotent writes (see Lakehouse.begin)
         self.app_id = app_id
         self.app_version = app_version
-        #: True when the commit found app_version already recorded and wrote nothing
-        self.skipped = False
-        #: commit attempts made (1 when the first attempt won)
-        self.attempts = 0
-        #: versions committed by others that this transaction was rebased over
-        self.rebased_over: list[int] = []
-        #: the version the commit created (None before commit / when read-only)
-        self.committed_version: int | None = None
+        #: what the commit did (None before commit)
+        self._outcome: CommitOutcome | None = None
         if pins is not None:  # expiry keeps its base's files (see lakehouse.pins)
             self._pins = pins
             pins.add(self)
 
     # -- state ------------------------------------------------------------------------
+    @property
+    def url(self) -> str:
+        """The lakehouse this transaction belongs to."""
+        return self._ctx.layout.label
+
     @property
     def status(self) -> str:
         """``"open"``, ``"committed"`` or ``"rolled back"`` (also after a conflict)."""
@@ -439,6 +439,70 @@ class Transaction(DefinitionOps):
             self.oldest_version_read = min(self.oldest_version_read, version)
 
     # -- outcome -----------------------------------------------------------------------------
+    def _freeze(self) -> TxnIntent:
+        """The buffer as the immutable value the commit protocol works from."""
+        serializable = self._serializable
+        # the tables the SERIALIZABLE data reads looked at, as seen now (first: a
+        # lookup of a table not touched records a read, which is there already)
+        read_tables: dict[tuple[str, str], TableDef] = {}
+        for ns, t in self._data_reads:
+            d = self._lookup("table", ns, t)
+            if isinstance(d, TableDef):
+                read_tables[(ns, t)] = d
+        loaded = dict(self._base_file_cache)
+        snap_get = self._snap.get
+
+        def base_files(ns: str, t: str) -> Mapping[str, FileState]:
+            """A table's files at the begin version: loaded already if a read needed
+            them all, else looked up one by one."""
+            files = loaded.get((ns, t))
+            return files if files is not None else LazyFiles(snap_get, ns, t)
+
+        return TxnIntent(
+            version=self.version,
+            isolation=self.isolation,
+            txn_id=self.id,
+            started=self._started,
+            oldest_version_read=self.oldest_version_read,
+            app=None if self.app_id is None else (self.app_id, self.app_version),
+            touched=MappingProxyType(
+                {
+                    ref: DefinitionChange(p.kind, p.ns, p.name, p.base, p.base_bytes, p.final)
+                    for ref, p in self._pending.items()
+                }
+            ),
+            state_writes=MappingProxyType(dict(self._state_writes)),
+            state_tables=frozenset(self._state_tables),
+            files_added=tuple(self._files_added),
+            reads=frozenset(self._reads) if serializable else frozenset(),
+            listings=frozenset(self._listings) if serializable else frozenset(),
+            table_writes=MappingProxyType({k: w.freeze() for k, w in self._table_writes.items()}),
+            data_reads=MappingProxyType({k: tuple(v) for k, v in self._data_reads.items()}),
+            read_tables=MappingProxyType(read_tables),
+            base_files=base_files,
+        )
+
+    @property
+    def skipped(self) -> bool:
+        """True when the commit found app_version already recorded and wrote nothing."""
+        return self._outcome is not None and self._outcome.skipped
+
+    @property
+    def attempts(self) -> int:
+        """Commit attempts made (1 when the first attempt won; 0 before commit or
+        when read-only)."""
+        return 0 if self._outcome is None else self._outcome.attempts
+
+    @property
+    def rebased_over(self) -> list[int]:
+        """Versions committed by others that this transaction was rebased over."""
+        return [] if self._outcome is None else list(self._outcome.rebased_over)
+
+    @property
+    def committed_version(self) -> int | None:
+        """The version the commit created (None before commit / when nothing was written)."""
+        return None if self._outcome is None else self._outcome.committed_version
+
     def commit(self) -> int:
         """Commit; returns the version created (the begin version when nothing changed).
 
@@ -450,11 +514,13 @@ class Transaction(DefinitionOps):
         with self._lock:
             outcome = "rolled back"
             try:
-                version = self._run_commit(self, self.commit_options)
+                done = self._outcome = self._run_commit(self._freeze(), self.commit_options)
+                if done.error is not None:
+                    raise done.error
                 outcome = "committed"
-                if self.skipped:
+                if done.skipped:
                     self._discard_owned()
-                return version
+                return done.version
             finally:
                 self._status = outcome
                 self._snap.close()

@@ -9,6 +9,7 @@ and changes a) and phantoms through listings (two transactions each check
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 
 import pyarrow as pa
@@ -21,23 +22,49 @@ from lakehouse import Isolation
 SCHEMA = pa.schema([("id", pa.int64())])
 
 
+class Injected:
+    """The testing injection points the ``lh`` fixture opens the lakehouse with
+    (options ``commit_hook`` and ``sleep``): a test sets ``hook`` to act inside
+    each commit attempt just before its kvstore commit, ``sleep`` to see or skip
+    the backoff sleeps."""
+
+    def __init__(self) -> None:
+        self.hook = None
+        self.sleep = time.sleep
+
+    def options(self) -> dict:
+        return {"commit_hook": self._hook, "sleep": self._sleep}
+
+    def _hook(self, intent, attempt) -> None:
+        if self.hook is not None:
+            self.hook(intent, attempt)
+
+    def _sleep(self, seconds: float) -> None:
+        self.sleep(seconds)
+
+
+@pytest.fixture
+def inject() -> Injected:
+    return Injected()
+
+
 @pytest.fixture(params=["memory", "local", pytest.param("s3", marks=pytest.mark.s3)])
-def lh(request, tmp_path):
+def lh(request, tmp_path, inject):
     """The same lakehouse scenarios on every backend, S3 through moto included."""
     if request.param == "memory":
         name = f"lh-conc-{uuid.uuid4().hex}"
-        h = lakehouse.open(f"memory://{name}", seed=7)
+        h = lakehouse.open(f"memory://{name}", seed=7, **inject.options())
         yield h
         h.close()
         MemoryStore.drop(f"{name}/meta")
         MemoryStore.drop(f"{name}/data")
     elif request.param == "local":
-        h = lakehouse.open(str(tmp_path / "lh"), seed=7)
+        h = lakehouse.open(str(tmp_path / "lh"), seed=7, **inject.options())
         yield h
         h.close()
     else:
         url, storage_options = request.getfixturevalue("s3_url")
-        h = lakehouse.open(url, seed=7, storage_options=storage_options)
+        h = lakehouse.open(url, seed=7, storage_options=storage_options, **inject.options())
         yield h
         h.close()
 
@@ -49,7 +76,7 @@ def setup(lh, *tables):
             txn.create_table(f"ns.{t}", SCHEMA)
 
 
-def test_trinitylake_example_rebase(lh):
+def test_trinitylake_example_rebase(lh, inject):
     """T1 changes t1, T2 changes t2, both at version 3; T1 makes 4, T2 rebases to 5."""
     setup(lh, "t1", "t2")  # version 1
     with lh.begin() as txn:
@@ -65,13 +92,13 @@ def test_trinitylake_example_rebase(lh):
 
     # T1 commits version 4 while T2's first attempt is between reading the head
     # (3) and its kvstore commit: T2 loses the race for version 4.
-    def race(txn, attempt):
-        if txn is t2 and attempt == 1:
+    def race(intent, attempt):
+        if intent.txn_id == t2.id and attempt == 1:
             assert t1.commit() == 4
 
-    lh._before_kv_commit = race
+    inject.hook = race
     assert t2.commit() == 5
-    lh._before_kv_commit = None
+    inject.hook = None
     assert t2.attempts == 2  # the first attempt lost
     assert t2.rebased_over == [4]  # it checked version 4 only: t1 changed, no conflict
     assert t1.attempts == 1 and t1.rebased_over == []
@@ -288,42 +315,42 @@ def test_eight_threads_on_the_same_table(lh):
     assert lh.version == 2
 
 
-def test_lost_races_are_retried(lh):
+def test_lost_races_are_retried(lh, inject):
     """Force kvstore-level lost races on every first attempt: commits still land."""
     setup(lh, "a", "b")
     sleeps: list[float] = []
-    lh._sleep = sleeps.append
+    inject.sleep = sleeps.append
     calls = {"n": 0}
     victims: set[str] = set()
 
-    def interfere(txn, attempt):
-        if txn.id in victims and attempt == 1:
+    def interfere(intent, attempt):
+        if intent.txn_id in victims and attempt == 1:
             calls["n"] += 1
             with lh.begin() as other:
                 other.alter_table("ns.b", set_properties={"n": str(calls["n"])})
 
-    lh._before_kv_commit = interfere
+    inject.hook = interfere
     for i in range(5):
         txn = lh.begin()
         victims.add(txn.id)
         txn.alter_table("ns.a", set_properties={"i": str(i)})
         txn.commit()
         assert txn.attempts == 2 and len(txn.rebased_over) == 1
-    lh._before_kv_commit = None
+    inject.hook = None
     assert len(sleeps) == 5 and all(0 < s < 0.01 for s in sleeps)
     assert lh.version == 11
 
 
-def test_bounded_retries(lh):
+def test_bounded_retries(lh, inject):
     setup(lh, "a", "b")
-    lh._sleep = lambda s: None
+    inject.sleep = lambda s: None
 
-    def always_interfere(txn, attempt):
-        if txn.isolation is Isolation.SERIALIZABLE:  # only the victim
+    def always_interfere(intent, attempt):
+        if intent.isolation is Isolation.SERIALIZABLE:  # only the victim
             with lh.begin() as other:
                 other.alter_table("ns.b", set_properties={"a": str(attempt)})
 
-    lh._before_kv_commit = always_interfere
+    inject.hook = always_interfere
     txn = lh.begin(Isolation.SERIALIZABLE)
     txn.alter_table("ns.a", set_properties={"x": "y"})
     with pytest.raises(lakehouse.RetryableConflict, match="gave up after 20"):

@@ -27,6 +27,18 @@ SCHEMA = pa.schema([("id", pa.int64())])
 NO_GRACE = timedelta(0)
 
 
+class CommitHook:
+    """The ``commit_hook`` option (a testing injection point): calls ``fn(intent,
+    attempt)`` inside each commit attempt, before its kvstore commit, while set."""
+
+    def __init__(self) -> None:
+        self.fn = None
+
+    def __call__(self, intent, attempt) -> None:
+        if self.fn is not None:
+            self.fn(intent, attempt)
+
+
 def rows(*ids: int) -> pa.Table:
     return pa.table({"id": pa.array(ids, pa.int64())})
 
@@ -529,20 +541,21 @@ def test_a_restore_from_a_version_expired_before_commit_is_retryable(path, clock
 def test_a_clone_whose_base_expires_during_its_commit_is_retryable(path, clock):
     """The expiry commits between the commit's read of the oldest version and its
     own kvstore commit: the commit sees it (and re-checks on its retry)."""
-    lh = lakehouse.open(path, clock=clock)
+    hook = CommitHook()
+    lh = lakehouse.open(path, clock=clock, commit_hook=hook)
     txn = lh.begin()  # at version 1
     txn.clone_table("s.t", "s.c")  # version 1's file, shared
     replace_rows(lh, 3)  # version 2: s.t no longer references it
     expired: list[int] = []
 
-    def expire_now(t, attempt):
-        if t is txn and not expired:
+    def expire_now(intent, attempt):
+        if intent.txn_id == txn.id and not expired:
             expired.append(lh.expire_versions(keep_last=1, grace=NO_GRACE))
 
-    lh._before_kv_commit = expire_now
+    hook.fn = expire_now
     with pytest.raises(lakehouse.RetryableConflict, match="base version 1 has expired"):
         txn.commit()
-    lh._before_kv_commit = None
+    hook.fn = None
     assert expired == [2] and not lh.table_exists("s.c")
     lh.expire_versions(keep_last=1, grace=NO_GRACE)  # the next pass: nothing pins now
     assert lh.version_info(2).version == 2  # the oldest version still reads
@@ -554,19 +567,20 @@ def test_a_commit_racing_an_expiry_of_everything_but_its_base_retries(path, cloc
     """Expiring up to the head raises the retention watermark to the expiry's own
     seq; a commit that read before it must retry, or its version's record would
     point below the watermark and the version before it could not be read."""
-    lh = lakehouse.open(path, clock=clock)
+    hook = CommitHook()
+    lh = lakehouse.open(path, clock=clock, commit_hook=hook)
     replace_rows(lh, 3)  # version 2
     txn = lh.begin()  # at the head, 2
     txn.append("s.t", rows(9))
     expired: list[int] = []
 
-    def expire_now(t, attempt):
-        if t is txn and not expired:
+    def expire_now(intent, attempt):
+        if intent.txn_id == txn.id and not expired:
             expired.append(lh.expire_versions(keep_last=1, grace=NO_GRACE))
 
-    lh._before_kv_commit = expire_now
+    hook.fn = expire_now
     assert txn.commit() == 3 and txn.attempts == 2
-    lh._before_kv_commit = None
+    hook.fn = None
     assert expired == [2]
     with lh.at_version(2) as v:
         assert ids(v.read("s.t")) == [3]
@@ -615,18 +629,19 @@ def test_an_export_keeps_its_files_while_it_copies(tmp_path, path, clock, monkey
 
 
 def test_a_rollback_to_a_version_expiring_during_its_commit_does_not_commit(path, clock):
-    lh = lakehouse.open(path, clock=clock)
+    hook = CommitHook()
+    lh = lakehouse.open(path, clock=clock, commit_hook=hook)
     replace_rows(lh, 3)  # version 2
     expired: list[int] = []
 
-    def expire_now(t, attempt):
+    def expire_now(intent, attempt):
         if not expired:
             expired.append(lh.expire_versions(keep_last=1, grace=NO_GRACE))
 
-    lh._before_kv_commit = expire_now
+    hook.fn = expire_now
     with pytest.raises(lakehouse.VersionExpired):
         lh.rollback(1)  # its retry finds version 1 expired
-    lh._before_kv_commit = None
+    hook.fn = None
     assert expired == [2] and lh.version == 2
     assert ids(lh.read("s.t")) == [3]
     lh.close()

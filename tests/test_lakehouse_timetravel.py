@@ -41,9 +41,28 @@ def clock():
     return Clock()
 
 
+class CommitHook:
+    """The ``commit_hook`` option (a testing injection point) the ``lh`` fixture opens
+    with: calls ``fn(intent, attempt)`` inside each commit attempt while it is set."""
+
+    def __init__(self) -> None:
+        self.fn = None
+
+    def __call__(self, intent, attempt) -> None:
+        if self.fn is not None:
+            self.fn(intent, attempt)
+
+
 @pytest.fixture
-def lh(url, clock):
-    h = lakehouse.open(url, clock=clock, kv_options={"fsync": False, "gc_grace_seconds": 0})
+def hook():
+    return CommitHook()
+
+
+@pytest.fixture
+def lh(url, clock, hook):
+    h = lakehouse.open(
+        url, clock=clock, kv_options={"fsync": False, "gc_grace_seconds": 0}, commit_hook=hook
+    )
     yield h
     h.close()
 
@@ -188,7 +207,7 @@ def test_rollback_rolls_forward(lh, clock):
     assert state_of(lh.at_version(v)) == states[head]
 
 
-def test_rollback_errors_and_concurrency(lh):
+def test_rollback_errors_and_concurrency(lh, hook):
     with lh.begin() as txn:
         txn.create_namespace("ns")
         txn.create_table("ns.t", SCHEMA)
@@ -206,15 +225,15 @@ def test_rollback_errors_and_concurrency(lh):
     # a rollback racing a commit retries and still lands on the exact old state
     calls = {"n": 0}
 
-    def race(t, attempt):
-        if t._rollback_of is not None and calls["n"] == 0:
+    def race(intent, attempt):
+        if calls["n"] == 0:  # the first commit from here on: the rollback's first attempt
             calls["n"] += 1
             with lh.begin() as other:
                 other.create_namespace("sneaky")
 
-    lh._before_kv_commit = race
+    hook.fn = race
     v = lh.rollback(2)
-    lh._before_kv_commit = None
+    hook.fn = None
     assert calls["n"] == 1
     view = lh.at_version(v)
     assert view.list_namespaces() == ["ns"]

@@ -7,8 +7,8 @@ through :func:`lakehouse.spark.write`; it is killed with SIGKILL
 * ``mid-job``: by one of its own Spark tasks, while the other task's file is
   already written (the driver has not seen the job end);
 * ``before-commit``: after ``add_files`` registered the renamed files in the
-  transaction, just before the commit (the lakehouse's test hook
-  ``_before_kv_commit``);
+  transaction, just before the commit (the lakehouse's testing injection
+  point, the ``commit_hook`` option);
 * ``after-commit``: right after the commit returned;
 
 with Spark's Parquet writer (``jvm``), and once mid-job with the Python-task
@@ -49,13 +49,12 @@ CHILD = textwrap.dedent(
     path, point = sys.argv[1], sys.argv[2]
     me = os.getpid()
     spark = lhs.local_session("crash-child", master="local[2]")
-    lh = lakehouse.open(path, kv_options={"fsync": True})
 
     def die(*_):
         os.kill(me, signal.SIGKILL)
 
-    if point == "before-commit":
-        lh._before_kv_commit = die
+    hook = die if point == "before-commit" else None
+    lh = lakehouse.open(path, kv_options={"fsync": True}, commit_hook=hook)
 
     data_dir = lh.data_location()[0][len("file://") :]
     existing = {os.path.join(r, x) for r, _, names in os.walk(data_dir) for x in names}

@@ -287,6 +287,10 @@ class TableIntent:
         """Nothing to commit (see :meth:`TableWrite.is_empty`)."""
         return not (self.added or self.removed or self.deletes or self.rewrites)
 
+    def freeze(self) -> TableIntent:
+        """Itself (transitional: rebase.py calls ``w.freeze()`` until it takes a TableIntent)."""
+        return self
+
     def change(
         self,
         deleted_base: Mapping[str, BitMap],

@@ -6,9 +6,11 @@ Each change is buffered per object as ``(definition at v, definition now)``;
 reads consult that buffer first, so a transaction sees its own changes
 (``create_table`` then ``list_tables`` shows the new table). Under
 SERIALIZABLE every read is also recorded: the objects looked up (including
-ones found missing) and the listings taken. The commit protocol
-(:mod:`lakehouse.commit`) turns the buffer into ``ObjectChange`` records and
-checks both sets against the versions committed since ``v``::
+ones found missing) and the listings taken. At commit the buffer is frozen
+once into a :class:`~lakehouse.intent.TxnIntent`; the commit protocol
+(:mod:`lakehouse.commit`) turns it into ``ObjectChange`` records, checks both
+sets against the versions committed since ``v`` and returns a
+:class:`~lakehouse.intent.CommitOutcome` the transaction keeps::
 
     lh.begin()  ── reads (snapshot at v + own changes) ── writes (buffered)
         │                     │ SERIALIZABLE: read set

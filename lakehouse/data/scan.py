@@ -128,7 +128,7 @@ def pruned(d: TableDef, files: Sequence[FileState], pred: Predicate | None) -> l
     return [live[i] for i in keep]
 
 
-def _one(
+def read_one(
     store: ObjectStore,
     d: TableDef,
     fs: FileState,
@@ -137,6 +137,9 @@ def _one(
     wanted: list[Column],
     with_positions: bool = False,
 ) -> pa.Table:
+    """The live rows of one file (``fs``: its record and deleted positions): columns
+    ``read_cols`` read by column id, filtered by ``pred``, projected to ``wanted``
+    (plus ``_pos``, each row's position in the file, when ``with_positions``)."""
     f, dv = fs
     schema = pa.schema([d.schema.field(c.name) for c in read_cols])
     t = datafiles.read_file(
@@ -146,6 +149,9 @@ def _one(
         t = t.filter(matches(t, pred))
     names = [c.name for c in wanted] + (["_pos"] if with_positions else [])
     return t.select(names) if t.column_names != names else t
+
+
+_one = read_one  # transitional: the old private name, until every caller uses read_one
 
 
 def output_schema(d: TableDef, wanted: list[Column]) -> pa.Schema:
@@ -172,7 +178,7 @@ def read(
     plain, rest = _split_plain(store, d, todo)
     parts = [_read_plain(store, d, plain, wanted, read_cols, pred, schema)] if plain else []
     runner: Callable[..., Any] = _pool().map if len(rest) > 1 else map
-    parts += runner(lambda fs: _one(store, d, fs, read_cols, pred, wanted), rest)
+    parts += runner(lambda fs: read_one(store, d, fs, read_cols, pred, wanted), rest)
     parts = [p if p.schema == schema else p.cast(schema) for p in parts]
     return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
 
@@ -287,7 +293,7 @@ def scan_batches(
 
     def tables() -> Iterator[pa.Table]:
         for fs in todo:
-            t = _one(store, d, fs, read_cols, pred, wanted)
+            t = read_one(store, d, fs, read_cols, pred, wanted)
             if t.num_rows:
                 yield t.cast(schema)
 
@@ -314,7 +320,7 @@ def matching_positions(
     names = [c.name for c in wanted] + ["_pos"]
 
     def one(fs: FileState) -> pa.Table:
-        return _one(store, d, fs, read_cols, None, read_cols, with_positions=True)
+        return read_one(store, d, fs, read_cols, None, read_cols, with_positions=True)
 
     runner: Callable[..., Any] = _pool().map if pool and len(todo) > 1 else map
     parts = list(runner(one, todo))

@@ -81,8 +81,8 @@ def open(
     """
     opts = Options.from_kwargs(options)
     store = open_store(url, opts.storage_options)
-    if not opts.fsync and hasattr(store, "_fsync"):
-        store._fsync = False
+    if not opts.fsync and isinstance(store, LocalStore):
+        store.fsync = False
     return DB(store, opts, clock=clock)
 
 

@@ -85,5 +85,6 @@ class WriteBatch:
     def __repr__(self) -> str:
         return f"WriteBatch({len(self._ops)} ops)"
 
-    def _columns(self) -> tuple[list[bytes], list[bytes | None]]:
+    def columns(self) -> tuple[list[bytes], list[bytes | None]]:
+        """The operations as ``(keys, values)`` lists in batch order (None: a delete)."""
         return list(self._ops.keys()), list(self._ops.values())

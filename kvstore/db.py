@@ -20,7 +20,8 @@ from __future__ import annotations
 import logging
 from collections import Counter
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from kvstore import _validate, ownership, paths
 from kvstore import readpath as rp
@@ -45,9 +46,37 @@ from kvstore.options import Options
 from kvstore.reads import ReadSurface
 from kvstore.snapshot import Snapshot
 from kvstore.txn import Isolation, Transaction
-from kvstore.wal import JournalWal
+
+if TYPE_CHECKING:
+    from kvstore.format.manifest import Manifest
 
 log = logging.getLogger("kvstore")
+
+
+@dataclass(frozen=True)
+class EngineParts:
+    """The engine's parts behind a :class:`DB` (see :mod:`kvstore.engine`), by name.
+
+    For tools and white-box tests that observe or drive one part: a
+    compaction step at a chosen moment, a fault injected into one call, a
+    lock spied on. Applications use the DB's own methods; the parts' APIs
+    follow the engine, not a compatibility promise.
+    """
+
+    store: ObjectStore
+    health: Health
+    files: SstFiles
+    manifests: ManifestWriter
+    retention: Retention
+    checkpoints: Checkpoints
+    commit: CommitPath
+    gc: GarbageCollector
+    compactor: Compactor
+    flusher: Flusher
+    #: the local writer lock (None on stores that cannot tell a live writer)
+    ownership: ownership.Ownership | None
+    #: engine counters (flushes, stalls, compaction errors, ...), shared by the parts
+    counters: Counter[str]
 
 
 class DB(ReadSurface):
@@ -152,6 +181,20 @@ class DB(ReadSurface):
             self._counters,
         )
         commit.flush_pending = self._flusher.flush_pending
+        self._parts = EngineParts(
+            store,
+            health,
+            files,
+            manifests,
+            retention,
+            checkpoints,
+            commit,
+            self._gc,
+            self._compactor,
+            self._flusher,
+            self._ownership,
+            self._counters,
+        )
         if options.background_compaction:
             self._compactor.start()
         if options.background_flush:
@@ -177,7 +220,7 @@ class DB(ReadSurface):
             raise TypeError(f"batch must be a kvstore.WriteBatch, not {type(batch).__name__}")
         if not len(batch):
             raise ValueError("batch is empty")
-        keys, values = batch._columns()
+        keys, values = batch.columns()
         return self._commit.commit(keys, values, _validate.flag(durable, "durable"))
 
     # ------------------------------------------------------------------
@@ -210,6 +253,17 @@ class DB(ReadSurface):
     def last_seq(self) -> int:
         """The highest committed sequence number (after a fence: the highest durable one)."""
         return self._commit.visible_seq()
+
+    @property
+    def manifest(self) -> Manifest:
+        """The current manifest: the SSTs of the tree, checkpoints, claims, the WAL
+        location, the retention watermark (a frozen value; read-only inspection)."""
+        return self._manifests.current
+
+    @property
+    def parts(self) -> EngineParts:
+        """The engine's parts, for tools and white-box tests (see :class:`EngineParts`)."""
+        return self._parts
 
     # ------------------------------------------------------------------
     # maintenance
@@ -377,13 +431,31 @@ class DB(ReadSurface):
                     self._manifests.record_clean_close(commit.last_seq)
                 except BaseException as exc:  # a simulated crash, an interrupt
                     error = exc
-            if isinstance(wal, JournalWal):
-                wal._journal.close()
+            wal.release()
             self._manifests.close()
             if self._ownership is not None:
                 self._ownership.release()
         if error is not None and not isinstance(error, FencedError):
             raise error
+
+    def abandon(self) -> None:
+        """Let go of the store as a killed process does (for crash tests in one process).
+
+        Nothing is flushed, synced or recorded: the WAL's open segment is
+        closed as it stands (frames written out stay, buffered ones are lost),
+        the local writer lock is dropped, not released (see
+        :meth:`kvstore.ownership.Ownership.drop_lock`), and the handle counts
+        as closed. Background threads are not stopped: open with
+        ``background_flush=False, background_compaction=False``. After
+        :meth:`close` it only closes the WAL segment again (a no-op).
+        """
+        health = self._health
+        self._commit.wal.release()
+        if health.closed:
+            return
+        if self._ownership is not None:
+            self._ownership.drop_lock()
+        health.closed = True
 
     def __enter__(self) -> DB:
         return self

@@ -220,6 +220,13 @@ class Reader(ReadSurface):
     def last_seq(self) -> int:
         return self._seq
 
+    @property
+    def manifest(self) -> Manifest:
+        """The manifest this reader loaded last (a frozen value; read-only inspection)."""
+        m = self._manifest
+        assert m is not None  # __init__ refused a store without one
+        return m
+
     def _view(self) -> tuple[rp.State, int]:
         self._maybe_refresh()
         return self._state, self._seq

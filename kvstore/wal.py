@@ -88,10 +88,14 @@ class _GroupCommit:
         self._syncing = False
         self._buf_lock = threading.Lock()
         self._pending: list[bytes] = []
-        self._pending_bytes = 0
+        #: bytes appended and not yet handed to storage (the commit path reads it on
+        #: every non-durable write, so a plain attribute, not a property)
+        self.pending_bytes = 0
         self._appended = 0  # LSN of the end of the last appended frame
         self._synced = 0  # LSN durable so far
-        self._error: BaseException | None = None
+        #: the first failure (an I/O error, or FencedError when a newer writer took
+        #: the next name); once set the WAL accepts nothing more: see raise_if_failed
+        self.error: BaseException | None = None
         self._last_group = 1
         self._last_sync_s = 0.0
         self._taken_frames = 0
@@ -102,14 +106,15 @@ class _GroupCommit:
         self._gather_want = 0
 
     @property
-    def pending_bytes(self) -> int:
-        return self._pending_bytes
+    def appended(self) -> int:
+        """The LSN of the end of the last appended frame (bytes appended so far)."""
+        return self._appended
 
     def append(self, frame: bytes) -> int:
         with self._buf_lock:
             pending = self._pending
             pending.append(frame)
-            self._pending_bytes += len(frame)
+            self.pending_bytes += len(frame)
             self._appended += len(frame)
             gathering = self._gathering
             if gathering is not None and len(pending) >= self._gather_want:
@@ -126,30 +131,31 @@ class _GroupCommit:
         self._taken_frames = len(self._pending)
         self._last_group = max(1, len(self._pending))
         self._pending.clear()
-        self._pending_bytes = 0
+        self.pending_bytes = 0
         return data, self._appended
 
     def _fence(self, message: str) -> FencedError:
         """Record that a newer writer took this WAL's next name; returns the error."""
         exc = FencedError(message)
-        if self._error is None:
-            self._error = exc
+        if self.error is None:
+            self.error = exc
         if self._on_fenced is not None:
             self._on_fenced(exc)
         return exc
 
-    def _raise_if_failed(self) -> None:
-        if self._error is not None:
-            if isinstance(self._error, FencedError):
-                raise FencedError(str(self._error))
-            raise WalFailed(f"WAL unusable after an earlier failure: {self._error}")
+    def raise_if_failed(self) -> None:
+        """Raise FencedError or :class:`WalFailed` if :attr:`error` is set."""
+        if self.error is not None:
+            if isinstance(self.error, FencedError):
+                raise FencedError(str(self.error))
+            raise WalFailed(f"WAL unusable after an earlier failure: {self.error}")
 
     def sync(self, lsn: int) -> None:
         """Return once everything up to ``lsn`` is durable (one leader syncs for all)."""
         cv = self._cv
         with cv:
             while True:
-                self._raise_if_failed()
+                self.raise_if_failed()
                 if self._synced >= lsn:
                     return
                 if not self._syncing:
@@ -165,13 +171,13 @@ class _GroupCommit:
             self._last_sync_s = monotonic() - started
             self.syncs += 1
         except BaseException as exc:
-            if self._error is None:
-                self._error = exc
+            if self.error is None:
+                self.error = exc
             raise
         finally:
             with cv:
                 self._syncing = False
-                if self._error is None:
+                if self.error is None:
                     self._synced = max(self._synced, target)
                 cv.notify_all()
 
@@ -226,7 +232,7 @@ class JournalWal(_GroupCommit):
     def write_out(self) -> None:
         """Hand buffered frames to the OS (no fsync): survives a process kill."""
         with self._buf_lock:  # checked under the lock: nothing may land after a hole
-            self._raise_if_failed()
+            self.raise_if_failed()
             data, _ = self._take_pending()
             if data:
                 self._append_or_fail(self._journal, data)
@@ -239,12 +245,12 @@ class JournalWal(_GroupCommit):
         try:
             journal.append(data)
         except BaseException as exc:
-            self._error = exc
+            self.error = exc
             raise
 
     def _write_and_sync(self) -> int:
         with self._buf_lock:
-            self._raise_if_failed()  # a failed write_out dropped frames: no sync covers them
+            self.raise_if_failed()  # a failed write_out dropped frames: no sync covers them
             data, target = self._take_pending()
             journal = self._journal
             if data:
@@ -259,14 +265,14 @@ class JournalWal(_GroupCommit):
             while self._syncing:
                 self._cv.wait()
             with self._buf_lock:
-                self._raise_if_failed()  # under the lock: nothing may land after a hole
+                self.raise_if_failed()  # under the lock: nothing may land after a hole
                 data, target = self._take_pending()
                 if data:
                     self._append_or_fail(self._journal, data)
                 try:
                     self._journal.sync()
                 except BaseException as exc:
-                    self._error = exc
+                    self.error = exc
                     raise
                 self._fence_check()
                 try:
@@ -276,7 +282,7 @@ class JournalWal(_GroupCommit):
                         f"WAL segment {self.segment_id + 1} was created by a newer writer"
                     ) from None
                 except BaseException as exc:  # e.g. EIO: the WAL cannot go on
-                    self._error = exc
+                    self.error = exc
                     raise
                 self._journal.close()
                 self._journal = journal
@@ -299,10 +305,15 @@ class JournalWal(_GroupCommit):
 
     def close(self) -> None:
         try:
-            if self._error is None:
+            if self.error is None:
                 self.sync(self._appended)
         finally:
             self._journal.close()
+
+    def release(self) -> None:
+        """Close the open segment without writing out what is buffered (after a
+        failure; idempotent, and :meth:`close` does it too)."""
+        self._journal.close()
 
 
 class ObjectWal(_GroupCommit):
@@ -363,7 +374,7 @@ class ObjectWal(_GroupCommit):
         try:
             self._fence_check()
         except FencedError as exc:
-            self._error = exc
+            self.error = exc
 
     def rotate(self) -> int:
         """Write out what is buffered; later writes start at a fresh object id."""
@@ -386,8 +397,11 @@ class ObjectWal(_GroupCommit):
             log.warning("could not delete old WAL segments: %s", exc)
 
     def close(self) -> None:
-        if self._error is None:
+        if self.error is None:
             self.sync(self._appended)
+
+    def release(self) -> None:
+        """Nothing to close: each group is its own object (see JournalWal.release)."""
 
 
 Wal = JournalWal | ObjectWal

@@ -128,11 +128,11 @@ class CommitPath:
         health = self.health
         health.check_open()
         wal = self.wal
-        if health.fenced is None and isinstance(wal._error, FencedError):
-            health.mark_fenced(wal._error)
+        if health.fenced is None and isinstance(wal.error, FencedError):
+            health.mark_fenced(wal.error)
         health.raise_if_fenced()
-        if wal._error is not None:  # an I/O error: nothing after it may be published
-            wal._raise_if_failed()
+        if wal.error is not None:  # an I/O error: nothing after it may be published
+            wal.raise_if_failed()
         health.raise_if_broken()
         err = health.bg_error
         if err is not None and not isinstance(err, Exception):
@@ -187,7 +187,7 @@ class CommitPath:
             or health.fenced is not None
             or health.broken is not None
             or health.bg_error is not None
-            or wal._error is not None
+            or wal.error is not None
         ):
             self.check_writable()
         if not durable:
@@ -209,7 +209,7 @@ class CommitPath:
                 or health.fenced is not None
                 or health.broken is not None
                 or health.bg_error is not None
-                or wal._error is not None
+                or wal.error is not None
             ):
                 self.check_writable()
             st = self.state
@@ -255,7 +255,7 @@ class CommitPath:
         if durable:
             wal.sync(lsn)
             self.mark_durable(seq)
-        elif wal._pending_bytes >= opts.wal_buffer_bytes:
+        elif wal.pending_bytes >= opts.wal_buffer_bytes:
             wal.write_out()
         if not opts.background_flush and self.state.immutable:
             self.flush_pending()
@@ -304,7 +304,7 @@ class CommitPath:
     def sync_all(self) -> None:
         """Make every committed write durable."""
         seq = self.last_seq  # published after its frame was appended: lsn covers it
-        self.wal.sync(self.wal._appended)
+        self.wal.sync(self.wal.appended)
         self.mark_durable(seq)
 
     def wake_all(self) -> None:

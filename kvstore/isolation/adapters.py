@@ -143,12 +143,17 @@ class KvEngine:
 class _ScanKeysTxn(KvTxn):
     def scan(self, start: bytes | None, end: bytes | None) -> list[Row]:
         rows = list(self.txn.scan(start, end))
-        # the sabotage reaches into the transaction this adapter owns: forget the
-        # requested range and remember only the keys the scan happened to return
-        if self.txn._ranges and self.txn._ranges[-1] == (start, end):
-            self.txn._ranges.pop()
-            if self.txn._serializable:
-                self.txn._reads.update(k for k, _ in rows)
+        # the sabotage edits the conflict sets the transaction hands the commit
+        # path (the very lists and sets it keeps): forget the requested range and
+        # remember only the keys the scan happened to return. Under SNAPSHOT no
+        # range is kept; under SERIALIZABLE the third key set is the read set.
+        key_sets, ranges = self.txn.conflict_sets()
+        if ranges and ranges[-1] == (start, end):
+            ranges.pop()
+            if len(key_sets) == 3:
+                reads = key_sets[2]
+                assert isinstance(reads, set)
+                reads.update(k for k, _ in rows)
         return rows
 
 
@@ -186,7 +191,7 @@ class BrokenOracleEngine(KvEngine):
         super().__init__(**kwargs)
         # an instance attribute of a database this adapter owns, replaced before any
         # transaction begins
-        self.db._commit.oracle = ForgetfulOracle()
+        self.db.parts.commit.oracle = ForgetfulOracle()
 
 
 # -- broken: SERIALIZABLE that is really SNAPSHOT -------------------------------

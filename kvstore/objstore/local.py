@@ -80,7 +80,9 @@ class LocalStore:
         self, root: str | os.PathLike[str], *, fsync: bool = True, create: bool = True
     ) -> None:
         self.root = os.path.abspath(os.fspath(root))
-        self._fsync = fsync
+        #: fsync files and directories (False: a test or scratch store; ``kvstore.open``
+        #: clears it for ``fsync=False``)
+        self.fsync = fsync
         if os.path.exists(self.root) and not os.path.isdir(self.root):
             raise NotADirectoryError(f"not a kvstore: {self.root} is a file, not a directory")
         if create and not os.path.isdir(self.root):
@@ -112,7 +114,7 @@ class LocalStore:
         return parent
 
     def _fsync_dir(self, path: str) -> None:
-        if not self._fsync:
+        if not self.fsync:
             return
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
         try:
@@ -128,7 +130,7 @@ class LocalStore:
             while view:
                 written = os.write(fd, view)
                 view = view[written:]
-            if self._fsync:
+            if self.fsync:
                 os.fsync(fd)
         finally:
             os.close(fd)
@@ -175,7 +177,7 @@ class LocalStore:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
-            if self._fsync:
+            if self.fsync:
                 os.fsync(fd)
         except BaseException:
             os.close(fd)
@@ -251,8 +253,8 @@ class LocalStore:
         parent = self._ensure_parent(path)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
         self._fsync_dir(parent)
-        step = JOURNAL_PREALLOCATE if self._fsync else 0
-        return _FileJournal(name, fd, self._fsync, preallocate=step)
+        step = JOURNAL_PREALLOCATE if self.fsync else 0
+        return _FileJournal(name, fd, self.fsync, preallocate=step)
 
     def open_epoch_cell(self, name: str) -> EpochCell:
         """A shared 8-byte counter (memory-mapped) that writers use as a fencing hint."""

@@ -64,7 +64,7 @@ def rebase_all(
             _same_table(ktx, intent, d)
         reads = intent.data_reads.get((ns, t), ())
         base = intent.base_files(ns, t)
-        kv, change = rebase(ktx, services.data, d, w, base, reads, records)  # type: ignore[arg-type]  # transitional
+        kv, change = rebase(ktx, services.data, d, w, base, reads, records)
         writes.extend(kv)
         changes.append(dataclasses.replace(change, table_id=d.table_id))
     for (ns, t), reads in sorted(intent.data_reads.items()):

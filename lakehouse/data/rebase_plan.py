@@ -204,6 +204,8 @@ def version_rows(
     moved = _compacted(c)
     deleted = tuple((fid, FrozenBitMap(dvfmt.decode(raw))) for fid, raw in c.deleted.items())
     removed = tuple(fid for fid in c.removed if fid not in moved)
+    if not (inserted or deleted or removed):
+        return None  # a compaction: it moved rows, inserted and deleted none
     return VersionRows(u, inserted, deleted, removed)
 
 

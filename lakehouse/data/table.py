@@ -254,8 +254,9 @@ def _frozen_maps(m: Mapping[str, BitMap]) -> Mapping[str, FrozenBitMap]:
 class TableIntent:
     """One table's data changes as a commit sees them: what :class:`TableWrite`
     buffered, frozen when the transaction commits (no mapping or bitmap of it can
-    change afterwards). The rebase planner (:mod:`lakehouse.data.rebase`) turns it
-    into kvstore writes and a :class:`~lakehouse.model.TableChange` at the head."""
+    change afterwards). The rebase planner (:mod:`lakehouse.data.rebase_plan`) turns
+    it into a plan at the head, :mod:`lakehouse.data.rebase` into kvstore writes and
+    a :class:`~lakehouse.model.TableChange`."""
 
     ns: str
     name: str
@@ -288,7 +289,7 @@ class TableIntent:
         return not (self.added or self.removed or self.deletes or self.rewrites)
 
     def freeze(self) -> TableIntent:
-        """Itself (transitional: rebase.py calls ``w.freeze()`` until it takes a TableIntent)."""
+        """Itself (so code taking a TableIntent or a TableWrite can freeze either)."""
         return self
 
     def change(

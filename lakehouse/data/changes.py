@@ -129,7 +129,7 @@ def _version_rows(
     cols = list(d.columns)
 
     def rows(fs: FileState) -> pa.Table:
-        return scan._one(store, d, fs, cols, None, cols)
+        return scan.read_one(store, d, fs, cols, None, cols)
 
     moved_out = {r.new_id for r in c.rewrites}
     moved_in = {fid for r in c.rewrites for fid, _, _ in r.sources}

@@ -147,7 +147,7 @@ def test_transfers_conserve_money(db: kvstore.DB, level: Isolation, lock: bool) 
     assert stats_now["transactions_running"] == 0
     assert stats_now["oracle_tracked_keys"] == 0
     assert stats_now["background_error"] is None
-    if db._opts.memtable_bytes < 1 << 20:  # the tiny-memtable store did flush meanwhile
+    if db.options.memtable_bytes < 1 << 20:  # the tiny-memtable store did flush meanwhile
         assert stats_now["flushes"] > 0
 
 

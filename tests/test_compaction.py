@@ -559,7 +559,7 @@ def live_sst_bytes(db: kvstore.DB) -> int:
 
 
 def tombstones_in_tree(db: kvstore.DB) -> int:
-    return sum(m.tombstones for m in db._manifests.current.all_ssts())
+    return sum(m.tombstones for m in db.manifest.all_ssts())
 
 
 def test_background_compaction_keeps_l0_bounded_under_a_write_burst():
@@ -577,7 +577,7 @@ def test_background_compaction_keeps_l0_bounded_under_a_write_burst():
 
     def monitor():
         while not stop.is_set():
-            seen.append(len(db._commit.state.l0))
+            seen.append(len(db.parts.commit.state.l0))
             time.sleep(0.0005)
 
     t = threading.Thread(target=monitor, daemon=True)
@@ -642,7 +642,7 @@ def test_compact_leaves_one_run_and_drops_tombstones():
         assert dict(db.scan()) == model
         assert all(db.get(b"k%04d" % i) is None for i in range(0, 300, 3))
         # only live keys, one version each
-        assert sum(m.count for m in db._manifests.current.all_ssts()) == len(model)
+        assert sum(m.count for m in db.manifest.all_ssts()) == len(model)
         # compact() again: nothing to do
         before = db.stats()["compactions"]
         db.compact()
@@ -756,9 +756,7 @@ def test_space_after_many_overwrites_then_compact():
         s = db.stats()
         assert s["space_amplification"] == pytest.approx(1.0)
         assert s["sorted_runs"] == 1 and s["l0_ssts"] == 0
-        assert sum(m.count for m in db._manifests.current.all_ssts()) == len(
-            live
-        )  # one version each
+        assert sum(m.count for m in db.manifest.all_ssts()) == len(live)  # one version each
         sample = rng.sample(sorted(live), 500)
         assert all(db.get(k) == live[k] for k in sample)
         assert dict(db.scan()) == live
@@ -917,7 +915,7 @@ def test_compact_drops_tombstones_of_disjoint_l0s():
     (the L0s became the bottom run unchanged, tombstones included)::
 
         db = kvstore.open("memory://x"); db.delete(b"a"); db.compact()
-        sum(m.tombstones for m in db._manifests.current.all_ssts())  # was 1, expected 0
+        sum(m.tombstones for m in db.manifest.all_ssts())  # was 1, expected 0
     """
     db = kvstore.open(MemoryStore("tomb-trivial"), **FAST)
     try:
@@ -941,7 +939,7 @@ def test_compaction_outputs_are_split_at_sst_target_bytes():
         for i in range(2000):
             db.put(b"k%05d" % i, b"v" * 100, durable=False)
         db.compact()
-        sizes = [m.size for m in db._manifests.current.all_ssts()]
+        sizes = [m.size for m in db.manifest.all_ssts()]
         assert len(sizes) >= 20, sizes
         assert max(sizes) <= 4 * 4096, sizes
     finally:
@@ -994,9 +992,9 @@ def test_close_does_not_fail_a_running_background_compaction():
     # close() waited for no backoff: no part slept on the store's clock while it
     # closed, and the compaction thread has stopped (close() joins it with a timeout)
     assert clock.sleeps == [], clock.sleeps
-    assert not db._compactor.alive(), "close() returned with the compaction still running"
-    assert db._counters["compaction_errors"] == 0, repr(db._compactor.error)
-    assert db._compactor.error is None, repr(db._compactor.error)
+    assert not db.parts.compactor.alive(), "close() returned with the compaction still running"
+    assert db.parts.counters["compaction_errors"] == 0, repr(db.parts.compactor.error)
+    assert db.parts.compactor.error is None, repr(db.parts.compactor.error)
     with kvstore.open(store.inner, **FAST) as db:
         assert len(dict(db.scan())) == 300
 
@@ -1080,7 +1078,7 @@ def test_compact_reports_progress_in_input_bytes(snapshot: bool) -> None:
                 db.flush()
                 db.compact()  # a sorted run below the L0s
         db.flush()
-        total = sum(m.size for m in db._manifests.current.all_ssts())
+        total = sum(m.size for m in db.manifest.all_ssts())
         assert db.stats()["l0_ssts"] >= 5 and db.stats()["sorted_runs"] == 1
         snap = db.snapshot() if snapshot else None
         calls: list[tuple[int, int]] = []
@@ -1092,7 +1090,7 @@ def test_compact_reports_progress_in_input_bytes(snapshot: bool) -> None:
         # nothing left to do: one call, at the end
         calls.clear()
         db.compact(progress=lambda done, tot: calls.append((done, tot)))
-        after = sum(m.size for m in db._manifests.current.all_ssts())
+        after = sum(m.size for m in db.manifest.all_ssts())
         assert calls == [(after, after)]
         with pytest.raises(TypeError, match="progress"):
             db.compact(progress=42)  # type: ignore[arg-type]

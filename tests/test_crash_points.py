@@ -319,11 +319,11 @@ def stop_crashed(
         db.close()  # every store call raises SimulatedCrash now; this only stops threads
     except BaseException:
         pass
-    for attr in ("_flusher", "_compactor"):
-        part = getattr(db, attr, None)
+    for attr in ("flusher", "compactor"):
+        part = getattr(db.parts, attr, None)
         if part is not None:
             part.join(10)
-            assert not part.alive(), f"the crashed DB's {attr[1:]} thread is still running"
+            assert not part.alive(), f"the crashed DB's {attr} thread is still running"
     if check_no_io:
         assert before is not None and faulty is not None
         after = backend.fingerprint(inner)
@@ -908,9 +908,9 @@ def test_failed_write_out_loses_no_concurrent_durable_write(tmp_path: Path) -> N
     while db.last_seq < seq + 1 and time.monotonic() < deadline:
         time.sleep(0.001)
     assert db.last_seq == seq + 1, "A did not commit"
-    while not db._commit.wal._cv._waiters and time.monotonic() < deadline:
+    while not db.parts.commit.wal._cv._waiters and time.monotonic() < deadline:
         time.sleep(0.001)  # until A waits for the leader's sync
-    assert db._commit.wal._cv._waiters, "A never waited for the leader"
+    assert db.parts.commit.wal._cv._waiters, "A never waited for the leader"
     faulty.fail_before = faulty.mutations + 1
     try:
         db.put(b"n", b"x" * 100, durable=False)  # buffer >= 64 bytes: write_out

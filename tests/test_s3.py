@@ -295,7 +295,7 @@ def test_durable_writes_survive_reopen(s3_url: tuple[str, dict], s3_options: dic
         assert seqs == sorted(seqs) and len(set(seqs)) == 30
         db.delete(b"k005")
         db.write(kvstore.WriteBatch().put(b"b1", b"x").put(b"b2", b"y").delete(b"k006"))
-        assert isinstance(db._commit.wal, kvstore.wal.ObjectWal)  # object WAL on S3
+        assert isinstance(db.parts.commit.wal, kvstore.wal.ObjectWal)  # object WAL on S3
         last = db.last_seq
     with open_s3(s3_url) as db:
         assert db.last_seq == last
@@ -709,7 +709,7 @@ def test_checkpoints_and_gc_on_s3(s3_url: tuple[str, dict], s3_bucket: str, s3_o
             kvstore.open_reader(url, storage_options=so, checkpoint="nope")
 
         ssts_pinned = set(raw.list(paths.SST_DIR))
-        live = {paths.sst_name(s.id) for s in db._manifests.current.all_ssts()}
+        live = {paths.sst_name(s.id) for s in db.manifest.all_ssts()}
         assert ssts_pinned > live  # the checkpoint's old SSTs are still there
 
         db.delete_checkpoint("cp1")
@@ -827,8 +827,7 @@ def _crash(db: kvstore.DB, faulty: FaultyStore) -> None:
         db.close()
     except BaseException:
         pass
-    if isinstance(db._commit.wal, kvstore.wal.JournalWal):
-        db._commit.wal._journal.close()
+    db.abandon()  # the local journal's segment is closed as it stands
 
 
 def test_wal_dir_keeps_the_journal_local(s3_bucket: str, s3_options: dict, tmp_path: Path) -> None:
@@ -836,7 +835,7 @@ def test_wal_dir_keeps_the_journal_local(s3_bucket: str, s3_options: dict, tmp_p
     inner = s3_store(s3_bucket, s3_options)
     faulty = FaultyStore(inner)
     db = kvstore.open(faulty, wal_dir=str(wal_dir))
-    assert isinstance(db._commit.wal, kvstore.wal.JournalWal)
+    assert isinstance(db.parts.commit.wal, kvstore.wal.JournalWal)
     puts_before = len([e for e in faulty.log if e[1] == "put_if_absent"])
     for i in range(50):
         db.put(b"k%03d" % i, b"v%d" % i)  # durable: an fdatasync of the local journal

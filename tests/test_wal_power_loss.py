@@ -64,11 +64,11 @@ def test_power_loss_keeps_every_synced_frame(
     for i, frame in enumerate(frames):
         wal.append(frame)
         if rng.random() < 0.15:
-            wal.sync(wal._appended)
+            wal.sync(wal.appended)
             acked = i + 1
             synced = path.read_bytes()
         if rng.random() < 0.3 and acked:
-            final = path.read_bytes() if not wal._pending else None
+            final = path.read_bytes() if not wal.pending_bytes else None
             if final is None:
                 wal.write_out()
                 final = path.read_bytes()

@@ -251,9 +251,7 @@ def test_a_writer_wal_dir_is_found_through_the_manifest(
     url, wal = str(tmp_path / "db"), tmp_path / "wal"
     db = kvstore.open(url, wal_dir=wal, background_flush=False, background_compaction=False)
     db.put(b"unflushed", b"1")
-    db._commit.wal._journal.close()  # a crash: nothing flushed, nothing closed
-    db._health.closed = True
-    db._ownership.drop_lock()  # a dead process holds no lock
+    db.abandon()  # a crash: nothing flushed, nothing closed
     assert run(capsys, "get", url, "unflushed") == (0, "1\n", "")
     code, _, err = run(capsys, "put", url, "k", "v", "--wal-dir", str(tmp_path / "typo"))
     assert code == 1 and "does not exist" in err
@@ -549,10 +547,8 @@ def test_a_hole_in_the_wal_is_reported_by_verify_and_info(
         db.put(b"k%d" % i, b"v")
         if i in (3, 6):
             db.flush()
-    newest = db._manifests.current.id
-    db._commit.wal._journal.close()  # a crash
-    db._health.closed = True
-    db._ownership.drop_lock()  # a dead process holds no lock
+    newest = db.manifest.id
+    db.abandon()  # a crash
     os.remove(path / paths.manifest_name(newest))
     code, doc = run_json(capsys, "verify", str(path))
     assert code == 3 and doc["damaged_objects"] == ["wal/"], doc
@@ -637,9 +633,7 @@ def test_write_commands_refuse_to_leave_a_lost_wal_behind_unless_told(
     url, wal = str(tmp_path / "db"), tmp_path / "wal"
     db = kvstore.open(url, wal_dir=wal, background_flush=False, background_compaction=False)
     db.put(b"only-in-the-journal", b"1")
-    db._commit.wal._journal.close()  # a crash; then the machine with the journal is gone
-    db._health.closed = True
-    db._ownership.drop_lock()  # a dead process holds no lock
+    db.abandon()  # a crash; then the machine with the journal is gone
     shutil.rmtree(wal)
     code, _, err = run(capsys, "put", url, "k", "v")
     assert code == 1 and "accept_wal_loss" in err

@@ -26,7 +26,7 @@ def _run(seed: int) -> dict[str, bytes]:
         db.compact()
         clock.advance(3600)
         db.collect_garbage(grace_seconds=0)
-        store = db._store
+        store = db.parts.store
         assert isinstance(store, MemoryStore)
         names = store.list(paths.MANIFEST_DIR) + store.list(paths.SST_DIR)
         return {name: store.get(name) for name in sorted(names)}

@@ -124,19 +124,19 @@ def build_template(stores: Stores) -> tuple[Any, dict, dict, int, frozenset[str]
         db.compact()  # the bottom run
         w.ops(db, 80, b"b")
         db.flush()
-        m = db._manifests.current
+        m = db.manifest
         p = plan(m.l0, m.runs, CompactionPolicy(l0_compaction_trigger=2))
         assert p is not None and p.l0_ids and not p.bottom
-        db._compactor.compact_once(p)  # a second run in front of the first
+        db.parts.compactor.compact_once(p)  # a second run in front of the first
         w.ops(db, 60, b"c")
         db.flush()
         cp = db.create_checkpoint("cp")
         cp_state = dict(db.scan())
         assert cp_state == w.model
-        pinned = frozenset(s.id for s in db._manifests.current.all_ssts())
+        pinned = frozenset(s.id for s in db.manifest.all_ssts())
         w.ops(db, 60, b"d")  # overwrites and deletes of checkpointed keys
         db.flush()
-        m = db._manifests.current
+        m = db.manifest
         assert len(m.runs) == 2 and len(m.l0) >= 2, (len(m.runs), len(m.l0))
         assert sum(s.tombstones for s in m.all_ssts()) > 0
         # start the sweep from a clean listing: only what it obsoletes is deleted
@@ -168,17 +168,15 @@ def check_recovered(
         s = db.stats()
         assert (s["l0_ssts"], s["sorted_runs"]) == (0, 1)
         assert dict(db.scan()) == model
-        live = {m.id for m in db._manifests.current.all_ssts()}
+        live = {m.id for m in db.manifest.all_ssts()}
         assert listing(inner, paths.SST_DIR) == {paths.sst_name(i) for i in live | pinned}
-        cp_manifest = int(db._manifests.current.checkpoints["cp"]["manifest_id"])
+        cp_manifest = int(db.manifest.checkpoints["cp"]["manifest_id"])
         assert listing(inner, paths.MANIFEST_DIR) == {
-            paths.manifest_name(db._manifests.current.id),
+            paths.manifest_name(db.manifest.id),
             paths.manifest_name(cp_manifest),
-            *(
-                paths.manifest_name(c) for c in db._manifests.current.claims
-            ),  # fence probes find them
+            *(paths.manifest_name(c) for c in db.manifest.claims),  # fence probes find them
         }
-        assert len(db._manifests.current.claims) >= 2  # the store was opened more than once
+        assert len(db.manifest.claims) >= 2  # the store was opened more than once
         with kvstore.open_reader(inner, checkpoint="cp") as r:
             assert dict(r.scan()) == cp_state
         db.delete_checkpoint("cp")
@@ -326,11 +324,11 @@ def test_an_sst_whose_upload_failed_is_collected_by_gc_in_the_same_session():
         with pytest.raises(TimeoutError):
             db.flush()
         orphans = set(store.list(paths.SST_DIR))
-        assert len(orphans) == 1 and not db._manifests.current.all_ssts()
+        assert len(orphans) == 1 and not db.manifest.all_ssts()
         db.collect_garbage()  # not in flight any more: nothing will ever name it
         assert set(store.list(paths.SST_DIR)) == set()
         db.flush()  # the retry writes a new SST
-        assert db.get(b"a") == b"1" and len(db._manifests.current.all_ssts()) == 1
+        assert db.get(b"a") == b"1" and len(db.manifest.all_ssts()) == 1
     finally:
         db.close()
     with kvstore.open(store, **OPTS) as db:

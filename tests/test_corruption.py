@@ -832,10 +832,8 @@ def _store_with_a_lost_manifest(path: Path) -> None:
             db.put(b"k%02d" % i, b"v%d" % i)
         if batch < 2:
             db.flush()
-    newest = db._manifests.current.id
-    db._commit.wal._journal.close()  # a crash: 21..25 stay in the WAL only
-    db._health.closed = True
-    db._ownership.drop_lock()  # a dead process holds no lock
+    newest = db.manifest.id
+    db.abandon()  # a crash: 21..25 stay in the WAL only
     os.remove(path / paths.manifest_name(newest))
 
 
@@ -872,9 +870,7 @@ def test_accept_wal_loss_cuts_a_damaged_newest_segment_and_only_that(tmp_path: P
     seg = path / "wal" / sorted(os.listdir(path / "wal"))[-1]
     for i in range(10):
         db.put(b"nd%d" % i, b"w" * 3000, durable=False)  # written out, never synced
-    db._commit.wal._journal.close()  # the power goes
-    db._health.closed = True
-    db._ownership.drop_lock()  # a dead process holds no lock
+    db.abandon()  # the power goes
     data = bytearray(seg.read_bytes())
     synced_end = data.rindex(b"v" * 100) + 100  # past the last durable frame
     page = (synced_end // 4096 + 1) * 4096  # a later page reached the disk, this one did not
@@ -891,11 +887,9 @@ def test_accept_wal_loss_cuts_a_damaged_newest_segment_and_only_that(tmp_path: P
     db.put(b"x", b"1")
     db.flush()  # a fresh segment for what follows
     db.put(b"y", b"2")
-    db._commit.wal.rotate()  # y's segment is now closed (synced) and not the newest
+    db.parts.commit.wal.rotate()  # y's segment is now closed (synced) and not the newest
     db.put(b"z", b"3")  # a frame in the newest segment
-    db._commit.wal._journal.close()
-    db._health.closed = True
-    db._ownership.drop_lock()  # a dead process holds no lock
+    db.abandon()  # a crash: nothing flushed, nothing closed
     older = path / "wal" / sorted(os.listdir(path / "wal"))[-2]
     raw = bytearray(older.read_bytes())
     raw[20] ^= 0xFF  # inside its first frame, followed by more data
@@ -917,11 +911,9 @@ def test_accept_wal_loss_cuts_the_live_segment_behind_an_empty_one(
     w1.put(b"a", b"durable")
     w1.put(b"c", b"x" * 100, durable=False)
     w1.put(b"d", b"y" * 100, durable=False)
-    w1._commit.wal.write_out()
+    w1.parts.commit.wal.write_out()
     seg = path / "wal" / sorted(os.listdir(path / "wal"))[-1]
-    w1._commit.wal._journal.close()
-    w1._health.closed = True
-    w1._ownership.drop_lock()  # a dead process holds no lock
+    w1.abandon()  # a crash: nothing flushed, nothing closed
 
     def crash(self: ManifestWriter, m: Manifest) -> None:
         raise kvstore.objstore.SimulatedCrash("crash before the final manifest")

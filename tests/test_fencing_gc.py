@@ -131,7 +131,7 @@ def test_fenced_writer_gc_raises_and_deletes_nothing(make_store: StoreFactory) -
             b.put(b"k%d" % i, b"new%d" % i)
         b.flush()
         store = make_store()
-        live = {paths.sst_name(s.id) for s in b._manifests.current.all_ssts()}
+        live = {paths.sst_name(s.id) for s in b.manifest.all_ssts()}
         ssts, manifests = listing(store, paths.SST_DIR), listing(store, paths.MANIFEST_DIR)
         assert live and live <= ssts
 
@@ -167,7 +167,7 @@ def test_fenced_writer_background_gc_deletes_nothing(make_store: StoreFactory) -
             b.put(b"k%d" % i, b"new%d" % i)
         b.flush()
         store = make_store()
-        live = {paths.sst_name(s.id) for s in b._manifests.current.all_ssts()}
+        live = {paths.sst_name(s.id) for s in b.manifest.all_ssts()}
         manifests = listing(store, paths.MANIFEST_DIR)
         assert live <= listing(store, paths.SST_DIR)
 
@@ -175,15 +175,17 @@ def test_fenced_writer_background_gc_deletes_nothing(make_store: StoreFactory) -
             return not live <= listing(store, paths.SST_DIR)
 
         # The loop lists the store for GC every 300 s when idle: pretend 5 minutes passed.
-        a._gc.last_listing -= 301
-        a._compactor.wake()
-        assert wait_until(lambda: a._health.fenced is not None or gone()), "a's loop never ran GC"
+        a.parts.gc.last_listing -= 301
+        a.parts.compactor.wake()
+        assert wait_until(lambda: a.parts.health.fenced is not None or gone()), (
+            "a's loop never ran GC"
+        )
         assert not gone(), "the fenced writer's background GC deleted the new writer's SSTs"
         assert listing(store, paths.MANIFEST_DIR) >= manifests
-        assert isinstance(a._health.fenced, kvstore.FencedError)
-        assert a._compactor is not None
-        a._compactor.join(LIVENESS_S)
-        assert not a._compactor.alive()  # the loop stops once fenced
+        assert isinstance(a.parts.health.fenced, kvstore.FencedError)
+        assert a.parts.compactor is not None
+        a.parts.compactor.join(LIVENESS_S)
+        assert not a.parts.compactor.alive()  # the loop stops once fenced
         close_zombie(a)
 
         assert b.get(b"k1") == b"new1"
@@ -221,7 +223,7 @@ def test_fence_probe_survives_manifest_gc(kind: str, durable: bool, tmp_path: An
             b = open_db(make_store(), takeover=True)  # fences a
             b.put(b"k", b"b1")
             b.collect_garbage(grace_seconds=0)  # a's manifests (and a's id+1 before the fix)
-            assert a._manifests.current.id not in {
+            assert a.manifest.id not in {
                 paths.parse_manifest_name(n) for n in make_store().list(paths.MANIFEST_DIR)
             }
             with pytest.raises(kvstore.FencedError):
@@ -285,14 +287,14 @@ def test_each_open_appends_its_claim_capped_and_gc_keeps_them(make_store: StoreF
     for session in range(max_claims + 3):
         db = open_db(make_store(), gc_grace_seconds=0)
         try:
-            m = db._manifests.current
+            m = db.manifest
             claim = m.id - 1  # the claim, then the manifest after the WAL replay
             expected = [*expected, claim][-max_claims:]
             assert m.claims == tuple(expected)
             claimed = mstore.load(claim)
-            assert claimed.writer_epoch == db._manifests.epoch == m.writer_epoch
+            assert claimed.writer_epoch == db.parts.manifests.epoch == m.writer_epoch
             assert claimed.claims == tuple(expected)
-            epochs.append(db._manifests.epoch)
+            epochs.append(db.parts.manifests.epoch)
             db.put(b"k%02d" % session, b"v")
             db.flush()
             if session == max_claims + 2:
@@ -300,7 +302,7 @@ def test_each_open_appends_its_claim_capped_and_gc_keeps_them(make_store: StoreF
                 db.put(b"after-cp", b"v")
                 db.flush()
                 db.collect_garbage(grace_seconds=0)
-                current = db._manifests.current
+                current = db.manifest
                 assert current.claims == tuple(expected)  # flushes keep them
                 want = {current.id, *expected, int(cp["manifest_id"])}
                 assert len(want) == max_claims + 2
@@ -499,17 +501,17 @@ def test_floor_of_a_store_written_without_retention_survives_reopens(
             with pytest.raises(kvstore.SnapshotTooOld):
                 db.snapshot(seq=s1)
             w = db.retention_watermark
-            assert w is not None and w >= db._retention.floor_seq > s1, (
+            assert w is not None and w >= db.parts.retention.floor_seq > s1, (
                 session,
                 w,
-                db._retention.floor_seq,
+                db.parts.retention.floor_seq,
             )
-            with db.snapshot(seq=db._retention.floor_seq) as snap:
+            with db.snapshot(seq=db.parts.retention.floor_seq) as snap:
                 assert snap.get(b"k") == b"v2"
             db.put(b"x%d" % session, b"1")
             db.flush()  # persists a watermark: never below the floor
-            assert db._manifests.current.retention_seq is not None
-            assert db._manifests.current.retention_seq >= db._retention.floor_seq > s1
+            assert db.manifest.retention_seq is not None
+            assert db.manifest.retention_seq >= db.parts.retention.floor_seq > s1
         finally:
             db.close()
 
@@ -544,7 +546,7 @@ def test_set_retention_watermark_zero_returns_the_floor(make_store: StoreFactory
     try:
         db.put(b"x", b"1")
         db.flush()  # persists the age watermark (it would be 0: nothing is an hour old)
-        floor = db._retention.floor_seq
+        floor = db.parts.retention.floor_seq
         assert floor >= 2
         assert db.set_retention_watermark(0) == floor
         assert db.retention_watermark == floor

@@ -161,16 +161,16 @@ def test_checkpoint_created_during_a_gc_pass_keeps_its_files() -> None:
             db.put(key, value)
             expected[key] = value
         db.flush()
-    assert len(db._manifests.current.l0) == 2
+    assert len(db.manifest.l0) == 2
     done = threading.Event()
 
     def checkpoint_then_compact() -> None:
         try:
             db.create_checkpoint("cp")
-            m = db._manifests.current
+            m = db.manifest
             p = plan_full(m.l0, m.runs, purge_tombstones=False)
             assert p is not None
-            db._compactor.compact_once(p)
+            db.parts.compactor.compact_once(p)
         finally:
             done.set()
 
@@ -184,7 +184,7 @@ def test_checkpoint_created_during_a_gc_pass_keeps_its_files() -> None:
         deadline = time.monotonic() + 60
         while not done.is_set() and not _waiting_at(t, "self._files.lock"):
             assert time.monotonic() < deadline, "the checkpoint thread neither ran nor waited"
-            m = db._manifests.current
+            m = db.manifest
             if "cp" in m.checkpoints and not m.l0:
                 break
             time.sleep(0.001)

@@ -236,7 +236,7 @@ def test_checkpoint_reader_process_during_compaction_and_gc(tmp_path):
         assert cp["seq"] == db.last_seq
         # the checkpoint's own manifest: a background compaction may already have
         # moved the live manifest on since create_checkpoint returned
-        pinned = {m.id for m in db._manifests.mstore.load(int(cp["manifest_id"])).all_ssts()}
+        pinned = {m.id for m in db.parts.manifests.mstore.load(int(cp["manifest_id"])).all_ssts()}
         expected_file = tmp_path / "expected.json"
         expected_file.write_text(
             json.dumps({"seq": cp["seq"], "items": {k.hex(): v.hex() for k, v in expected.items()}})
@@ -266,7 +266,7 @@ def test_checkpoint_reader_process_during_compaction_and_gc(tmp_path):
         assert report["iterations"] >= 5, report
         assert rounds >= 3
         # the churn replaced every pinned SST and GC deleted other files meanwhile
-        live = {m.id for m in db._manifests.current.all_ssts()}
+        live = {m.id for m in db.manifest.all_ssts()}
         assert not (live & pinned)
         assert db.stats()["gc_deleted_ssts"] > deleted_before
         assert sst_count(path) == len(live | pinned)

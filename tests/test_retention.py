@@ -78,11 +78,11 @@ def sst_files(path: Path) -> set[str]:
 
 
 def tree_ids(db: kvstore.DB) -> set[str]:
-    return {f"{m.id}.sst" for m in db._manifests.current.all_ssts()}
+    return {f"{m.id}.sst" for m in db.manifest.all_ssts()}
 
 
 def versions_in_tree(db: kvstore.DB) -> int:
-    return sum(m.count for m in db._manifests.current.all_ssts())
+    return sum(m.count for m in db.manifest.all_ssts())
 
 
 # ---------------------------------------------------------------------------
@@ -609,7 +609,7 @@ def test_gc_respects_grace_seconds(tmp_path):
         db.collect_garbage()
         # the current manifest, and the one with which this writer claimed the store
         # (kept for the fence probe of any older writer still running)
-        ids = (db._manifests.current.id, *db._manifests.current.claims)
+        ids = (db.manifest.id, *db.manifest.claims)
         kept = {paths.manifest_name(i).split("/")[1] for i in ids}
         assert set(os.listdir(path / "manifest")) == kept and len(kept) == 2
         # an explicit grace_seconds overrides the option

@@ -287,10 +287,10 @@ class KvMachine(RuleBasedStateMachine):
         self._durable_point()  # compact() flushes first
         stats = self.db.stats()
         assert stats["l0_ssts"] == 0
-        assert stats["sorted_runs"] == (1 if self.db._manifests.current.all_ssts() else 0)
+        assert stats["sorted_runs"] == (1 if self.db.manifest.all_ssts() else 0)
         if not self.snaps and self.db.retention_watermark is None:
             # nothing can read a tombstone any more: the bottom run has none
-            assert sum(m.tombstones for m in self.db._manifests.current.all_ssts()) == 0
+            assert sum(m.tombstones for m in self.db.manifest.all_ssts()) == 0
         self._check_full_state(self.db, self.model)
 
     @rule()
@@ -427,9 +427,7 @@ class KvMachine(RuleBasedStateMachine):
     # -- invariants and cleanup -----------------------------------------
     @invariant()
     def memtables_are_consistent(self):
-        state = getattr(self.db, "_state", None)
-        if state is None:
-            return
+        state = self.db.parts.commit.state
         for mt in (state.active, *state.immutable):
             check = getattr(mt, "_check", None)
             if check is not None:
@@ -441,9 +439,8 @@ class KvMachine(RuleBasedStateMachine):
 
     @invariant()
     def l0_is_bounded(self):
-        state = getattr(self.db, "_state", None)
-        if state is not None:
-            assert len(state.l0) <= self.db._opts.l0_max_ssts
+        state = self.db.parts.commit.state
+        assert len(state.l0) <= self.db.options.l0_max_ssts
 
     def teardown(self):
         try:

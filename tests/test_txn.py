@@ -402,7 +402,7 @@ def with_manual_clock(db: kvstore.DB) -> list[float]:
     Tests that need a transaction to stay young must not depend on a loaded
     machine running a few statements within the TTL."""
     clock = [time.monotonic()]
-    db._commit.monotonic = lambda: clock[0]
+    db.parts.commit.monotonic = lambda: clock[0]
     return clock
 
 
@@ -505,7 +505,7 @@ def test_oracle_empty_without_transactions(db: kvstore.DB) -> None:
     assert tracked(db) == 2
     t2.rollback()
     assert tracked(db) == 0 and running(db) == 0
-    db._commit.oracle._check()
+    db.parts.commit.oracle._check()
 
 
 def test_oracle_forgets_dropped_transactions(db: kvstore.DB) -> None:
@@ -528,7 +528,7 @@ def test_oracle_bounded_while_a_long_transaction_runs(db: kvstore.DB) -> None:
             with db.transaction() as t:
                 t.put(keys[(i + 3) % 10], b"t")
         assert tracked(db) <= len(keys)
-    db._commit.oracle._check()
+    db.parts.commit.oracle._check()
     assert tracked(db) == len(keys)
     long.rollback()
     assert tracked(db) == 0
@@ -809,7 +809,7 @@ def _stress(seed: int, steps: int) -> dict[str, int]:
                 counts["flushes"] += 1
                 assert list(db.scan()) == _rows(model.view(model.last_seq, {}), None, None, False)
             # invariants after every step
-            db._commit.oracle._check()
+            db.parts.commit.oracle._check()
             assert db.last_seq == model.last_seq
             stats = db.stats()
             assert stats["transactions_running"] == len(open_txns)

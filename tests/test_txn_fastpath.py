@@ -76,7 +76,7 @@ def test_every_ending_releases_the_transaction(db: kvstore.DB, ending: str) -> N
     assert (running, snapshots) == (1, 1)
     other.rollback()
     assert _bookkeeping(db) == (0, 0, 0)
-    db._commit.oracle._check()
+    db.parts.commit.oracle._check()
 
 
 def test_commit_then_exit_and_rollback_release_once(db: kvstore.DB) -> None:
@@ -222,7 +222,7 @@ def test_collecting_a_transaction_while_holding_the_oracle_lock_does_not_deadloc
     holder: list[object] = [t]
     holder.append(holder)
     del t, holder
-    with db._commit.oracle.lock, db._commit.snapshots.lock:  # as inside begin or commit
+    with db.parts.commit.oracle.lock, db.parts.commit.snapshots.lock:  # as inside begin or commit
         gc.collect()  # used to re-acquire the lock it held: a hang
     assert _bookkeeping(db) == (0, 0, 0)
-    db._commit.oracle._check()
+    db.parts.commit.oracle._check()

@@ -258,7 +258,7 @@ def play(path: Path, level: str) -> tuple[str, list[str]]:
         runner = Runner(db, level)
         transcript = runner.run(script)
         # with every transaction finished the oracle forgets everything
-        db._commit.oracle._check()
+        db.parts.commit.oracle._check()
         stats = db.stats()
         assert stats["transactions_running"] == 0, stats
         assert stats["oracle_tracked_keys"] == 0, stats

@@ -95,7 +95,7 @@ def test_durable_put_whose_frame_a_failed_write_out_dropped_raises(tmp_path: Pat
     db2 = None
     try:
         db.put(b"base", b"0")  # durable, acknowledged before any failure
-        wal = db._commit.wal
+        wal = db.parts.commit.wal
         in_gather = threading.Event()
         failed = threading.Event()
         orig_gather = wal._gather
@@ -228,7 +228,7 @@ def test_failed_wal_segment_creation_is_a_wal_failure_not_a_fence(tmp_path: Path
         assert not any(isinstance(e, kvstore.FencedError) for e in errors), errors
         assert isinstance(errors[0], OSError) and "create_journal" in str(errors[0])
         assert all(isinstance(e, WalFailed) for e in errors[1:]), errors
-        assert db._health.fenced is None
+        assert db.parts.health.fenced is None
         assert db.stats()["writer_epoch"] == 1
     finally:
         close_zombie(db)
@@ -258,10 +258,10 @@ def test_recovery_with_age_retention_refuses_snapshots_below_the_replay_watermar
         for value in (b"v2", b"v3", b"v4"):  # seqs 3, 4, 5, one second apart
             clock.now += 1
             crashed.put(b"k", value)
-        m = crashed._manifests.current  # a compaction persists the samples with the manifest
-        with crashed._compactor.lock:
-            crashed._compactor.compact_once(plan_full(m.l0, m.runs, purge_tombstones=False))
-        assert crashed._manifests.current.retention_seq == 0
+        m = crashed.manifest  # a compaction persists the samples with the manifest
+        with crashed.parts.compactor.lock:
+            crashed.parts.compactor.compact_once(plan_full(m.l0, m.runs, purge_tombstones=False))
+        assert crashed.manifest.retention_seq == 0
         # the process dies (no close); the store is reopened 100 s later
         clock.now += 100
         db = kvstore.DB(LocalStore(tmp_path / "db", fsync=False), opts, clock=clock)
@@ -324,10 +324,10 @@ def test_gc_concurrent_with_delete_checkpoint_keeps_its_files_for_a_fresh_grace(
             db.put(b"k%d" % i, b"v")
             db.flush()
         db.create_checkpoint("cp")
-        cp_ssts = {s.id for s in db._manifests.current.all_ssts()}
+        cp_ssts = {s.id for s in db.manifest.all_ssts()}
         db.put(b"k9", b"v")
         db.compact()  # the checkpoint's SSTs are now only pinned
-        assert not cp_ssts & {s.id for s in db._manifests.current.all_ssts()}
+        assert not cp_ssts & {s.id for s in db.manifest.all_ssts()}
         assert cp_ssts <= sst_ids(store)
         clock.now += 1000  # their original grace is long over
 
@@ -342,7 +342,7 @@ def test_gc_concurrent_with_delete_checkpoint_keeps_its_files_for_a_fresh_grace(
             finally:
                 progressed.set()
 
-        orig_advance = db._manifests.advance
+        orig_advance = db.parts.manifests.advance
 
         def advance_then_gc(change: Any, **kw: Any) -> Any:
             nonlocal gc_thread
@@ -353,13 +353,13 @@ def test_gc_concurrent_with_delete_checkpoint_keeps_its_files_for_a_fresh_grace(
                 assert progressed.wait(LIVENESS_S)
             return m
 
-        db._manifests.advance = advance_then_gc  # type: ignore[method-assign]
-        db._files.lock = SpyLock(db._files.lock, progressed)  # type: ignore[assignment]
+        db.parts.manifests.advance = advance_then_gc  # type: ignore[method-assign]
+        db.parts.files.lock = SpyLock(db.parts.files.lock, progressed)  # type: ignore[assignment]
         try:
             db.delete_checkpoint("cp")
         finally:
-            del db._manifests.advance
-            db._files.lock = db._files.lock.inner
+            del db.parts.manifests.advance
+            db.parts.files.lock = db.parts.files.lock.inner
         assert gc_thread is not None
         gc_thread.join(LIVENESS_S)
         assert not gc_thread.is_alive()
@@ -370,7 +370,7 @@ def test_gc_concurrent_with_delete_checkpoint_keeps_its_files_for_a_fresh_grace(
         clock.now += 61
         db.collect_garbage()
         assert not cp_ssts & sst_ids(store)
-        assert sst_ids(store) == {s.id for s in db._manifests.current.all_ssts()}
+        assert sst_ids(store) == {s.id for s in db.manifest.all_ssts()}
     finally:
         db.close()
 
@@ -400,9 +400,9 @@ def test_sst_of_a_flush_whose_manifest_write_failed_is_collected(tmp_path: Path)
             db.flush()
         assert not armed[0]
         assert db.stats()["stopped"] is None  # the failure was clean: not landed
-        assert len(sst_ids(fs)) == 1 and not db._manifests.current.all_ssts()
+        assert len(sst_ids(fs)) == 1 and not db.manifest.all_ssts()
         db.flush()  # the retry writes a new SST
-        live = {s.id for s in db._manifests.current.all_ssts()}
+        live = {s.id for s in db.manifest.all_ssts()}
         assert len(live) == 1 and len(sst_ids(fs)) == 2
         db.collect_garbage(grace_seconds=0)
         assert sst_ids(fs) == live
@@ -425,16 +425,16 @@ def test_stale_high_epoch_cell_costs_one_listing_and_still_fences(tmp_path: Path
     a = kvstore.open(LocalStore(path, fsync=False), **QUIET)
     b = None
     try:
-        assert a._manifests.epoch_cell is not None
-        a._manifests.epoch_cell.raise_to(a._manifests.epoch + 5)
+        assert a.parts.manifests.epoch_cell is not None
+        a.parts.manifests.epoch_cell.raise_to(a.parts.manifests.epoch + 5)
         calls = [0]
-        orig_load_latest = a._manifests.mstore.load_latest
+        orig_load_latest = a.parts.manifests.mstore.load_latest
 
         def counted_load_latest() -> Any:
             calls[0] += 1
             return orig_load_latest()
 
-        a._manifests.mstore.load_latest = counted_load_latest
+        a.parts.manifests.mstore.load_latest = counted_load_latest
         for i in range(2000):
             a.put(b"k%04d" % i, b"v", durable=False)
         assert calls[0] <= 3, f"load_latest called {calls[0]} times for 2000 puts"

@@ -200,7 +200,7 @@ def test_object_wal_checks_its_fence_on_the_clock_it_was_given() -> None:
     _write_objects(wal, range(6, 7))  # acknowledged: it lies below the fence
     with pytest.raises(FencedError):
         wal.append_record(7, [b"k"], [b"v"])
-        wal.sync(wal._appended)
+        wal.sync(wal.appended)
 
 
 def test_decode_journal_rereads_on_the_clock_it_was_given() -> None:

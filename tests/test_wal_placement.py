@@ -29,8 +29,7 @@ def test_wal_dir_holds_the_journal_and_survives_reopen(remote, tmp_path):
     assert segments and all(s.endswith(".log") for s in segments)
     store = MemoryStore.named(remote.split("://")[1])
     assert store.list("wal/") == []  # no WAL objects on the remote store
-    db._commit.wal._journal.close()  # simulate a crash: no flush, no close
-    db._health.closed = True
+    db.abandon()  # simulate a crash: no flush, no close
 
     db2 = kvstore.open(remote, wal_dir=wal_dir)
     assert [db2.get(b"k%03d" % i) for i in range(100)] == [b"v%d" % i for i in range(100)]
@@ -62,12 +61,7 @@ QUIET = {"background_flush": False, "background_compaction": False}
 
 def crash(db: kvstore.DB) -> None:
     """Abandon a writer as a killed process would: no flush, no close."""
-    journal = getattr(db._commit.wal, "_journal", None)
-    if journal is not None:
-        journal.close()
-    if db._ownership is not None:  # a dead process holds no lock
-        db._ownership.drop_lock()
-    db._health.closed = True
+    db.abandon()
 
 
 def write_and_crash(url, n: int, **opts) -> None:
@@ -79,12 +73,12 @@ def write_and_crash(url, n: int, **opts) -> None:
 
 def test_the_manifest_records_where_the_wal_lives(remote, tmp_path):
     with kvstore.open(remote, wal_dir=tmp_path / "w") as db:
-        assert db._manifests.current.wal_dir == str(tmp_path / "w")
+        assert db.manifest.wal_dir == str(tmp_path / "w")
         db.put(b"a", b"1")
     with kvstore.open(remote, wal_dir=tmp_path / "w") as db:
-        assert db._manifests.current.wal_dir == str(tmp_path / "w") and db.get(b"a") == b"1"
+        assert db.manifest.wal_dir == str(tmp_path / "w") and db.get(b"a") == b"1"
     with kvstore.open(remote) as db:  # the last writer closed cleanly: nothing left there
-        assert db._manifests.current.wal_dir is None and db.get(b"a") == b"1"
+        assert db.manifest.wal_dir is None and db.get(b"a") == b"1"
 
 
 @pytest.mark.parametrize("elsewhere", ["none", "other"])
@@ -98,7 +92,7 @@ def test_opening_elsewhere_replays_the_wal_dir_that_holds_acknowledged_writes(
     opts = {} if elsewhere == "none" else {"wal_dir": tmp_path / "other"}
     with kvstore.open(remote, **opts) as db:
         assert len(dict(db.scan())) == 5
-        recorded = db._manifests.current.wal_dir
+        recorded = db.manifest.wal_dir
         assert recorded == (None if elsewhere == "none" else str(tmp_path / "other"))
     with kvstore.open(remote, **opts) as db:
         assert len(dict(db.scan())) == 5
@@ -118,7 +112,7 @@ def test_a_moved_wal_dir_is_recognised_by_its_segments(remote, tmp_path):
     os.rename(tmp_path / "before", tmp_path / "after")
     with kvstore.open(remote, wal_dir=tmp_path / "after") as db:
         assert len(dict(db.scan())) == 4
-        assert db._manifests.current.wal_dir == str(tmp_path / "after")
+        assert db.manifest.wal_dir == str(tmp_path / "after")
 
 
 def test_a_lost_wal_dir_needs_accept_wal_loss(remote, tmp_path):
@@ -153,14 +147,14 @@ def test_switching_back_to_an_old_wal_dir_does_not_skip_the_newer_one(remote, tm
 def test_a_clean_close_lets_the_next_writer_use_any_wal_location(remote, tmp_path):
     with kvstore.open(remote, wal_dir=tmp_path / "temp") as db:
         db.put(b"a", b"1")
-        assert not db._manifests.current.wal_clean
-    m = kvstore.open_reader(remote)._manifest
+        assert not db.manifest.wal_clean
+    m = kvstore.open_reader(remote).manifest
     assert m is not None and m.wal_clean and m.wal_id and m.store_id
     for p in sorted((tmp_path / "temp").rglob("*"), reverse=True):
         p.unlink() if p.is_file() else p.rmdir()
     (tmp_path / "temp").rmdir()
     with kvstore.open(remote) as db:  # the temporary wal_dir is gone, nothing was in it
-        assert db.get(b"a") == b"1" and not db._manifests.current.wal_clean
+        assert db.get(b"a") == b"1" and not db.manifest.wal_clean
 
 
 def test_a_new_empty_wal_dir_at_the_same_path_is_not_the_old_wal(remote, tmp_path):

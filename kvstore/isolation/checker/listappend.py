@@ -60,7 +60,7 @@ Range = tuple[Any, Any]
 ExtRead = tuple[Key, Elements, Range | None]
 
 
-def _all(names: Any) -> str:
+def joined(names: Any) -> str:
     ns = list(names)
     return f"{ns[0]} and {ns[1]} both" if len(ns) == 2 else ", ".join(ns) + " all"
 
@@ -325,7 +325,7 @@ class ListAppendAnalysis(Analysis):
                 Anomaly(
                     "lost-update",
                     tuple(ts),
-                    f"{_all(self.label(t) for t in ts)} read {fmt_key(k)} = {fmt_list(v)} and "
+                    f"{joined(self.label(t) for t in ts)} read {fmt_key(k)} = {fmt_list(v)} and "
                     "each appended to it, none seeing the others' appends: one update is lost "
                     "in any serial order",
                 )

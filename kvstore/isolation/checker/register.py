@@ -32,7 +32,7 @@ from __future__ import annotations
 from typing import Any
 
 from kvstore.isolation.checker.core import Analysis, Anomaly, Reason, fmt_key, fmt_range
-from kvstore.isolation.checker.listappend import Range, Universe, _all
+from kvstore.isolation.checker.listappend import Range, Universe, joined
 from kvstore.isolation.graph import RW, WR, WW, DepGraph, sccs
 from kvstore.isolation.history import FAIL, INFO, OK, Key, Txn
 
@@ -256,7 +256,7 @@ class RegisterAnalysis(Analysis):
                     Anomaly(
                         "lost-update",
                         tuple(ts),
-                        f"{_all(self.label(t) for t in ts)} read {fmt_key(k)} = {_show(v)} and "
+                        f"{joined(self.label(t) for t in ts)} read {fmt_key(k)} = {_show(v)} and "
                         "each wrote it, none seeing the others' writes: one update is lost in "
                         "any serial order",
                     )

@@ -14,10 +14,12 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from lakehouse import keys
 from lakehouse.data.conform import evolve
 from lakehouse.errors import AlreadyExists, NamespaceNotEmpty, NotFound, one_hierarchy
 from lakehouse.model import (
@@ -34,9 +36,28 @@ from lakehouse.model import (
 )
 from lakehouse.reads import ReadOps
 
-if TYPE_CHECKING:  # contracts (lakehouse.services): lakehouse and txn import this module
+if TYPE_CHECKING:
     from lakehouse.context import Context
-    from lakehouse.services import PendingChange as Pending
+
+
+@dataclass
+class Pending:
+    """One object this transaction touched: its definition at ``v`` and now."""
+
+    kind: str
+    ns: str
+    name: str | None
+    base: Definition | None
+    base_bytes: bytes | None
+    final: Definition | None
+
+    @property
+    def key(self) -> bytes:
+        return keys.object_key(self.kind, self.ns, self.name)
+
+    @property
+    def qualified(self) -> str:
+        return self.ns if self.name is None else f"{self.ns}.{self.name}"
 
 
 @one_hierarchy

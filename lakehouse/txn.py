@@ -27,7 +27,6 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -35,9 +34,10 @@ import kvstore
 from kvstore.objstore import ObjectStore
 from lakehouse import codec, keys
 from lakehouse.data import ops, txnfiles
-from lakehouse.data.predicate import Predicate, parse_where
-from lakehouse.data.table import FileState, LazyFiles, TableWrite, load
-from lakehouse.ddl import DefinitionOps
+from lakehouse.data.buffer import Definitions, TableData
+from lakehouse.data.predicate import Predicate
+from lakehouse.data.table import FileState, LazyFiles
+from lakehouse.ddl import DefinitionOps, Pending
 from lakehouse.errors import (
     ClosedError,
     DataFileMissing,
@@ -61,26 +61,6 @@ if TYPE_CHECKING:
     from lakehouse.context import Context
 
 log = logging.getLogger("lakehouse")
-
-
-@dataclass
-class Pending:
-    """One object this transaction touched: its definition at ``v`` and now."""
-
-    kind: str
-    ns: str
-    name: str | None
-    base: Definition | None
-    base_bytes: bytes | None
-    final: Definition | None
-
-    @property
-    def key(self) -> bytes:
-        return keys.object_key(self.kind, self.ns, self.name)
-
-    @property
-    def qualified(self) -> str:
-        return self.ns if self.name is None else f"{self.ns}.{self.name}"
 
 
 @one_hierarchy
@@ -125,11 +105,22 @@ class Transaction(DefinitionOps):
         self._lock = threading.Lock()
         #: how the commit protocol runs this transaction (rollback and export set it)
         self.commit_options = CommitOptions()
-        #: table data buffered per table (see lakehouse.data.table)
-        self._table_writes: dict[tuple[str, str], TableWrite] = {}
-        self._base_file_cache: dict[tuple[str, str], dict[str, FileState]] = {}
-        #: SERIALIZABLE: predicates of the data reads, per table
-        self._data_reads: dict[tuple[str, str], list[Predicate]] = {}
+        #: the row changes, per table (see lakehouse.data.buffer)
+        self._tables = TableData(
+            ctx,
+            Definitions(
+                check_usable=self._check_usable,
+                qualified=self._qualified,
+                lookup=self._lookup,
+                require=self._require,
+                check_free=self._check_free,
+                set_table=self._set_table,
+                touch_table=self._touch_table,
+                describe_table=self.describe_table,
+                state_items=self._state_items,
+            ),
+            serializable=self._serializable,
+        )
         #: idempotent writes (see Lakehouse.begin)
         self.app_id = app_id
         self.app_version = app_version
@@ -290,71 +281,34 @@ class Transaction(DefinitionOps):
     def _data_url(self) -> str | None:
         return self._ctx.layout.data_url
 
-    def _table_for_data(self, name: str) -> TableDef:
-        self._check_usable()
-        ns, t = self._qualified(name, "table name")
-        d = self._require("table", ns, t)
-        assert isinstance(d, TableDef)
-        return d
+    def _touch_table(self, ns: str, t: str) -> None:
+        self._touch("table", ns, t)
 
-    def _base_files(self, ns: str, t: str) -> dict[str, FileState]:
-        cached = self._base_file_cache.get((ns, t))
-        if cached is None:
-            prefix = keys.table_state_prefix(ns, t)
-            cached = self._base_file_cache[(ns, t)] = load(self._state_items(ns, t), prefix)
-        return cached
+    def _set_table(self, ns: str, t: str, d: TableDef) -> None:
+        self._touch("table", ns, t).final = d
 
     def _table_files(self, ns: str, t: str) -> list[FileState]:
-        w = self._table_writes.get((ns, t))
-        base = self._base_files(ns, t)
-        if w is None:
-            return [base[k] for k in sorted(base)]
-        return w.overlay(base)
-
-    def _table_write(self, ns: str, t: str) -> TableWrite:
-        w = self._table_writes.get((ns, t))
-        if w is None:
-            w = self._table_writes[(ns, t)] = TableWrite(ns, t)
-            self._touch("table", ns, t)
-        return w
+        return self._tables.files(ns, t)
 
     def _note_data_read(self, d: TableDef, pred: Predicate | None) -> None:
-        if self._serializable:
-            if pred is None:
-                pred = parse_where("TRUE", d.schema)
-            self._data_reads.setdefault((d.namespace, d.name), []).append(pred)
-
-    def _new_file_name(self, d: TableDef) -> tuple[str, str]:
-        return self._ctx.new_file_name(d.table_id)
-
-    def _write_data_file(self, d: TableDef, rows: Any, w: TableWrite) -> DataFile:
-        return txnfiles.write_data_file(self, d, rows, w)
-
-    def _release_owned(self) -> None:
-        """The commit is decided: our files are no longer in flight."""
-        for w in self._table_writes.values():
-            self._ctx.inflight.difference_update(w.owned)
-
-    def _discard_owned(self) -> None:
-        self._release_owned()
-        txnfiles.discard(self._ctx.data, self._table_writes.values())
+        self._tables.note_read(d, pred)
 
     # -- table data: public operations (see lakehouse.data.ops) ---------------------------------
     def append(self, table: str, data: Any) -> int:
         """Add rows (a pyarrow Table/RecordBatch/RecordBatchReader or pandas DataFrame)."""
-        return ops.append(self, table, data)
+        return ops.append(self._tables, table, data)
 
     def overwrite(self, table: str, data: Any, *, where: Any = None) -> int:
         """Replace all rows, or only those matching ``where`` (new rows must match it)."""
-        return ops.overwrite(self, table, data, where)
+        return ops.overwrite(self._tables, table, data, where)
 
     def delete(self, table: str, where: Any) -> int:
         """Delete the rows matching ``where`` (deletion vectors; no file is rewritten)."""
-        return ops.delete(self, table, where)
+        return ops.delete(self._tables, table, where)
 
     def update(self, table: str, where: Any, values: Mapping[str, Any]) -> int:
         """Set ``values`` ({column: SQL expression or literal}) on the rows matching ``where``."""
-        return ops.update(self, table, where, values)
+        return ops.update(self._tables, table, where, values)
 
     def merge(
         self,
@@ -366,7 +320,7 @@ class Transaction(DefinitionOps):
         when_not_matched: str = "insert",
     ) -> MergeResult:
         """Upsert ``data`` by the key columns ``on``."""
-        return ops.merge(self, table, data, on, when_matched, when_not_matched)
+        return ops.merge(self._tables, table, data, on, when_matched, when_not_matched)
 
     def compact(
         self,
@@ -379,7 +333,7 @@ class Transaction(DefinitionOps):
 
         ``progress(done, total)`` is called as the files being rewritten are read
         (bytes read so far, bytes of those files in all)."""
-        return ops.compact(self, table, target_file_bytes, progress)
+        return ops.compact(self._tables, table, target_file_bytes, progress)
 
     def add_files(
         self,
@@ -396,7 +350,7 @@ class Transaction(DefinitionOps):
         them as update post-images)."""
         if isinstance(paths, str) or not hasattr(paths, "__iter__"):
             raise TypeError(f"paths must be a list of str, not {type(paths).__name__}")
-        return ops.add_files(self, table, list(paths), on, bool(updates))
+        return ops.add_files(self._tables, table, list(paths), on, bool(updates))
 
     def delete_rows(
         self,
@@ -413,30 +367,30 @@ class Transaction(DefinitionOps):
         then an overlap with a concurrent delete is a conflict, not a union).
         ``updated=True``: the rows are replaced by new versions (``add_files(...,
         updates=True)``), which the change feed reports as update pre-images."""
-        return ops.delete_rows(self, table, positions, op, bool(updated))
+        return ops.delete_rows(self._tables, table, positions, op, bool(updated))
 
     def remove_files(self, table: str, paths: Iterable[str]) -> int:
         """Drop whole data files from the table."""
         if isinstance(paths, str) or not hasattr(paths, "__iter__"):
             raise TypeError(f"paths must be a list of str, not {type(paths).__name__}")
-        return ops.remove_files(self, table, paths)
+        return ops.remove_files(self._tables, table, paths)
 
     def data_dir(self, table: str) -> str:
         """The directory (relative to the data directory) of ``table``'s new files."""
-        return self._table_for_data(table).table_id
+        return self._tables.table(table).table_id
 
     def new_data_path(self, table: str) -> str:
         """A fresh, never-repeating relative path for one new data file of ``table``."""
-        return self._new_file_name(self._table_for_data(table))[1]
+        return self._ctx.new_file_name(self._tables.table(table).table_id)[1]
 
     def restore_table(self, table: str, version: int) -> None:
         """Make ``table`` (schema, properties, rows) what it was at ``version``."""
-        txnfiles.restore_table(self, table, version)
+        txnfiles.restore_table(self._tables, table, version)
         self.oldest_version_read = min(self.oldest_version_read, version)
 
     def clone_table(self, source: str, target: str, *, version: int | None = None) -> None:
         """Create ``target`` sharing ``source``'s data files (no copy)."""
-        txnfiles.clone_table(self, source, target, version)
+        txnfiles.clone_table(self._tables, source, target, version)
         if version is not None:
             self.oldest_version_read = min(self.oldest_version_read, version)
 
@@ -447,11 +401,12 @@ class Transaction(DefinitionOps):
         # the tables the SERIALIZABLE data reads looked at, as seen now (first: a
         # lookup of a table not touched records a read, which is there already)
         read_tables: dict[tuple[str, str], TableDef] = {}
-        for ns, t in self._data_reads:
+        table_writes, data_reads = self._tables.freeze()
+        for ns, t in data_reads:
             d = self._lookup("table", ns, t)
             if isinstance(d, TableDef):
                 read_tables[(ns, t)] = d
-        loaded = dict(self._base_file_cache)
+        loaded = dict(self._tables.loaded)
         snap_get = self._snap.get
 
         def base_files(ns: str, t: str) -> Mapping[str, FileState]:
@@ -478,8 +433,8 @@ class Transaction(DefinitionOps):
             files_added=tuple(self._files_added),
             reads=frozenset(self._reads) if serializable else frozenset(),
             listings=frozenset(self._listings) if serializable else frozenset(),
-            table_writes=MappingProxyType({k: w.freeze() for k, w in self._table_writes.items()}),
-            data_reads=MappingProxyType({k: tuple(v) for k, v in self._data_reads.items()}),
+            table_writes=table_writes,
+            data_reads=data_reads,
             read_tables=MappingProxyType(read_tables),
             base_files=base_files,
         )
@@ -521,23 +476,23 @@ class Transaction(DefinitionOps):
                     raise done.error
                 outcome = "committed"
                 if done.skipped:
-                    self._discard_owned()
+                    self._tables.discard_owned()
                 return done.version
             finally:
                 self._status = outcome
                 self._snap.close()
                 if outcome != "committed":
-                    self._discard_owned()
+                    self._tables.discard_owned()
                 else:
-                    self._release_owned()
-                    txnfiles.discard_superseded(self._ctx.data, self._table_writes.values())
+                    self._tables.release_owned()
+                    self._tables.discard_superseded()
 
     def rollback(self) -> None:
         """Discard the buffered changes (and the data files written for them). Idempotent."""
         if self._status == "open":
             self._status = "rolled back"
             self._snap.close()
-            self._discard_owned()
+            self._tables.discard_owned()
 
     def __enter__(self) -> Transaction:
         return self

@@ -503,7 +503,6 @@ def private_accesses(module: str, source: str) -> Iterator[tuple[str, int]]:
                     yield f"from {base} import {alias.name}", node.lineno
 
 
-@pytest.mark.xfail(reason="issue 20 in progress", strict=False)  # TODO(lead): remove
 def test_no_module_reaches_into_another_modules_private_members() -> None:
     found = []
     for module, path in MODULES.items():

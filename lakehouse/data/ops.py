@@ -21,14 +21,16 @@ restore_table  the table's definition, files and deletion vectors of a
 clone_table    a new table sharing the source's files (no copy)
 ============== ==============================================================
 
-The conflicts each one can meet at commit are in :mod:`lakehouse.conflicts`
-(the matrix) and :mod:`lakehouse.data.rebase` (the per-row checks).
+Each is a function over the transaction's
+:class:`~lakehouse.data.buffer.TableData` (its public members only). The
+conflicts each one can meet at commit are in :mod:`lakehouse.conflicts` (the
+matrix) and :mod:`lakehouse.data.rebase` (the per-row checks).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, cast
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -36,15 +38,13 @@ import pyarrow.compute as pc
 from pyroaring import BitMap
 
 from lakehouse.data import dv as dvfmt
-from lakehouse.data import scan, txnfiles
+from lakehouse.data import scan
+from lakehouse.data.buffer import TableData
 from lakehouse.data.conform import conform, to_table
 from lakehouse.data.literals import ARROW_ERRORS, first_line
 from lakehouse.data.predicate import Predicate, evaluate, matches, parse_value, parse_where
 from lakehouse.data.table import Origins, concat_origins, file_key_id
 from lakehouse.model import CompactResult, MergeResult, Rewrite, TableDef
-
-if TYPE_CHECKING:
-    from lakehouse.services import TransactionState
 
 #: rows per data file written by append/update/merge/overwrite
 ROWS_PER_FILE = 1_000_000
@@ -53,7 +53,7 @@ TARGET_FILE_BYTES = 64 << 20
 
 
 def _write_rows(
-    txn: TransactionState,
+    buf: TableData,
     d: TableDef,
     rows: pa.Table,
     op: str,
@@ -62,11 +62,11 @@ def _write_rows(
 ) -> int:
     """Write ``rows`` as new data files; ``origins``: they are new versions of rows an
     update or merge replaced (the change feed's post-images), one base row each."""
-    w = txn._table_write(d.namespace, d.name)
+    w = buf.write(d.namespace, d.name)
     w.note(op)
     for start in range(0, rows.num_rows, ROWS_PER_FILE):
         before = set(w.added)
-        txn._write_data_file(d, rows.slice(start, ROWS_PER_FILE), w)
+        buf.write_file(d, rows.slice(start, ROWS_PER_FILE), w)
         if origins is not None:
             for fid in set(w.added) - before:
                 w.post.add(fid)
@@ -75,14 +75,14 @@ def _write_rows(
     return cast(int, rows.num_rows)
 
 
-def append(txn: TransactionState, table: str, data: Any) -> int:
-    d = txn._table_for_data(table)
+def append(buf: TableData, table: str, data: Any) -> int:
+    d = buf.table(table)
     rows = conform(to_table(data), d.schema)
-    w = txn._table_write(d.namespace, d.name)
+    w = buf.write(d.namespace, d.name)
     w.note("append")
     if rows.num_rows == 0:
         return 0
-    return _write_rows(txn, d, rows, "append")
+    return _write_rows(buf, d, rows, "append")
 
 
 def _where(d: TableDef, where: Any, required: bool = True) -> Predicate | None:
@@ -93,14 +93,14 @@ def _where(d: TableDef, where: Any, required: bool = True) -> Predicate | None:
     return parse_where(where, d.schema)
 
 
-def _delete_matching(txn: TransactionState, d: TableDef, pred: Predicate | None, op: str) -> int:
+def _delete_matching(buf: TableData, d: TableDef, pred: Predicate | None, op: str) -> int:
     """Mark the live rows matching ``pred`` deleted; returns how many."""
-    files = txn._table_files(d.namespace, d.name)
-    w = txn._table_write(d.namespace, d.name)
+    files = buf.files(d.namespace, d.name)
+    w = buf.write(d.namespace, d.name)
     w.note(op)
     n = 0
     by_path = {f.path: file_key_id(f) for f, _ in files}
-    for f, hit in scan.matching_positions(txn._ctx.data, d, files, pred, columns=[]):
+    for f, hit in scan.matching_positions(buf.ctx.data, d, files, pred, columns=[]):
         pos = scan.positions_of(hit)
         if pos:
             w.delete(by_path[f.path], pos)
@@ -108,11 +108,11 @@ def _delete_matching(txn: TransactionState, d: TableDef, pred: Predicate | None,
     return n
 
 
-def overwrite(txn: TransactionState, table: str, data: Any, where: Any = None) -> int:
-    d = txn._table_for_data(table)
+def overwrite(buf: TableData, table: str, data: Any, where: Any = None) -> int:
+    d = buf.table(table)
     rows = conform(to_table(data), d.schema)
     pred = _where(d, where, required=False)
-    w = txn._table_write(d.namespace, d.name)
+    w = buf.write(d.namespace, d.name)
     w.note("overwrite")
     if pred is not None:
         ok = matches(rows, pred)
@@ -122,27 +122,27 @@ def overwrite(txn: TransactionState, table: str, data: Any, where: Any = None) -
                 f"{bad} of the {rows.num_rows} new rows do not match where {pred.text!r}; "
                 "an overwrite with where may only write rows that match it"
             )
-        _delete_matching(txn, d, pred, "overwrite")
+        _delete_matching(buf, d, pred, "overwrite")
         w.guards.append(pred)
     else:
-        for f, _ in txn._table_files(d.namespace, d.name):
+        for f, _ in buf.files(d.namespace, d.name):
             w.remove(file_key_id(f), f)
         w.guards.append(parse_where("TRUE", d.schema))
-    txn._note_data_read(d, pred)
+    buf.note_read(d, pred)
     if rows.num_rows:
-        _write_rows(txn, d, rows, "overwrite")
+        _write_rows(buf, d, rows, "overwrite")
     return cast(int, rows.num_rows)
 
 
-def delete(txn: TransactionState, table: str, where: Any) -> int:
-    d = txn._table_for_data(table)
+def delete(buf: TableData, table: str, where: Any) -> int:
+    d = buf.table(table)
     pred = _where(d, where)
-    txn._note_data_read(d, pred)
-    return _delete_matching(txn, d, pred, "delete")
+    buf.note_read(d, pred)
+    return _delete_matching(buf, d, pred, "delete")
 
 
-def update(txn: TransactionState, table: str, where: Any, values: Mapping[str, Any]) -> int:
-    d = txn._table_for_data(table)
+def update(buf: TableData, table: str, where: Any, values: Mapping[str, Any]) -> int:
+    d = buf.table(table)
     pred = _where(d, where)
     if not isinstance(values, Mapping) or not values:
         raise TypeError("values must be a non-empty dict {column: SQL expression or value}")
@@ -153,15 +153,15 @@ def update(txn: TransactionState, table: str, where: Any, values: Mapping[str, A
         if d.schema.get_field_index(col) < 0:
             raise ValueError(f"table {d.qualified_name} has no column {col!r} to update")
         exprs[col] = parse_value(value, d.schema, d.schema.field(col))[0]
-    txn._note_data_read(d, pred)
-    files = txn._table_files(d.namespace, d.name)
-    w = txn._table_write(d.namespace, d.name)
+    buf.note_read(d, pred)
+    files = buf.files(d.namespace, d.name)
+    w = buf.write(d.namespace, d.name)
     w.note("update")
     by_path = {f.path: file_key_id(f) for f, _ in files}
     parts: list[pa.Table] = []  # new versions of rows committed before (post-images)
     origins: list[Origins] = []  # the committed row each of those replaces
     fresh: list[pa.Table] = []  # of rows this transaction added: still inserts
-    for f, hit in scan.matching_positions(txn._ctx.data, d, files, pred):
+    for f, hit in scan.matching_positions(buf.ctx.data, d, files, pred):
         if not hit.num_rows:
             continue
         old = hit.drop_columns(["_pos"])
@@ -189,20 +189,20 @@ def update(txn: TransactionState, table: str, where: Any, values: Mapping[str, A
         if group:
             rows = conform(pa.concat_tables(group), d.schema, "the updated rows")
             n += _write_rows(
-                txn, d, rows, "update", origins=concat_origins(origins) if post else None
+                buf, d, rows, "update", origins=concat_origins(origins) if post else None
             )
     return n
 
 
 def merge(
-    txn: TransactionState,
+    buf: TableData,
     table: str,
     data: Any,
     on: Sequence[str] | str,
     when_matched: str = "update",
     when_not_matched: str = "insert",
 ) -> MergeResult:
-    d = txn._table_for_data(table)
+    d = buf.table(table)
     if isinstance(on, str):
         on = [on]
     on = list(on)
@@ -235,8 +235,8 @@ def merge(
     if src_keys.group_by(on).aggregate([]).num_rows != src.num_rows:
         raise ValueError(f"the merge source has duplicate keys on {on}; each key may appear once")
     key_pred = _key_predicate(src_keys, on)
-    txn._note_data_read(d, key_pred)
-    files = txn._table_files(d.namespace, d.name)
+    buf.note_read(d, key_pred)
+    files = buf.files(d.namespace, d.name)
     by_path = {f.path: file_key_id(f) for f, _ in files}
     fill = kept if when_matched == "update" else []
     key_cols = [c for c in d.columns if c.name in on or c in fill]
@@ -244,12 +244,12 @@ def merge(
     matched_src: list[int] = []
     old_values: list[pa.Table] = []  # per matched source row, the target's values of `fill`
     hits: list[tuple[str, BitMap]] = []  # marked deleted once the merge is known to be valid
-    w0 = txn._table_write(d.namespace, d.name)
+    w0 = buf.write(d.namespace, d.name)
     own_files = set(w0.added) - w0.post  # an earlier update's rows: still updates
     # the committed rows matched, with the source row each matched
     src_origin: list[tuple[np.ndarray, Origins]] = []
     own_src: list[int] = []  # matched rows this transaction added (their update is an insert)
-    for f, hit in scan.matching_positions(txn._ctx.data, d, files, key_pred, columns=key_cols):
+    for f, hit in scan.matching_positions(buf.ctx.data, d, files, key_pred, columns=key_cols):
         if not hit.num_rows:
             continue
         j = hit.join(src_idx, keys=on, join_type="inner")
@@ -304,7 +304,7 @@ def merge(
             out.append(new)
             inserted = new.num_rows
     # valid: only now does the transaction see the merge
-    w = txn._table_write(d.namespace, d.name)
+    w = buf.write(d.namespace, d.name)
     w.note("merge")
     w.keys = tuple(on)
     for fid, positions in hits:
@@ -317,10 +317,10 @@ def merge(
         fids, pos = concat_origins([o for _, o in src_origin])
         order = np.argsort(srcs, kind="stable")
         origins = (fids[order], pos[order])
-        _write_rows(txn, d, post_rows.cast(d.schema), "merge", origins=origins)
+        _write_rows(buf, d, post_rows.cast(d.schema), "merge", origins=origins)
     if out:
         rows = pa.concat_tables([t.cast(d.schema) for t in out])
-        _write_rows(txn, d, rows, "merge")
+        _write_rows(buf, d, rows, "merge")
     return MergeResult(inserted=inserted, updated=updated, deleted=deleted)
 
 
@@ -352,17 +352,17 @@ def _key_predicate(keys: pa.Table, on: list[str]) -> Predicate:
 
 
 def compact(
-    txn: TransactionState,
+    buf: TableData,
     table: str,
     target_file_bytes: int | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> CompactResult:
-    d = txn._table_for_data(table)
+    d = buf.table(table)
     target = TARGET_FILE_BYTES if target_file_bytes is None else target_file_bytes
     if isinstance(target, bool) or not isinstance(target, int) or target <= 0:
         raise ValueError(f"target_file_bytes must be a positive int, got {target_file_bytes!r}")
-    w = txn._table_write(d.namespace, d.name)
-    base = txn._base_files(d.namespace, d.name)
+    w = buf.write(d.namespace, d.name)
+    base = buf.base_files(d.namespace, d.name)
     candidates = []
     for fid, (f, dv) in sorted(base.items()):
         if fid in w.removed or fid in w.deletes or f.is_external:
@@ -392,7 +392,7 @@ def compact(
         parts = []
         for _, f, dv in g:  # progress: bytes of the files being rewritten, read so far
             parts.append(
-                scan._one(txn._ctx.data, d, (f, dv), list(d.columns), None, list(d.columns))
+                scan.read_one(buf.ctx.data, d, (f, dv), list(d.columns), None, list(d.columns))
             )
             done += f.size
             if progress is not None:
@@ -404,7 +404,7 @@ def compact(
         removed += len(g)
         sources = tuple((fid, f.record_count, dvfmt.encode(dv)) for fid, f, dv in g)
         if rows.num_rows:
-            new = txn._write_data_file(d, rows, w)
+            new = buf.write_file(d, rows, w)
             w.rewrites.append(Rewrite(file_key_id(new), sources))
             added += 1
             after += new.size
@@ -415,7 +415,7 @@ def compact(
 
 
 def add_files(
-    txn: TransactionState,
+    buf: TableData,
     table: str,
     paths: Iterable[str],
     on: Sequence[str] | None,
@@ -423,8 +423,8 @@ def add_files(
 ) -> int:
     """Register Parquet files written by someone else (Spark executors); ``updates``:
     their rows are new versions of rows deleted with ``delete_rows(..., updated=True)``."""
-    d = txn._table_for_data(table)
-    w = txn._table_write(d.namespace, d.name)
+    d = buf.table(table)
+    w = buf.write(d.namespace, d.name)
     before = set(w.added)
     w.note("merge" if on else "append")
     key_cols = [c for c in d.columns if c.name in on] if on else []
@@ -432,7 +432,7 @@ def add_files(
         w.keys = tuple(on)
     n = 0
     for p in paths:
-        f, inserted = txnfiles.adopt_data_file(txn, d, p, w, key_cols)
+        f, inserted = buf.adopt(d, p, w, key_cols)
         n += f.record_count
         if inserted is not None:
             w.inserted.append(inserted)  # the keys it inserts, read from the bytes in hand
@@ -442,7 +442,7 @@ def add_files(
 
 
 def delete_rows(
-    txn: TransactionState,
+    buf: TableData,
     table: str,
     positions: Mapping[str, Iterable[int]],
     op: str = "delete",
@@ -450,9 +450,9 @@ def delete_rows(
 ) -> int:
     if op not in ("delete", "update", "merge", "overwrite"):
         raise ValueError(f"op must be 'delete', 'update', 'merge' or 'overwrite', not {op!r}")
-    d = txn._table_for_data(table)
-    files = {f.path: (file_key_id(f), f, dv) for f, dv in txn._table_files(d.namespace, d.name)}
-    w = txn._table_write(d.namespace, d.name)
+    d = buf.table(table)
+    files = {f.path: (file_key_id(f), f, dv) for f, dv in buf.files(d.namespace, d.name)}
+    w = buf.write(d.namespace, d.name)
     w.note(op)
     n = 0
     for path, pos in positions.items():
@@ -468,10 +468,10 @@ def delete_rows(
     return n
 
 
-def remove_files(txn: TransactionState, table: str, paths: Iterable[str]) -> int:
-    d = txn._table_for_data(table)
-    files = {f.path: (file_key_id(f), f) for f, _ in txn._table_files(d.namespace, d.name)}
-    w = txn._table_write(d.namespace, d.name)
+def remove_files(buf: TableData, table: str, paths: Iterable[str]) -> int:
+    d = buf.table(table)
+    files = {f.path: (file_key_id(f), f) for f, _ in buf.files(d.namespace, d.name)}
+    w = buf.write(d.namespace, d.name)
     w.note("overwrite")
     n = 0
     for p in paths:

@@ -17,9 +17,19 @@ sets against the versions committed since ``v`` and returns a
         └── commit() ── rebase over v+1..w ── write version w+1 ── close
                         RetryableConflict / IncompatibleConflict
 
-The definition changes (create / alter / drop of namespaces, tables and
-views) are inherited from :class:`lakehouse.ddl.DefinitionOps`; this module
-owns the buffer, the reads over it, the table-data operations and the outcome.
+A transaction has three parts:
+
+- the definition changes (create / alter / drop of namespaces, tables and
+  views), inherited from :class:`lakehouse.ddl.DefinitionOps`, buffered as
+  :class:`~lakehouse.ddl.Pending` per object;
+- the row changes in its :class:`~lakehouse.data.buffer.TableData` (a
+  ``TableWrite`` per table, the base files, the SERIALIZABLE read
+  predicates, the files it owns). The data operations (:mod:`lakehouse.data.ops`,
+  :mod:`lakehouse.data.txnfiles`) are functions over it; what they need of
+  the definitions is handed to it once as
+  :class:`~lakehouse.data.buffer.Definitions` (bound calls);
+- this module: the snapshot, the read set, the status, freezing both buffers
+  into the intent, and the outcome.
 """
 
 from __future__ import annotations

@@ -151,9 +151,6 @@ def read_one(
     return t.select(names) if t.column_names != names else t
 
 
-_one = read_one  # transitional: the old private name, until every caller uses read_one
-
-
 def output_schema(d: TableDef, wanted: list[Column]) -> pa.Schema:
     return pa.schema([d.schema.field(c.name) for c in wanted])
 

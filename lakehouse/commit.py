@@ -90,7 +90,7 @@ from lakehouse.intent import (
     DefinitionChange,
     TxnIntent,
 )
-from lakehouse.model import ObjectChange, TableChange, VersionInfo
+from lakehouse.model import DataOp, ObjectChange, TableChange, VersionInfo
 
 __all__ = ["CommitOptions", "Prepared", "files_added", "prepare", "revalidate", "run"]
 
@@ -219,7 +219,7 @@ def prepare(intent: TxnIntent, options: CommitOptions) -> Prepared:
     reads = set(intent.reads)
     state_tables = {f"{ns}.{t}" for ns, t in intent.state_tables}
     state_tables |= {w.qualified for w in intent.table_writes.values() if not w.is_empty()}
-    data_only: dict[tuple[str, str], frozenset[str]] = {}
+    data_only: dict[tuple[str, str], frozenset[DataOp]] = {}
     for (kind, qname), p in intent.touched.items():
         final = None
         if p.final is not None:
@@ -230,7 +230,7 @@ def prepare(intent: TxnIntent, options: CommitOptions) -> Prepared:
                 did = codec.def_id(final)
                 changes.append(ObjectChange(kind, qname, "alter", did, did))
                 w = intent.table_writes.get((p.ns, p.name or ""))
-                data_only[(kind, qname)] = frozenset(w.ops if w is not None else ("restore",))
+                data_only[(kind, qname)] = frozenset(w.ops if w is not None else (DataOp.RESTORE,))
             elif intent.serializable:
                 reads.add((kind, qname))  # looked at, left as it was
             continue

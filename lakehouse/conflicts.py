@@ -40,15 +40,13 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from lakehouse.model import Isolation, ObjectChange, VersionInfo
+from lakehouse.model import DATA_OPS, DataOp, Isolation, ObjectChange, VersionInfo
 
 RETRYABLE = "retryable"
 INCOMPATIBLE = "incompatible"
 COMPATIBLE = "compatible"
 REBASE = "rebase"
 
-#: data operations, as version records name them
-DATA_OPS = ("append", "delete", "update", "merge", "overwrite", "compact", "restore")
 
 _C, _B, _R = COMPATIBLE, REBASE, RETRYABLE
 #: (my data operation, theirs) on the same table -> outcome. REBASE runs the
@@ -56,40 +54,46 @@ _C, _B, _R = COMPATIBLE, REBASE, RETRYABLE
 #: rows they inserted that my overwrite predicate, merge keys or
 #: SERIALIZABLE reads cover, deletion vectors merged and followed through
 #: compactions.
-DATA: dict[tuple[str, str], str] = {
+A, D, U, M, W, C, R = DataOp  # APPEND, DELETE, UPDATE, MERGE, OVERWRITE, COMPACT, RESTORE
+#: the operations that change rows in place (by position)
+_ROW_CHANGERS = (D, U, M, W)
+
+DATA: dict[tuple[DataOp, DataOp], str] = {
     # appends never conflict (files get fresh ids); restore replaces everything
-    **{("append", t): _C for t in DATA_OPS},
-    ("append", "restore"): _R,
+    **{(A, t): _C for t in DATA_OPS},
+    (A, R): _R,
     # row changers: disjoint rows rebase, overlapping ones retry
-    **{(m, t): _B for m in ("delete", "update", "merge", "overwrite") for t in DATA_OPS},
-    **{(m, "restore"): _R for m in ("delete", "update", "merge", "overwrite")},
+    **{(m, t): _B for m in _ROW_CHANGERS for t in DATA_OPS},
+    **{(m, R): _R for m in _ROW_CHANGERS},
     # a delete or update of rows does not care about rows appended meanwhile
     # (SERIALIZABLE reads still do: rebase checks them)
-    ("delete", "append"): _B,
-    ("update", "append"): _B,
+    (D, A): _B,
+    (U, A): _B,
     # compaction: moves rows, follows concurrent deletes in either order
-    **{("compact", t): _B for t in DATA_OPS},
-    ("compact", "append"): _C,
-    ("compact", "restore"): _R,
+    **{(C, t): _B for t in DATA_OPS},
+    (C, A): _C,
+    (C, R): _R,
     # restore_table must equal the old state exactly
-    **{("restore", t): _R for t in DATA_OPS},
+    **{(R, t): _R for t in DATA_OPS},
 }
 
 #: my data operation vs a concurrent change of the table's definition
-DATA_VS_SCHEMA: dict[str, str] = {
-    "append": RETRYABLE,  # rows were matched to the old schema
-    "update": RETRYABLE,
-    "merge": RETRYABLE,
-    "overwrite": RETRYABLE,
-    "restore": RETRYABLE,
-    "delete": COMPATIBLE,  # positions do not depend on the schema
-    "compact": COMPATIBLE,  # output files carry column ids
+DATA_VS_SCHEMA: dict[DataOp, str] = {
+    A: RETRYABLE,  # rows were matched to the old schema
+    U: RETRYABLE,
+    M: RETRYABLE,
+    W: RETRYABLE,
+    R: RETRYABLE,
+    D: COMPATIBLE,  # positions do not depend on the schema
+    C: COMPATIBLE,  # output files carry column ids
 }
+
+del A, D, U, M, W, C, R
 
 _RANK = {COMPATIBLE: 0, REBASE: 1, RETRYABLE: 2, INCOMPATIBLE: 3}
 
 
-def data_outcome(mine: Iterable[str], theirs: Iterable[str]) -> str:
+def data_outcome(mine: Iterable[DataOp], theirs: Iterable[DataOp]) -> str:
     """The worst outcome over every pair of my and their data operations."""
     worst = COMPATIBLE
     for m in mine:
@@ -129,7 +133,7 @@ class Intent:
     listings: frozenset[ListingRef] = frozenset()
     exclusive: bool = False
     #: tables whose rows (not definitions) I change -> my data operations
-    data_only: Mapping[ObjectRef, frozenset[str]] = field(default_factory=dict)
+    data_only: Mapping[ObjectRef, frozenset[DataOp]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -217,3 +221,29 @@ def check(intent: Intent, record: VersionInfo) -> Conflict | None:
                 (ref,),
             )
     return worst
+
+
+# -- the tables as Markdown (docs/lakehouse.md embeds them; tools/conflict_matrix.py) --------
+
+
+def data_matrix_markdown() -> str:
+    """:data:`DATA` and :data:`DATA_VS_SCHEMA` as the Markdown table of the docs."""
+    head = ["mine \\ theirs", *(str(t) for t in DATA_OPS), "schema change"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for m in DATA_OPS:
+        cells = [DATA[(m, t)] for t in DATA_OPS] + [DATA_VS_SCHEMA[m]]
+        lines.append(f"| **{m}** | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def write_write_markdown() -> str:
+    """:data:`WRITE_WRITE` as a Markdown table (an object both changed)."""
+    ops = ("create", "alter", "drop")
+    lines = ["| mine \\ theirs | " + " | ".join(ops) + " |", "|" + "---|" * (len(ops) + 1)]
+    for m in ops:
+        lines.append(f"| **{m}** | " + " | ".join(WRITE_WRITE[(m, t)] for t in ops) + " |")
+    return "\n".join(lines) + "\n"
+
+
+#: the generated tables, by the name their markers in docs/lakehouse.md carry
+GENERATED = {"data matrix": data_matrix_markdown, "write-write matrix": write_write_markdown}

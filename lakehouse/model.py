@@ -418,7 +418,7 @@ class TableChange:
     """
 
     table: str
-    ops: tuple[str, ...]
+    ops: tuple[DataOp, ...]
     added: tuple[str, ...] = ()
     removed: tuple[str, ...] = ()
     deleted: Mapping[str, bytes] = field(default_factory=dict)
@@ -491,8 +491,21 @@ class VersionInfo:
         return f"{head}: {body}" if head else body
 
 
+class DataOp(enum.StrEnum):
+    """A data operation on a table's rows, as version records store it (the values
+    are the stored names; a ``DataOp`` equals its name as a ``str``)."""
+
+    APPEND = "append"
+    DELETE = "delete"
+    UPDATE = "update"
+    MERGE = "merge"
+    OVERWRITE = "overwrite"
+    COMPACT = "compact"
+    RESTORE = "restore"
+
+
 #: what ``VersionInfo.changes`` items name a table's data change by
-DATA_OPS = ("append", "overwrite", "delete", "update", "merge", "compact", "restore")
+DATA_OPS: tuple[DataOp, ...] = tuple(DataOp)
 
 
 def named_ops(v: VersionInfo) -> VersionInfo:

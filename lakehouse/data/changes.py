@@ -44,7 +44,7 @@ from lakehouse.data import dv as dvfmt
 from lakehouse.data import scan
 from lakehouse.data.table import FileState
 from lakehouse.errors import NotFound
-from lakehouse.model import TableChange, TableDef, split_qualified
+from lakehouse.model import DataOp, TableChange, TableDef, split_qualified
 
 if TYPE_CHECKING:
     from lakehouse.context import Context
@@ -109,7 +109,7 @@ def changes(ctx: Context, table: str, start: int, end: int | None = None) -> pa.
                 continue  # that name held another table at u
             before = _files(ctx, u - 1, c.table, d.table_id)
             found = list(_version_rows(ctx, d, c, before, now))
-            if "restore" in c.ops:
+            if DataOp.RESTORE in c.ops:
                 found = _net(found)
             parts.extend(_tag(rows, schema, kind, u) for kind, rows in found if rows.num_rows)
     if not parts:

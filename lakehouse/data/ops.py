@@ -44,7 +44,10 @@ from lakehouse.data.conform import conform, to_table
 from lakehouse.data.literals import ARROW_ERRORS, first_line
 from lakehouse.data.predicate import Predicate, evaluate, matches, parse_value, parse_where
 from lakehouse.data.table import Origins, concat_origins, file_key_id
-from lakehouse.model import CompactResult, MergeResult, Rewrite, TableDef
+from lakehouse.model import CompactResult, DataOp, MergeResult, Rewrite, TableDef
+
+#: the operations ``delete_rows`` can record (those that delete rows by position)
+ROW_DELETING = (DataOp.DELETE, DataOp.UPDATE, DataOp.MERGE, DataOp.OVERWRITE)
 
 #: rows per data file written by append/update/merge/overwrite
 ROWS_PER_FILE = 1_000_000
@@ -56,7 +59,7 @@ def _write_rows(
     buf: TableData,
     d: TableDef,
     rows: pa.Table,
-    op: str,
+    op: DataOp,
     *,
     origins: Origins | None = None,
 ) -> int:
@@ -79,10 +82,10 @@ def append(buf: TableData, table: str, data: Any) -> int:
     d = buf.table(table)
     rows = conform(to_table(data), d.schema)
     w = buf.write(d.namespace, d.name)
-    w.note("append")
+    w.note(DataOp.APPEND)
     if rows.num_rows == 0:
         return 0
-    return _write_rows(buf, d, rows, "append")
+    return _write_rows(buf, d, rows, DataOp.APPEND)
 
 
 def _where(d: TableDef, where: Any, required: bool = True) -> Predicate | None:
@@ -93,7 +96,7 @@ def _where(d: TableDef, where: Any, required: bool = True) -> Predicate | None:
     return parse_where(where, d.schema)
 
 
-def _delete_matching(buf: TableData, d: TableDef, pred: Predicate | None, op: str) -> int:
+def _delete_matching(buf: TableData, d: TableDef, pred: Predicate | None, op: DataOp) -> int:
     """Mark the live rows matching ``pred`` deleted; returns how many."""
     files = buf.files(d.namespace, d.name)
     w = buf.write(d.namespace, d.name)
@@ -113,7 +116,7 @@ def overwrite(buf: TableData, table: str, data: Any, where: Any = None) -> int:
     rows = conform(to_table(data), d.schema)
     pred = _where(d, where, required=False)
     w = buf.write(d.namespace, d.name)
-    w.note("overwrite")
+    w.note(DataOp.OVERWRITE)
     if pred is not None:
         ok = matches(rows, pred)
         bad = rows.num_rows - scan.count_true(ok)
@@ -122,7 +125,7 @@ def overwrite(buf: TableData, table: str, data: Any, where: Any = None) -> int:
                 f"{bad} of the {rows.num_rows} new rows do not match where {pred.text!r}; "
                 "an overwrite with where may only write rows that match it"
             )
-        _delete_matching(buf, d, pred, "overwrite")
+        _delete_matching(buf, d, pred, DataOp.OVERWRITE)
         w.guards.append(pred)
     else:
         for f, _ in buf.files(d.namespace, d.name):
@@ -130,7 +133,7 @@ def overwrite(buf: TableData, table: str, data: Any, where: Any = None) -> int:
         w.guards.append(parse_where("TRUE", d.schema))
     buf.note_read(d, pred)
     if rows.num_rows:
-        _write_rows(buf, d, rows, "overwrite")
+        _write_rows(buf, d, rows, DataOp.OVERWRITE)
     return cast(int, rows.num_rows)
 
 
@@ -138,7 +141,7 @@ def delete(buf: TableData, table: str, where: Any) -> int:
     d = buf.table(table)
     pred = _where(d, where)
     buf.note_read(d, pred)
-    return _delete_matching(buf, d, pred, "delete")
+    return _delete_matching(buf, d, pred, DataOp.DELETE)
 
 
 def update(buf: TableData, table: str, where: Any, values: Mapping[str, Any]) -> int:
@@ -156,7 +159,7 @@ def update(buf: TableData, table: str, where: Any, values: Mapping[str, Any]) ->
     buf.note_read(d, pred)
     files = buf.files(d.namespace, d.name)
     w = buf.write(d.namespace, d.name)
-    w.note("update")
+    w.note(DataOp.UPDATE)
     by_path = {f.path: file_key_id(f) for f, _ in files}
     parts: list[pa.Table] = []  # new versions of rows committed before (post-images)
     origins: list[Origins] = []  # the committed row each of those replaces
@@ -189,7 +192,7 @@ def update(buf: TableData, table: str, where: Any, values: Mapping[str, Any]) ->
         if group:
             rows = conform(pa.concat_tables(group), d.schema, "the updated rows")
             n += _write_rows(
-                buf, d, rows, "update", origins=concat_origins(origins) if post else None
+                buf, d, rows, DataOp.UPDATE, origins=concat_origins(origins) if post else None
             )
     return n
 
@@ -305,7 +308,7 @@ def merge(
             inserted = new.num_rows
     # valid: only now does the transaction see the merge
     w = buf.write(d.namespace, d.name)
-    w.note("merge")
+    w.note(DataOp.MERGE)
     w.keys = tuple(on)
     for fid, positions in hits:
         w.delete(fid, positions, updated=when_matched == "update")
@@ -317,10 +320,10 @@ def merge(
         fids, pos = concat_origins([o for _, o in src_origin])
         order = np.argsort(srcs, kind="stable")
         origins = (fids[order], pos[order])
-        _write_rows(buf, d, post_rows.cast(d.schema), "merge", origins=origins)
+        _write_rows(buf, d, post_rows.cast(d.schema), DataOp.MERGE, origins=origins)
     if out:
         rows = pa.concat_tables([t.cast(d.schema) for t in out])
-        _write_rows(buf, d, rows, "merge")
+        _write_rows(buf, d, rows, DataOp.MERGE)
     return MergeResult(inserted=inserted, updated=updated, deleted=deleted)
 
 
@@ -385,7 +388,7 @@ def compact(
     result = CompactResult()
     if not groups:
         return result
-    w.note("compact")
+    w.note(DataOp.COMPACT)
     removed = added = rows_total = before = after = 0
     total, done = sum(f.size for g in groups for _, f, _ in g), 0
     for g in groups:
@@ -426,7 +429,7 @@ def add_files(
     d = buf.table(table)
     w = buf.write(d.namespace, d.name)
     before = set(w.added)
-    w.note("merge" if on else "append")
+    w.note(DataOp.MERGE if on else DataOp.APPEND)
     key_cols = [c for c in d.columns if c.name in on] if on else []
     if on:
         w.keys = tuple(on)
@@ -448,12 +451,12 @@ def delete_rows(
     op: str = "delete",
     updated: bool = False,
 ) -> int:
-    if op not in ("delete", "update", "merge", "overwrite"):
+    if op not in ROW_DELETING:
         raise ValueError(f"op must be 'delete', 'update', 'merge' or 'overwrite', not {op!r}")
     d = buf.table(table)
     files = {f.path: (file_key_id(f), f, dv) for f, dv in buf.files(d.namespace, d.name)}
     w = buf.write(d.namespace, d.name)
-    w.note(op)
+    w.note(DataOp(op))
     n = 0
     for path, pos in positions.items():
         if path not in files:
@@ -472,7 +475,7 @@ def remove_files(buf: TableData, table: str, paths: Iterable[str]) -> int:
     d = buf.table(table)
     files = {f.path: (file_key_id(f), f) for f, _ in buf.files(d.namespace, d.name)}
     w = buf.write(d.namespace, d.name)
-    w.note("overwrite")
+    w.note(DataOp.OVERWRITE)
     n = 0
     for p in paths:
         if p not in files:

@@ -56,10 +56,10 @@ from lakehouse.data.rebase_head import (
     untranslate,
 )
 from lakehouse.data.table import FileState, TableIntent
-from lakehouse.model import TableChange, VersionInfo
+from lakehouse.model import DataOp, TableChange, VersionInfo
 
 #: operations that only delete or move rows: two of them deleting the same row agree
-_PURE_DELETE = frozenset({"delete", "append", "compact"})
+_PURE_DELETE = frozenset({DataOp.DELETE, DataOp.APPEND, DataOp.COMPACT})
 
 __all__ = [
     "Concurrent",

@@ -37,7 +37,7 @@ from typing import Any
 
 from lakehouse.data.stats import encode_stat, footer_stats, stat_scalar, user_stats
 from lakehouse.errors import CorruptionError
-from lakehouse.model import DataFile, Rewrite, TableChange
+from lakehouse.model import DataFile, DataOp, Rewrite, TableChange
 
 FORMAT = 1
 _FORMAT_BYTE = bytes([FORMAT])
@@ -136,7 +136,7 @@ def decode_change(o: Any) -> TableChange:
             raise TypeError("not an object")
         return TableChange(
             table=_str(o["table"]),
-            ops=tuple(_str(x) for x in o["ops"]),
+            ops=tuple(_op(_str(x)) for x in o["ops"]),
             added=tuple(_str(x) for x in o["added"]),
             removed=tuple(_str(x) for x in o["removed"]),
             deleted={_str(k): _unb64(v) for k, v in dict(o["deleted"]).items()},
@@ -174,6 +174,13 @@ def _str(v: Any) -> str:
     if not isinstance(v, str):
         raise TypeError(f"expected a string, got {type(v).__name__}")
     return v
+
+
+def _op(v: str) -> DataOp:
+    try:
+        return DataOp(v)
+    except ValueError:
+        raise ValueError(f"unknown data operation {v!r}") from None
 
 
 def _nat(v: Any) -> int:

@@ -28,7 +28,7 @@ from lakehouse import keys
 from lakehouse.data import dv as dvfmt
 from lakehouse.data import record
 from lakehouse.data.predicate import Predicate
-from lakehouse.model import DataFile, Rewrite, TableChange
+from lakehouse.model import DataFile, DataOp, Rewrite, TableChange
 
 FileState = tuple[DataFile, BitMap]
 
@@ -111,7 +111,7 @@ class TableWrite:
 
     ns: str
     name: str
-    ops: list[str] = field(default_factory=list)
+    ops: list[DataOp] = field(default_factory=list)
     added: dict[str, DataFile] = field(default_factory=dict)
     #: initial deletion vectors of added files that are not new (restore, clone)
     added_dvs: dict[str, BitMap] = field(default_factory=dict)
@@ -142,7 +142,7 @@ class TableWrite:
     def qualified(self) -> str:
         return f"{self.ns}.{self.name}"
 
-    def note(self, op: str) -> None:
+    def note(self, op: DataOp) -> None:
         if op not in self.ops:
             self.ops.append(op)
 
@@ -260,7 +260,7 @@ class TableIntent:
 
     ns: str
     name: str
-    ops: tuple[str, ...]
+    ops: tuple[DataOp, ...]
     #: files added, by file id (new, adopted, or re-added by restore / clone)
     added: Mapping[str, DataFile]
     #: initial deletion vectors of added files that are not new (restore, clone)

@@ -13,6 +13,7 @@ from dataclasses import replace
 
 from lakehouse.data.buffer import TableData
 from lakehouse.data.table import file_key_id
+from lakehouse.model import DataOp
 
 
 def restore_table(buf: TableData, table: str, version: int) -> None:
@@ -28,7 +29,7 @@ def restore_table(buf: TableData, table: str, version: int) -> None:
         defs.check_free(ns, t)
     defs.set_table(ns, t, d)
     w = buf.write(ns, t)
-    w.note("restore")
+    w.note(DataOp.RESTORE)
     for f, _ in buf.files(ns, t) if cur is not None else []:
         w.remove(file_key_id(f), f)
     for f, dv in old_files:
@@ -54,6 +55,6 @@ def clone_table(buf: TableData, source: str, target: str, version: int | None) -
     table_id = uuid.UUID(int=buf.ctx.rng_bits(128), version=4).hex
     defs.set_table(ns, t, replace(d, namespace=ns, name=t, table_id=table_id))
     w = buf.write(ns, t)
-    w.note("append")
+    w.note(DataOp.APPEND)
     for f, dv in files:
         w.add(f, owned=False, dv=dv)

@@ -324,11 +324,11 @@ def test_store_instance_and_prefix_data_store():
     store = MemoryStore()
     with lakehouse.open(store) as lh:
         make(lh, "t")
-        lh._data.put("t/f.parquet", b"x")
+        lh.data_store.put("t/f.parquet", b"x")
     assert store.exists("lakehouse-data/t/f.parquet")
     with lakehouse.open(store, create=False) as lh:
         assert lh.at_version(1).list_tables("ns") == ["t"]
-        assert lh._data.list("t/") == ["t/f.parquet"]
+        assert lh.data_store.list("t/") == ["t/f.parquet"]
 
 
 @pytest.mark.s3

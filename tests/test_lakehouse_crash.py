@@ -167,7 +167,7 @@ def test_crash_sweep_over_expire_versions(tmp_path):
     backend = MemoryBackend(tmp_path)
     with lakehouse.open(backend.fresh(), kv_options=KV) as lh:
         build_base(lh)
-        lh._data.put("b/part-0.parquet", b"data")
+        lh.data_store.put("b/part-0.parquet", b"data")
         with lh.begin() as txn:  # version 4: a file in table b
             txn._add_data_file("ns.b", "part-0", lakehouse.DataFile("b/part-0.parquet", 4, 1))
         with lh.begin() as txn:  # version 5: b dropped, the file only in old versions

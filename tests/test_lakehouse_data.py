@@ -59,7 +59,7 @@ def mem():
 
 
 def data_files(h: lakehouse.Lakehouse) -> set[str]:
-    return {n for n in h._data.list("") if n.endswith(".parquet")}
+    return {n for n in h.data_store.list("") if n.endswith(".parquet")}
 
 
 # -- the operations, on every backend ----------------------------------------------------
@@ -220,7 +220,7 @@ def test_stats_prune_files(lh):
 
     with lh.at_version(lh.version) as v:
         d = v.describe_table("s.orders")
-        files = v._table_files("s", "orders")
+        files = v.file_states("s.orders")
         kept = scan.pruned(d, files, scan.predicate(d, "id BETWEEN 12 AND 18"))
     assert len(kept) == 1
 
@@ -307,7 +307,7 @@ def test_abort_deletes_written_files_and_orphans_are_removed(mem):
     with mem.begin() as txn:
         txn.append("s.orders", rows(3))
     live = data_files(mem)
-    mem._data.put_if_absent("x/0000000000001-00000000000000ff.parquet", b"crashed writer")
+    mem.data_store.put_if_absent("x/0000000000001-00000000000000ff.parquet", b"crashed writer")
     running = mem.begin()
     running.append("s.orders", rows(1, 50))
     removed = mem.remove_orphan_files(older_than=dt.timedelta(0))

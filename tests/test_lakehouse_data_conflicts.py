@@ -76,7 +76,7 @@ def rows_of(view: Any, table: str = T, **kw: Any) -> Rows:
 
 
 def data_files(lh: lakehouse.Lakehouse) -> set[str]:
-    return set(lh._data.list(""))
+    return set(lh.data_store.list(""))
 
 
 # -- the base lakehouse -------------------------------------------------------------------

@@ -125,7 +125,7 @@ def test_export_targets(path, tmp_path):
 def test_corruption_is_a_lakehouse_error(path):
     with lakehouse.open(path) as lh:
         f = lh.list_data_files("s.t")[0]
-        lh._data.delete(f.path)
+        lh.data_store.delete(f.path)
         with pytest.raises(lakehouse.CorruptionError, match="missing") as info:
             lh.read("s.t")
         assert isinstance(info.value, kvstore.CorruptionError)

@@ -21,7 +21,7 @@ import lakehouse
 from kvstore.clock import FakeClock
 from lakehouse.cli.target import Target
 from lakehouse.cli.verify import verify
-from lakehouse.maintenance import DEFAULT_GRACE, deletion_queue
+from lakehouse.maintenance import DEFAULT_GRACE
 
 SCHEMA = pa.schema([("id", pa.int64())])
 NO_GRACE = timedelta(0)
@@ -52,7 +52,7 @@ def files_of(h: lakehouse.Lakehouse | lakehouse.LakehouseView) -> set[str]:
 
 
 def on_disk(lh: lakehouse.Lakehouse) -> set[str]:
-    return {n for n in lh._data.list("") if n.endswith(".parquet")}
+    return {n for n in lh.data_store.list("") if n.endswith(".parquet")}
 
 
 def replace_rows(lh: lakehouse.Lakehouse, *new: int) -> None:
@@ -83,7 +83,7 @@ def test_files_stay_for_the_grace_and_a_restart_keeps_the_queue(path, clock):
     replace_rows(lh, 3)
     assert lh.expire_versions(keep_last=1, grace=timedelta(minutes=10)) == 2
     assert old <= on_disk(lh)  # queued, not deleted
-    queue = deletion_queue(lh._db)
+    queue = lh.pending_deletions()
     assert {q.path for q in queue} == old
     assert {q.grace_ms for q in queue} == {600_000}
     queued_at = {q.since_ms for q in queue}
@@ -94,12 +94,12 @@ def test_files_stay_for_the_grace_and_a_restart_keeps_the_queue(path, clock):
     lh.close()
     lh = lakehouse.open(path, clock=clock)  # a restart: the queue and its times stay
     assert old <= on_disk(lh)
-    assert {q.since_ms for q in deletion_queue(lh._db)} == queued_at
+    assert {q.since_ms for q in lh.pending_deletions()} == queued_at
     lh.close()
     clock.advance(61)
     lh = lakehouse.open(path, clock=clock)  # the pass at open: the grace is over
     assert not old & on_disk(lh)
-    assert deletion_queue(lh._db) == []
+    assert lh.pending_deletions() == []
     assert ids(lh.read("s.t")) == [3]
     lh.close()
 
@@ -155,7 +155,7 @@ def test_an_open_view_pins_its_files_whatever_the_grace(path, clock):
     view.close()
     lh.expire_versions(keep_last=1)  # the next pass deletes them
     assert not old & on_disk(lh)
-    assert deletion_queue(lh._db) == []
+    assert lh.pending_deletions() == []
     lh.close()
 
 
@@ -249,7 +249,7 @@ def test_a_transaction_read_of_a_gone_file_of_its_expired_base_is_retryable(path
     replace_rows(lh, 3)
     lh.expire_versions(keep_last=1, grace=NO_GRACE)
     for p in old:
-        lh._data.delete(p)
+        lh.data_store.delete(p)
     with pytest.raises(lakehouse.RetryableConflict, match="expired"):
         txn.read("s.t")
     with pytest.raises(lakehouse.RetryableConflict, match="expired"):
@@ -307,7 +307,7 @@ def test_a_missing_file_of_a_retained_version_stays_corruption(path, clock):
     lh = lakehouse.open(path, clock=clock)
     r = lakehouse.open_reader(path)
     for p in files_of(lh):
-        lh._data.delete(p)
+        lh.data_store.delete(p)
     for h in (lh, r):
         with pytest.raises(lakehouse.DataFileMissing) as info:
             h.read("s.t")
@@ -360,7 +360,7 @@ def test_orphans_and_verify_agree_with_the_grace(path, clock):
     replace_rows(lh, 3)
     lh.expire_versions(keep_last=1, grace=timedelta(hours=2))
     orphan = "x/0000000000001-00000000000000ff.parquet"
-    lh._data.put(orphan, b"left by a crashed writer")
+    lh.data_store.put(orphan, b"left by a crashed writer")
     assert lh.remove_orphan_files(older_than=NO_GRACE) == [orphan]
     assert old <= on_disk(lh)  # in its grace: not an orphan
 
@@ -378,27 +378,22 @@ def test_orphans_and_verify_agree_with_the_grace(path, clock):
     lh.close()
 
 
-def test_verify_notes_files_expired_while_it_ran(path, clock, monkeypatch):
+def test_verify_notes_files_expired_while_it_ran(path, clock):
     """A file the checked head referenced, deleted because the writer expired that
     head meanwhile, is a note; a file of a retained version gone is damage."""
-    import lakehouse.cli.verify as v
-
     lh = lakehouse.open(path, clock=clock)
     old = files_of(lh)
-    real = v._check_files
 
-    def expire_first(r, *args):  # the writer moves on between the tree walk and the reads
-        replace_rows(lh, 3)
+    def expire_first(_total: int):  # on_plan runs between the tree walk and the reads:
+        replace_rows(lh, 3)  # the writer moves on there
         lh.expire_versions(keep_last=1, grace=NO_GRACE)
-        return real(r, *args)
+        return lambda _n, _item: None
 
-    monkeypatch.setattr(v, "_check_files", expire_first)
-    report = verify(Target(path))
+    report = verify(Target(path), on_plan=expire_first)
     assert report.ok, report.problems
     assert any(p in n and "expired meanwhile" in n for p in old for n in report.notes)
-    monkeypatch.undo()
     for p in files_of(lh):
-        lh._data.delete(p)
+        lh.data_store.delete(p)
     report = verify(Target(path))
     assert [p.kind for p in report.problems] == ["missing"]
     lh.close()
@@ -460,7 +455,7 @@ def test_older_rollback_records_still_keep_their_files(path, clock):
         v = lh.rollback(1)
         rec = lh.version_info(v)
         assert rec.files_added  # recorded now
-        lh._db.put(keys.record_key(v), codec.encode_record(replace(rec, files_added=())))
+        lh.kvstore.put(keys.record_key(v), codec.encode_record(replace(rec, files_added=())))
     with lakehouse.open(path, clock=clock) as lh:
         assert lh.version_info(v).files_added == ()
         lh.expire_versions(keep_last=2, grace=NO_GRACE)
@@ -475,7 +470,7 @@ def test_changes_over_files_deleted_by_expiry_is_version_expired(path, clock, mo
     raises VersionExpired, not DataFileMissing."""
     lh = lakehouse.open(path, clock=clock)
     replace_rows(lh, 3)  # version 2
-    store = lh._data
+    store = lh.data_store
     real_get = store.get
     moved_on: list[bool] = []
 
@@ -499,7 +494,7 @@ def test_a_missing_file_names_its_path_on_every_read_path(path, clock, monkeypat
         with lh.begin() as txn:
             txn.append("s.t", rows(5))  # two files: the dataset reader reads them together
         files = sorted(files_of(lh))
-        lh._data.delete(files[0])
+        lh.data_store.delete(files[0])
         for call in (lambda: lh.read("s.t"), lambda: lh.read("s.t", columns=["id"])):
             with pytest.raises(lakehouse.DataFileMissing) as info:
                 call()
@@ -515,7 +510,7 @@ def test_a_queue_written_before_the_grace_is_due_at_once(path, clock):
         old = files_of(lh)
         replace_rows(lh, 3)
         lh.expire_versions(keep_last=1, grace=timedelta(days=1))
-        lh._db.put(keys.PENDING_GC, codec.encode_paths(sorted(old)))
+        lh.kvstore.put(keys.PENDING_GC, codec.encode_paths(sorted(old)))
         assert [q.due_ms for q in lh.pending_deletions()] == [0] * len(old)
         assert old <= on_disk(lh)
     with lakehouse.open(path, clock=clock) as lh:
@@ -608,7 +603,7 @@ def test_an_export_keeps_its_files_while_it_copies(tmp_path, path, clock, monkey
     with lh.begin() as txn:
         txn.append("s.t", rows(5))  # version 2: two files
     replace_rows(lh, 3)  # version 3
-    store = lh._data
+    store = lh.data_store
     real_get = store.get
     moved_on: list[bool] = []
 
@@ -655,7 +650,7 @@ def test_the_deletion_pass_never_deletes_a_file_a_retained_version_references(pa
 
     with lakehouse.open(path, clock=clock) as lh:
         live = sorted(files_of(lh))
-        lh._db.put(keys.PENDING_GC, codec.encode_gc_queue([QueuedFile(live[0], 0, 0)]))
+        lh.kvstore.put(keys.PENDING_GC, codec.encode_gc_queue([QueuedFile(live[0], 0, 0)]))
         lh.expire_versions(keep_last=1)  # the pass
         assert set(live) <= on_disk(lh) and lh.pending_deletions() == []
         assert ids(lh.read("s.t")) == [1, 2]

@@ -125,13 +125,13 @@ def random_history(lh, clock, n, seed=1):
         if txn.committed_version is not None:
             states[txn.committed_version] = state_of(lh.at_version(txn.committed_version))
         if rng.random() < 0.03:
-            lh._db.flush()  # move history into SSTs, keep going
+            lh.kvstore.flush()  # move history into SSTs, keep going
     return states
 
 
 def test_at_version_is_exact_for_every_version(lh, clock):
     states = random_history(lh, clock, 150)
-    lh._db.compact()  # compaction must keep every retained version exact
+    lh.kvstore.compact()  # compaction must keep every retained version exact
     for v, expected in states.items():
         with lh.at_version(v) as view:
             assert view.version == v
@@ -241,7 +241,7 @@ def test_rollback_errors_and_concurrency(lh, hook):
 
 
 def add_file(lh, table, path, data):
-    lh._data.put(path, data)
+    lh.data_store.put(path, data)
     with lh.begin() as txn:
         txn._add_data_file(table, path.replace("/", "_"), DataFile(path, len(data), 1))
 
@@ -268,10 +268,10 @@ def test_export(lh, clock, kind, tmp_path):
         files = ex.at_version(1).list_data_files("files.t")
         if kind == "full":
             assert sorted(f.path for f in files) == ["t/part-0.parquet", "t/part-1.parquet"]
-            assert ex._data.get("t/part-1.parquet") == b"parquet bytes 1"
+            assert ex.data_store.get("t/part-1.parquet") == b"parquet bytes 1"
         else:
             assert all(f.is_external for f in files)
-            assert not ex._data.list()
+            assert not ex.data_store.list()
     # an older version exports too, and a non-empty destination is refused
     old = str(tmp_path / f"old-{kind}")
     lh.export(old, version=12, kind=kind)
@@ -344,17 +344,17 @@ def test_expire_reclaims_space_and_files(lh, clock):
     for i in range(300):
         with lh.begin() as txn:
             txn.alter_table("ns.t", set_properties={"blob": f"{i}{big}"})
-    lh._db.compact()
-    before = lh._db.stats()
+    lh.kvstore.compact()
+    before = lh.kvstore.stats()
     lh.expire_versions(keep_last=1, grace=timedelta(0))  # no grace: its files go now
-    after = lh._db.stats()
+    after = lh.kvstore.stats()
 
     def size(stats):
         return stats["l0_bytes"] + stats["sorted_run_bytes"]
 
     assert size(after) < size(before) / 10, (size(before), size(after))
-    assert not lh._data.exists("gone/a.parquet")
-    assert lh._data.exists("t/b.parquet")  # still referenced by the head
+    assert not lh.data_store.exists("gone/a.parquet")
+    assert lh.data_store.exists("t/b.parquet")  # still referenced by the head
     assert [f.path for f in lh.at_version(lh.version).list_data_files("ns.t")] == ["t/b.parquet"]
     assert lh.at_version(lh.version).describe_table("ns.t").properties["blob"].startswith("299")
 

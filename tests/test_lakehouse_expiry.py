@@ -20,7 +20,7 @@ import pytest
 import lakehouse
 from kvstore.clock import FakeClock
 from lakehouse.cli.target import Target
-from lakehouse.cli.verify import verify
+from lakehouse.cli.verify import Progress, verify
 from lakehouse.maintenance import DEFAULT_GRACE
 
 SCHEMA = pa.schema([("id", pa.int64())])
@@ -384,7 +384,7 @@ def test_verify_notes_files_expired_while_it_ran(path, clock):
     lh = lakehouse.open(path, clock=clock)
     old = files_of(lh)
 
-    def expire_first(_total: int):  # on_plan runs between the tree walk and the reads:
+    def expire_first(_total: int) -> Progress:  # on_plan runs between the tree walk and the reads:
         replace_rows(lh, 3)  # the writer moves on there
         lh.expire_versions(keep_last=1, grace=NO_GRACE)
         return lambda _n, _item: None

@@ -280,11 +280,13 @@ def test_read_at_version_and_time(spark, lh):
         lhs.read(lh, spark, "sales.missing")
 
 
-def test_read_prunes_columns_and_pushes_filters(spark, lh):
+def test_read_prunes_columns_and_pushes_filters(spark, lh, capsys):
     lhs.write(lh, orders(spark, 0, 200), "sales.orders")
     lhs.delete(lh, spark, "sales.orders", "order_id % 2 = 0")
     q = lhs.read(lh, spark, "sales.orders").where("qty > 3").select("order_id")
-    plan = q._jdf.queryExecution().executedPlan().toString()
+    capsys.readouterr()
+    q.explain()  # prints the physical plan
+    plan = capsys.readouterr().out
     assert "PushedFilters: [IsNotNull(qty), GreaterThan(qty,3)]" in plan
     assert "ReadSchema: struct<order_id:bigint,qty:int" in plan
     assert ids(q) == [i for i in range(200) if i % 2 and i % 5 > 3]

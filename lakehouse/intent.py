@@ -66,7 +66,7 @@ class TxnIntent:
     app: tuple[str, int] | None
     #: every object touched, by (kind, qualified name), in the order first touched
     touched: Mapping[tuple[str, str], DefinitionChange]
-    #: raw table-state keys to write (rollback, export, ``_add_data_file``)
+    #: raw table-state keys to write (rollback, export: ``Transaction.apply_state``)
     state_writes: Mapping[bytes, bytes | None]
     #: tables whose state ``state_writes`` changes, as (namespace, table)
     state_tables: frozenset[tuple[str, str]]

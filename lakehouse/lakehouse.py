@@ -55,15 +55,6 @@ class Lakehouse(LakehouseReads):
 
         retry_pending_deletes(ctx)
 
-    # -- transitional: what tests still reach (issue 20 part 6) --------------------------
-    @property
-    def _db(self) -> kvstore.DB:
-        return self._ctx.db
-
-    @property
-    def _data(self) -> Any:
-        return self._ctx.data
-
     # -- creation ---------------------------------------------------------------------
     def _load_or_create(self) -> LakehouseDef:
         ctx = self._ctx

@@ -58,12 +58,10 @@ from lakehouse.errors import (
 from lakehouse.intent import CommitOptions, CommitOutcome, DefinitionChange, TxnIntent
 from lakehouse.model import (
     CompactResult,
-    DataFile,
     Definition,
     Isolation,
     MergeResult,
     TableDef,
-    check_name,
 )
 from lakehouse.pins import Pins, state_paths
 
@@ -232,19 +230,6 @@ class Transaction(DefinitionOps):
             base = None if data is None else codec.decode_def(data)
             p = self._pending[ref] = Pending(kind, ns, name, base, data, base)
         return p
-
-    # -- table state (used by table data operations) --------------------------------------------
-    def _add_data_file(self, table: str, file_id: str, f: DataFile) -> None:
-        """Record a data file in the table's state (the data-operation issue builds on this)."""
-        self._check_usable()
-        ns, t = self._qualified(table, "table name")
-        self._require("table", ns, t)
-        check_name(file_id, "file id", self._name_limit)
-        self._state_writes[keys.data_file_key(ns, t, file_id)] = codec.encode_data_file(f)
-        self._state_tables.add((ns, t))
-        if not f.is_external:
-            self._files_added.append(f.path)
-        self._touch("table", ns, t)
 
     def apply_state(self, current: Mapping[bytes, bytes], target: Mapping[bytes, bytes]) -> int:
         """Buffer the raw changes that turn lakehouse state ``current`` (every

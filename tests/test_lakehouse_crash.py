@@ -169,7 +169,8 @@ def test_crash_sweep_over_expire_versions(tmp_path):
         build_base(lh)
         lh.data_store.put("b/part-0.parquet", b"data")
         with lh.begin() as txn:  # version 4: a file in table b
-            txn._add_data_file("ns.b", "part-0", lakehouse.DataFile("b/part-0.parquet", 4, 1))
+            f = lakehouse.DataFile("b/part-0.parquet", 4, 1)
+            record_raw_file(lh, txn, "ns.b", "part-0", f)
         with lh.begin() as txn:  # version 5: b dropped, the file only in old versions
             txn.drop_table("ns.b")
         states = {v: state_of(lh.at_version(v)) for v in range(6)}
@@ -199,3 +200,16 @@ def test_crash_sweep_over_expire_versions(tmp_path):
             data_exists = inner.exists("lakehouse-data/b/part-0.parquet")
             assert data_exists == (oldest == 0), f"crash point {k}"
     assert seen == {0, 5}
+
+
+def record_raw_file(lh, txn, table, file_id, f):
+    """Put data-file record ``f`` into ``table``'s state as given, without checking
+    a file (the raw state a tool or an older writer can leave), through the public
+    ``Transaction.apply_state``."""
+    from lakehouse import codec, keys
+
+    ns, t = table.split(".")
+    tk = keys.table_key(ns, t)
+    d = lh.kvstore.get(tk)
+    fk = keys.data_file_key(ns, t, file_id)
+    txn.apply_state({tk: d}, {tk: d, fk: codec.encode_data_file(f)})

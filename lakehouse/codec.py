@@ -41,8 +41,13 @@ FORMAT = 1
 _FORMAT_BYTE = bytes([FORMAT])
 
 
+#: one encoder for every record (``json.dumps`` with separators builds one per call);
+#: the bytes are exactly ``json.dumps(obj, separators=(",", ":"))``'s
+_ENCODER = json.JSONEncoder(separators=(",", ":"), check_circular=False)
+
+
 def _dump(obj: dict[str, Any]) -> bytes:
-    return _FORMAT_BYTE + json.dumps(obj, separators=(",", ":")).encode()
+    return _FORMAT_BYTE + _ENCODER.encode(obj).encode()
 
 
 def _load(data: bytes, what: str) -> dict[str, Any]:

@@ -70,6 +70,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("lakehouse")
 
+#: an empty read-only mapping (frozen intents share it)
+_NONE: Mapping[Any, Any] = MappingProxyType({})
+
+
+def _frozen(m: Mapping[Any, Any]) -> Mapping[Any, Any]:
+    """A read-only copy of ``m``."""
+    return MappingProxyType(dict(m)) if m else _NONE
+
 
 @one_hierarchy
 class Transaction(DefinitionOps):
@@ -113,22 +121,8 @@ class Transaction(DefinitionOps):
         self._lock = threading.Lock()
         #: how the commit protocol runs this transaction (rollback and export set it)
         self.commit_options = CommitOptions()
-        #: the row changes, per table (see lakehouse.data.buffer)
-        self._tables = TableData(
-            ctx,
-            Definitions(
-                check_usable=self._check_usable,
-                qualified=self._qualified,
-                lookup=self._lookup,
-                require=self._require,
-                check_free=self._check_free,
-                set_table=self._set_table,
-                touch_table=self._touch_table,
-                describe_table=self.describe_table,
-                state_items=self._state_items,
-            ),
-            serializable=self._serializable,
-        )
+        #: the row changes, per table (see lakehouse.data.buffer); made on first use
+        self._table_data: TableData | None = None
         #: idempotent writes (see Lakehouse.begin)
         self.app_id = app_id
         self.app_version = app_version
@@ -137,6 +131,27 @@ class Transaction(DefinitionOps):
         if pins is not None:  # expiry keeps its base's files (see lakehouse.pins)
             self._pins = pins
             pins.add(self)
+
+    @property
+    def _tables(self) -> TableData:
+        """The row changes, per table (see lakehouse.data.buffer)."""
+        if self._table_data is None:
+            self._table_data = TableData(
+                self._ctx,
+                Definitions(
+                    check_usable=self._check_usable,
+                    qualified=self._qualified,
+                    lookup=self._lookup,
+                    require=self._require,
+                    check_free=self._check_free,
+                    set_table=self._set_table,
+                    touch_table=self._touch_table,
+                    describe_table=self.describe_table,
+                    state_items=self._state_items,
+                ),
+                serializable=self._serializable,
+            )
+        return self._table_data
 
     # -- state ------------------------------------------------------------------------
     @property
@@ -396,12 +411,16 @@ class Transaction(DefinitionOps):
         # the tables the SERIALIZABLE data reads looked at, as seen now (first: a
         # lookup of a table not touched records a read, which is there already)
         read_tables: dict[tuple[str, str], TableDef] = {}
-        table_writes, data_reads = self._tables.freeze()
+        data = self._table_data
+        if data is None:  # no row touched (definitions only): nothing to freeze
+            table_writes, data_reads, loaded = _NONE, _NONE, {}
+        else:
+            table_writes, data_reads = data.freeze()
+            loaded = dict(data.loaded)
         for ns, t in data_reads:
             d = self._lookup("table", ns, t)
             if isinstance(d, TableDef):
                 read_tables[(ns, t)] = d
-        loaded = dict(self._tables.loaded)
         snap_get = self._snap.get
 
         def base_files(ns: str, t: str) -> Mapping[str, FileState]:
@@ -423,14 +442,16 @@ class Transaction(DefinitionOps):
                     for ref, p in self._pending.items()
                 }
             ),
-            state_writes=MappingProxyType(dict(self._state_writes)),
+            state_writes=MappingProxyType(dict(self._state_writes))
+            if self._state_writes
+            else _NONE,
             state_tables=frozenset(self._state_tables),
             files_added=tuple(self._files_added),
             reads=frozenset(self._reads) if serializable else frozenset(),
             listings=frozenset(self._listings) if serializable else frozenset(),
             table_writes=table_writes,
             data_reads=data_reads,
-            read_tables=MappingProxyType(read_tables),
+            read_tables=_frozen(read_tables),
             base_files=base_files,
         )
 
@@ -470,24 +491,27 @@ class Transaction(DefinitionOps):
                 if done.error is not None:
                     raise done.error
                 outcome = "committed"
-                if done.skipped:
-                    self._tables.discard_owned()
+                if done.skipped and self._table_data is not None:
+                    self._table_data.discard_owned()
                 return done.version
             finally:
                 self._status = outcome
                 self._snap.close()
-                if outcome != "committed":
-                    self._tables.discard_owned()
+                if self._table_data is None:
+                    pass
+                elif outcome != "committed":
+                    self._table_data.discard_owned()
                 else:
-                    self._tables.release_owned()
-                    self._tables.discard_superseded()
+                    self._table_data.release_owned()
+                    self._table_data.discard_superseded()
 
     def rollback(self) -> None:
         """Discard the buffered changes (and the data files written for them). Idempotent."""
         if self._status == "open":
             self._status = "rolled back"
             self._snap.close()
-            self._tables.discard_owned()
+            if self._table_data is not None:
+                self._table_data.discard_owned()
 
     def __enter__(self) -> Transaction:
         return self

@@ -58,4 +58,5 @@ def test_the_matrix_is_keyed_by_the_operation_enum() -> None:
     assert set(conflicts.DATA_VS_SCHEMA) == set(DataOp)
     assert tuple(DataOp) == DATA_OPS
     # a DataOp is its stored name: records written before the enum decode to it
-    assert DataOp("merge") is DataOp.MERGE and DataOp.MERGE == "merge"
+    assert DataOp("merge") is DataOp.MERGE
+    assert DataOp.MERGE.value == "merge"

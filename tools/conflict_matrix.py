@@ -38,10 +38,10 @@ def regenerate(text: str) -> str:
     for name, render in GENERATED.items():
         start, end = START.format(name=name), END.format(name=name)
         pattern = re.compile(re.escape(start) + r"\n.*?" + re.escape(end), re.DOTALL)
-        if not pattern.search(text):
+        m = pattern.search(text)
+        if m is None:
             raise SystemExit(f"{DOC}: no generated region {name!r} ({start} ... {end})")
-        block = f"{start}\n{render()}{end}"
-        text = pattern.sub(lambda _m, block=block: block, text)
+        text = f"{text[: m.start()]}{start}\n{render()}{end}{text[m.end() :]}"
     return text
 
 

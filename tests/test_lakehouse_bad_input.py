@@ -751,6 +751,18 @@ CASES: list[Case] = [
         txn(lambda t: t.delete_rows(T, {t.list_data_files(T)[0].path: "1"})),
         "position",
     ),
+    Case(
+        "delete-rows-op-compact",
+        txn(lambda t: t.delete_rows(T, {t.list_data_files(T)[0].path: [0]}, op="compact")),
+        "op must be .*'compact'",
+        (ValueError,),
+    ),
+    Case(
+        "delete-rows-op-unknown",
+        txn(lambda t: t.delete_rows(T, {t.list_data_files(T)[0].path: [0]}, op="nosuch")),
+        "op must be .*'nosuch'",
+        (ValueError,),
+    ),
     Case("remove-files-str", txn(lambda t: t.remove_files(T, "x.parquet")), "paths", TE),
     Case("expire-keep-bool", lh(lambda h: h.expire_versions(keep_last=True)), "keep_last", TE),
     # -- one-call writes on the lakehouse, closed handles -----------------------------------

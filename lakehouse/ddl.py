@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from lakehouse import keys
 from lakehouse.data.conform import evolve
 from lakehouse.errors import AlreadyExists, NamespaceNotEmpty, NotFound, one_hierarchy
+from lakehouse.intent import DefinitionChange, ObjectNames
 from lakehouse.model import (
     Definition,
     NamespaceDef,
@@ -41,8 +41,9 @@ if TYPE_CHECKING:
 
 
 @dataclass
-class Pending:
-    """One object this transaction touched: its definition at ``v`` and now."""
+class Pending(ObjectNames):
+    """One object this transaction touched: its definition at ``v`` and now (DDL
+    calls change ``final``; the commit gets a frozen copy)."""
 
     kind: str
     ns: str
@@ -51,13 +52,10 @@ class Pending:
     base_bytes: bytes | None
     final: Definition | None
 
-    @property
-    def key(self) -> bytes:
-        return keys.object_key(self.kind, self.ns, self.name)
-
-    @property
-    def qualified(self) -> str:
-        return self.ns if self.name is None else f"{self.ns}.{self.name}"
+    def freeze(self) -> DefinitionChange:
+        return DefinitionChange(
+            self.kind, self.ns, self.name, self.base, self.base_bytes, self.final
+        )
 
 
 @one_hierarchy

@@ -29,8 +29,25 @@ if TYPE_CHECKING:
     from kvstore.objstore import ObjectStore
 
 
+class ObjectNames:
+    """The names of one object a transaction touched (``kind``, ``ns``, ``name``)."""
+
+    kind: str
+    ns: str
+    name: str | None
+
+    @property
+    def key(self) -> bytes:
+        """Its definition's kvstore key."""
+        return keys.object_key(self.kind, self.ns, self.name)
+
+    @property
+    def qualified(self) -> str:
+        return self.ns if self.name is None else f"{self.ns}.{self.name}"
+
+
 @dataclass(frozen=True)
-class DefinitionChange:
+class DefinitionChange(ObjectNames):
     """One object a transaction touched: its definition at the begin version and at
     commit (``final`` None: dropped; equal to ``base``: looked at or data-only)."""
 
@@ -40,14 +57,6 @@ class DefinitionChange:
     base: Definition | None
     base_bytes: bytes | None
     final: Definition | None
-
-    @property
-    def key(self) -> bytes:
-        return keys.object_key(self.kind, self.ns, self.name)
-
-    @property
-    def qualified(self) -> str:
-        return self.ns if self.name is None else f"{self.ns}.{self.name}"
 
 
 @dataclass(frozen=True)

@@ -55,7 +55,7 @@ from lakehouse.errors import (
     RetryableConflict,
     one_hierarchy,
 )
-from lakehouse.intent import CommitOptions, CommitOutcome, DefinitionChange, TxnIntent
+from lakehouse.intent import CommitOptions, CommitOutcome, TxnIntent
 from lakehouse.model import (
     CompactResult,
     Definition,
@@ -436,15 +436,8 @@ class Transaction(DefinitionOps):
             started=self._started,
             oldest_version_read=self.oldest_version_read,
             app=None if self.app_id is None else (self.app_id, self.app_version),
-            touched=MappingProxyType(
-                {
-                    ref: DefinitionChange(p.kind, p.ns, p.name, p.base, p.base_bytes, p.final)
-                    for ref, p in self._pending.items()
-                }
-            ),
-            state_writes=MappingProxyType(dict(self._state_writes))
-            if self._state_writes
-            else _NONE,
+            touched=MappingProxyType({ref: p.freeze() for ref, p in self._pending.items()}),
+            state_writes=_frozen(self._state_writes),
             state_tables=frozenset(self._state_tables),
             files_added=tuple(self._files_added),
             reads=frozenset(self._reads) if serializable else frozenset(),

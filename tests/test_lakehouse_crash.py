@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from raw_state import record_raw_file
 
 import lakehouse
 from kvstore.objstore import FaultyStore, LocalStore, MemoryStore, SimulatedCrash
@@ -200,16 +201,3 @@ def test_crash_sweep_over_expire_versions(tmp_path):
             data_exists = inner.exists("lakehouse-data/b/part-0.parquet")
             assert data_exists == (oldest == 0), f"crash point {k}"
     assert seen == {0, 5}
-
-
-def record_raw_file(lh, txn, table, file_id, f):
-    """Put data-file record ``f`` into ``table``'s state as given, without checking
-    a file (the raw state a tool or an older writer can leave), through the public
-    ``Transaction.apply_state``."""
-    from lakehouse import codec, keys
-
-    ns, t = table.split(".")
-    tk = keys.table_key(ns, t)
-    d = lh.kvstore.get(tk)
-    fk = keys.data_file_key(ns, t, file_id)
-    txn.apply_state({tk: d}, {tk: d, fk: codec.encode_data_file(f)})

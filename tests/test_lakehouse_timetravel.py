@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 
 import pyarrow as pa
 import pytest
+from raw_state import record_raw_file
 
 import lakehouse
 from kvstore.objstore import MemoryStore
@@ -244,19 +245,6 @@ def add_file(lh, table, path, data):
     lh.data_store.put(path, data)
     with lh.begin() as txn:
         record_raw_file(lh, txn, table, path.replace("/", "_"), DataFile(path, len(data), 1))
-
-
-def record_raw_file(lh, txn, table, file_id, f):
-    """Put data-file record ``f`` into ``table``'s state as given, without checking
-    a file (the raw state a tool or an older writer can leave), through the public
-    ``Transaction.apply_state``."""
-    from lakehouse import codec, keys
-
-    ns, t = table.split(".")
-    tk = keys.table_key(ns, t)
-    d = lh.kvstore.get(tk)
-    fk = keys.data_file_key(ns, t, file_id)
-    txn.apply_state({tk: d}, {tk: d, fk: codec.encode_data_file(f)})
 
 
 @pytest.mark.parametrize("kind", ["full", "minimal"])

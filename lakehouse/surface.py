@@ -26,6 +26,7 @@ replays or scans history (:mod:`lakehouse.context` does both).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -47,6 +48,7 @@ from lakehouse.model import (
     named_ops,
     to_epoch_ms,
 )
+from lakehouse.reads import ReadOps
 from lakehouse.view import LakehouseView
 
 T = TypeVar("T")
@@ -127,8 +129,8 @@ class LakehouseReads:
         def call(self: LakehouseReads, *args: Any, **kwargs: Any) -> Any:
             return self._at_head(lambda v: getattr(v, name)(*args, **kwargs))
 
-        call.__name__ = name
-        call.__doc__ = f"``{name}`` at the latest version (see :class:`LakehouseView`)."
+        # the view's own signature and documentation (the surfaces are one API)
+        functools.update_wrapper(call, getattr(ReadOps, name))
         return call
 
     list_namespaces = _head_call("list_namespaces")
@@ -139,6 +141,12 @@ class LakehouseReads:
     namespace_exists = _head_call("namespace_exists")
     table_exists = _head_call("table_exists")
     view_exists = _head_call("view_exists")
+    file_states = _head_call("file_states")
+
+    @property
+    def data_url(self) -> str | None:
+        """The URL of the data directory (None when opened on a store instance)."""
+        return self._ctx.layout.data_url
 
     @property
     def kvstore(self) -> kvstore.DB:

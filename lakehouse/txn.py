@@ -70,6 +70,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("lakehouse")
 
+#: the options of a plain transaction (immutable, so shared)
+_PLAIN = CommitOptions()
+
 #: an empty read-only mapping (frozen intents share it)
 _NONE: Mapping[Any, Any] = MappingProxyType({})
 
@@ -120,7 +123,7 @@ class Transaction(DefinitionOps):
         self._started = ctx.monotonic()
         self._lock = threading.Lock()
         #: how the commit protocol runs this transaction (rollback and export set it)
-        self.commit_options = CommitOptions()
+        self.commit_options = _PLAIN
         #: the row changes, per table (see lakehouse.data.buffer); made on first use
         self._table_data: TableData | None = None
         #: idempotent writes (see Lakehouse.begin)

@@ -425,7 +425,7 @@ def files_added(intent: TxnIntent) -> tuple[str, ...]:
     record lists: written, adopted, restored or cloned ones, and those a rollback or
     an export brings back. Expiry and orphan removal keep every file a retained
     version's record lists, so a file missing here could be deleted while in use."""
-    paths = dict.fromkeys(intent.files_added)
+    paths: dict[str, None] = {}
     for w in intent.table_writes.values():
         paths.update(dict.fromkeys(f.path for f in w.added.values()))
     for key, value in intent.state_writes.items():  # a rollback's or an export's state

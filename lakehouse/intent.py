@@ -79,8 +79,6 @@ class TxnIntent:
     state_writes: Mapping[bytes, bytes | None]
     #: tables whose state ``state_writes`` changes, as (namespace, table)
     state_tables: frozenset[tuple[str, str]]
-    #: data-directory paths of files referenced outside ``table_writes``
-    files_added: tuple[str, ...]
     #: SERIALIZABLE: objects looked up and listings taken (empty otherwise)
     reads: frozenset[tuple[str, str]]
     listings: frozenset[tuple[str, str]]

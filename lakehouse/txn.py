@@ -115,7 +115,6 @@ class Transaction(DefinitionOps):
         self._pending: dict[tuple[str, str], Pending] = {}
         self._state_writes: dict[bytes, bytes | None] = {}
         self._state_tables: set[tuple[str, str]] = set()
-        self._files_added: list[str] = []
         self._reads: set[tuple[str, str]] = set()
         self._base_bytes: dict[tuple[str, str], bytes | None] = {}
         self._listings: set[tuple[str, str]] = set()
@@ -442,7 +441,6 @@ class Transaction(DefinitionOps):
             touched=MappingProxyType({ref: p.freeze() for ref, p in self._pending.items()}),
             state_writes=_frozen(self._state_writes),
             state_tables=frozenset(self._state_tables),
-            files_added=tuple(self._files_added),
             reads=frozenset(self._reads) if serializable else frozenset(),
             listings=frozenset(self._listings) if serializable else frozenset(),
             table_writes=table_writes,

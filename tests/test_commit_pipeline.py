@@ -225,7 +225,6 @@ def intent(
         touched=MappingProxyType({(c.kind, c.qualified): c for c in touched}),
         state_writes=MappingProxyType({}),
         state_tables=frozenset(),
-        files_added=(),
         reads=reads,
         listings=listings,
         table_writes=MappingProxyType(dict(table_writes or {})),

@@ -13,15 +13,14 @@ Nothing here writes to the store; the commit protocol
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from lakehouse.data.conform import evolve
+from lakehouse.defbuffer import Pending
 from lakehouse.errors import AlreadyExists, NamespaceNotEmpty, NotFound, one_hierarchy
-from lakehouse.intent import DefinitionChange, ObjectNames
 from lakehouse.model import (
     Definition,
     NamespaceDef,
@@ -40,33 +39,18 @@ if TYPE_CHECKING:
     from lakehouse.context import Context
 
 
-@dataclass
-class Pending(ObjectNames):
-    """One object this transaction touched: its definition at ``v`` and now (DDL
-    calls change ``final``; the commit gets a frozen copy)."""
-
-    kind: str
-    ns: str
-    name: str | None
-    base: Definition | None
-    base_bytes: bytes | None
-    final: Definition | None
-
-    def freeze(self) -> DefinitionChange:
-        return DefinitionChange(
-            self.kind, self.ns, self.name, self.base, self.base_bytes, self.final
-        )
-
-
 @one_hierarchy
 class DefinitionOps(ReadOps):
     """``create_*`` / ``alter_*`` / ``drop_*`` on a transaction's buffered changes."""
 
     _ctx: Context
-    _state_writes: dict[bytes, bytes | None]
 
     def _touch(self, kind: str, ns: str, name: str | None) -> Pending:
         """The buffered change of one object (created on first touch)."""
+        raise NotImplementedError
+
+    def _clear_state(self, state_keys: Iterable[bytes]) -> None:
+        """Delete raw table-state keys at commit (a dropped table's)."""
         raise NotImplementedError
 
     def _require(self, kind: str, ns: str, name: str) -> Definition:
@@ -175,8 +159,7 @@ class DefinitionOps(ReadOps):
         self._check_usable()
         ns, t = self._qualified(name, "table name")
         self._require("table", ns, t)
-        for k, _ in self._state_items(ns, t):
-            self._state_writes[k] = None
+        self._clear_state(k for k, _ in self._state_items(ns, t))
         self._touch("table", ns, t).final = None
 
     def alter_table(

@@ -20,16 +20,18 @@ sets against the versions committed since ``v`` and returns a
 A transaction has three parts:
 
 - the definition changes (create / alter / drop of namespaces, tables and
-  views), inherited from :class:`lakehouse.ddl.DefinitionOps`, buffered as
-  :class:`~lakehouse.ddl.Pending` per object;
+  views; the calls are inherited from :class:`lakehouse.ddl.DefinitionOps`),
+  buffered in its :class:`~lakehouse.defbuffer.DefinitionBuffer`: a
+  :class:`~lakehouse.defbuffer.Pending` per object touched, raw state
+  writes, and the SERIALIZABLE read set (objects looked up, listings taken);
 - the row changes in its :class:`~lakehouse.data.buffer.TableData` (a
   ``TableWrite`` per table, the base files, the SERIALIZABLE read
   predicates, the files it owns). The data operations (:mod:`lakehouse.data.ops`,
   :mod:`lakehouse.data.txnfiles`) are functions over it; what they need of
   the definitions is handed to it once as
   :class:`~lakehouse.data.buffer.Definitions` (bound calls);
-- this module: the snapshot, the read set, the status, freezing both buffers
-  into the intent, and the outcome.
+- this module: the snapshot, the status, freezing both buffers into the
+  intent, and the outcome.
 """
 
 from __future__ import annotations
@@ -42,12 +44,12 @@ from typing import TYPE_CHECKING, Any
 
 import kvstore
 from kvstore.objstore import ObjectStore
-from lakehouse import codec, keys
 from lakehouse.data import ops, txnfiles
 from lakehouse.data.buffer import Definitions, TableData
 from lakehouse.data.predicate import Predicate
 from lakehouse.data.table import FileState, LazyFiles
-from lakehouse.ddl import DefinitionOps, Pending
+from lakehouse.ddl import DefinitionOps
+from lakehouse.defbuffer import DefinitionBuffer, Pending
 from lakehouse.errors import (
     ClosedError,
     DataFileMissing,
@@ -112,12 +114,10 @@ class Transaction(DefinitionOps):
         self.isolation = isolation
         self.id = txn_id
         self._serializable = isolation is Isolation.SERIALIZABLE
-        self._pending: dict[tuple[str, str], Pending] = {}
-        self._state_writes: dict[bytes, bytes | None] = {}
-        self._state_tables: set[tuple[str, str]] = set()
-        self._reads: set[tuple[str, str]] = set()
-        self._base_bytes: dict[tuple[str, str], bytes | None] = {}
-        self._listings: set[tuple[str, str]] = set()
+        #: the objects touched, raw state writes, the read set (see lakehouse.defbuffer)
+        self._defs = DefinitionBuffer(
+            snapshot.get, snapshot.scan_prefix, serializable=self._serializable
+        )
         self._status = "open"
         self._started = ctx.monotonic()
         self._lock = threading.Lock()
@@ -195,58 +195,20 @@ class Transaction(DefinitionOps):
         return self._snap.scan_prefix(prefix)
 
     def _lookup(self, kind: str, ns: str, name: str | None) -> Definition | None:
-        ref = (kind, ns if name is None else f"{ns}.{name}")
-        p = self._pending.get(ref)
-        if p is not None:
-            return p.final
-        if self._serializable:
-            self._reads.add(ref)
-        data = self._base(ref, kind, ns, name)
-        return None if data is None else codec.decode_def(data)
-
-    def _base(self, ref: tuple[str, str], kind: str, ns: str, name: str | None) -> bytes | None:
-        """The stored definition at v (cached: the snapshot does not change)."""
-        try:
-            return self._base_bytes[ref]
-        except KeyError:
-            data = self._base_bytes[ref] = self._fetch(keys.object_key(kind, ns, name))
-            return data
+        return self._defs.lookup(kind, ns, name)
 
     def _names(self, kind: str, ns: str | None) -> list[str]:
-        if self._serializable:
-            self._listings.add(("namespaces", "") if ns is None else (kind + "s", ns))
-        names = set(super()._names(kind, ns))
-        for p in self._pending.values():
-            if p.kind != kind or (ns is not None and p.ns != ns):
-                continue
-            plain = p.ns if ns is None else p.name
-            assert plain is not None
-            if p.final is None:
-                names.discard(plain)
-            else:
-                names.add(plain)
-        return sorted(names)
+        return self._defs.names(kind, ns, super()._names(kind, ns))
 
     def _state_items(self, ns: str, table: str) -> list[tuple[bytes, bytes]]:
-        prefix = keys.table_state_prefix(ns, table)
-        items = dict(self._scan(prefix))
-        for k, v in self._state_writes.items():
-            if k.startswith(prefix):
-                if v is None:
-                    items.pop(k, None)
-                else:
-                    items[k] = v
-        return sorted(items.items())
+        return self._defs.state_items(ns, table)
 
     # -- buffering ------------------------------------------------------------------------
     def _touch(self, kind: str, ns: str, name: str | None) -> Pending:
-        ref = (kind, ns if name is None else f"{ns}.{name}")
-        p = self._pending.get(ref)
-        if p is None:
-            data = self._base(ref, kind, ns, name)
-            base = None if data is None else codec.decode_def(data)
-            p = self._pending[ref] = Pending(kind, ns, name, base, data, base)
-        return p
+        return self._defs.touch(kind, ns, name)
+
+    def _clear_state(self, state_keys: Iterable[bytes]) -> None:
+        self._defs.clear_state(state_keys)
 
     def apply_state(self, current: Mapping[bytes, bytes], target: Mapping[bytes, bytes]) -> int:
         """Buffer the raw changes that turn lakehouse state ``current`` (every
@@ -255,32 +217,7 @@ class Transaction(DefinitionOps):
         build their versions with it; the definitions it writes are recorded as
         create / alter / drop like any other."""
         self._check_usable()
-        changed = 0
-        for key in sorted(set(current) | set(target)):
-            old, new = current.get(key), target.get(key)
-            if old == new:
-                continue
-            changed += 1
-            if key.startswith(keys.STATE_PREFIX):
-                ns, table, _ = keys.parse_state_key(key)
-                self._state_writes[key] = new
-                self._state_tables.add((ns, table))
-                ref = ("table", f"{ns}.{table}")
-                if ref not in self._pending:
-                    base = current.get(keys.table_key(ns, table))
-                    d = None if base is None else codec.decode_def(base)
-                    self._pending[ref] = Pending("table", ns, table, d, base, d)
-                continue
-            kind, ns, name = _kind_of(key)
-            ref = (kind, ns if name is None else f"{ns}.{name}")
-            prev = self._pending.get(ref)
-            base_def = None if old is None else codec.decode_def(old)
-            final = None if new is None else codec.decode_def(new)
-            if prev is not None:  # created above for a state key: keep its base
-                prev.final = final
-            else:
-                self._pending[ref] = Pending(kind, ns, name, base_def, old, final)
-        return changed
+        return self._defs.apply_state(current, target)
 
     @property
     def _rollback_of(self) -> int | None:
@@ -409,7 +346,6 @@ class Transaction(DefinitionOps):
     # -- outcome -----------------------------------------------------------------------------
     def _freeze(self) -> TxnIntent:
         """The buffer as the immutable value the commit protocol works from."""
-        serializable = self._serializable
         # the tables the SERIALIZABLE data reads looked at, as seen now (first: a
         # lookup of a table not touched records a read, which is there already)
         read_tables: dict[tuple[str, str], TableDef] = {}
@@ -423,6 +359,7 @@ class Transaction(DefinitionOps):
             d = self._lookup("table", ns, t)
             if isinstance(d, TableDef):
                 read_tables[(ns, t)] = d
+        defs = self._defs.freeze()  # after the lookups above: they are reads too
         snap_get = self._snap.get
 
         def base_files(ns: str, t: str) -> Mapping[str, FileState]:
@@ -438,11 +375,11 @@ class Transaction(DefinitionOps):
             started=self._started,
             oldest_version_read=self.oldest_version_read,
             app=None if self.app_id is None else (self.app_id, self.app_version),
-            touched=MappingProxyType({ref: p.freeze() for ref, p in self._pending.items()}),
-            state_writes=_frozen(self._state_writes),
-            state_tables=frozenset(self._state_tables),
-            reads=frozenset(self._reads) if serializable else frozenset(),
-            listings=frozenset(self._listings) if serializable else frozenset(),
+            touched=defs.touched,
+            state_writes=defs.state_writes,
+            state_tables=defs.state_tables,
+            reads=defs.reads,
+            listings=defs.listings,
             table_writes=table_writes,
             data_reads=data_reads,
             read_tables=_frozen(read_tables),
@@ -521,12 +458,5 @@ class Transaction(DefinitionOps):
     def __repr__(self) -> str:
         return (
             f"<lakehouse.Transaction {self.isolation.name} at version {self.version}, "
-            f"{self._status}, {len(self._pending)} objects touched>"
+            f"{self._status}, {len(self._defs)} objects touched>"
         )
-
-
-def _kind_of(key: bytes) -> tuple[str, str, str | None]:
-    if key.startswith(keys.NAMESPACE_PREFIX):
-        return "namespace", keys.parse_namespace_key(key), None
-    ns, name = keys.parse_child_key(key)
-    return ("table" if key.startswith(keys.TABLE_PREFIX) else "view"), ns, name

@@ -24,7 +24,7 @@ from types import MappingProxyType
 from typing import NamedTuple
 
 from lakehouse import codec, keys
-from lakehouse.intent import DefinitionChange, ObjectNames
+from lakehouse.intent import DefinitionChange, ObjectNames, frozen_copy
 from lakehouse.model import Definition
 
 #: (kind, qualified name) of an object; ("namespaces", "") or (kind + "s", ns) of a listing
@@ -57,9 +57,6 @@ class FrozenDefinitions(NamedTuple):
     state_tables: frozenset[tuple[str, str]]
     reads: frozenset[Ref]
     listings: frozenset[Ref]
-
-
-_NONE: Mapping[bytes, bytes | None] = MappingProxyType({})
 
 
 class DefinitionBuffer:
@@ -188,7 +185,7 @@ class DefinitionBuffer:
         writes = self._state_writes
         return FrozenDefinitions(
             touched=MappingProxyType({ref: p.freeze() for ref, p in self._pending.items()}),
-            state_writes=MappingProxyType(dict(writes)) if writes else _NONE,
+            state_writes=frozen_copy(writes),
             state_tables=frozenset(self._state_tables),
             reads=frozenset(self._reads) if serializable else frozenset(),
             listings=frozenset(self._listings) if serializable else frozenset(),

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from lakehouse import keys
 from lakehouse.data.predicate import Predicate
@@ -57,6 +58,18 @@ class DefinitionChange(ObjectNames):
     base: Definition | None
     base_bytes: bytes | None
     final: Definition | None
+
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+#: the empty read-only mapping frozen values share
+EMPTY: Mapping[Any, Any] = MappingProxyType({})
+
+
+def frozen_copy(m: Mapping[K, V]) -> Mapping[K, V]:
+    """A read-only copy of ``m`` (:data:`EMPTY` when it is empty)."""
+    return MappingProxyType(dict(m)) if m else EMPTY
 
 
 @dataclass(frozen=True)

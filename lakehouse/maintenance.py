@@ -90,9 +90,7 @@ def rollback(ctx: Context, begin: Callable[..., Transaction], to_version: int) -
         # it brings back to_version's files: its commit fails if to_version expired
         txn.oldest_version_read = min(txn.oldest_version_read, to_version)
         try:
-            with ctx.at_version(txn.version) as base:
-                current = _state(base.raw_items)
-            txn.apply_state(current, target)
+            txn.apply_state(target)  # from the transaction's own state
             txn.commit_options = CommitOptions(exclusive=True, force=True, rollback_of=to_version)
             version = txn.commit()
             log.info("rolled back to version %d as version %d", to_version, version)
@@ -166,7 +164,7 @@ def export(
                 external = replace(f, path=f"{ctx.layout.data_url}/{f.path}")
                 state[key] = codec.encode_data_file(external)
         txn = dest.begin(Isolation.SNAPSHOT)
-        txn.apply_state({}, state)
+        txn.apply_state(state, current={})
         txn.commit_options = CommitOptions(
             force=True,
             source={"lakehouse": d.id, "version": version, "kind": kind, "url": ctx.layout.label},

@@ -39,11 +39,11 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import kvstore
 from kvstore.objstore import ObjectStore
+from lakehouse import keys
 from lakehouse.data import ops, txnfiles
 from lakehouse.data.buffer import Definitions, TableData
 from lakehouse.data.predicate import Predicate
@@ -57,7 +57,7 @@ from lakehouse.errors import (
     RetryableConflict,
     one_hierarchy,
 )
-from lakehouse.intent import CommitOptions, CommitOutcome, TxnIntent
+from lakehouse.intent import EMPTY, CommitOptions, CommitOutcome, TxnIntent, frozen_copy
 from lakehouse.model import (
     CompactResult,
     Definition,
@@ -74,14 +74,6 @@ log = logging.getLogger("lakehouse")
 
 #: the options of a plain transaction (immutable, so shared)
 _PLAIN = CommitOptions()
-
-#: an empty read-only mapping (frozen intents share it)
-_NONE: Mapping[Any, Any] = MappingProxyType({})
-
-
-def _frozen(m: Mapping[Any, Any]) -> Mapping[Any, Any]:
-    """A read-only copy of ``m``."""
-    return MappingProxyType(dict(m)) if m else _NONE
 
 
 @one_hierarchy
@@ -210,13 +202,21 @@ class Transaction(DefinitionOps):
     def _clear_state(self, state_keys: Iterable[bytes]) -> None:
         self._defs.clear_state(state_keys)
 
-    def apply_state(self, current: Mapping[bytes, bytes], target: Mapping[bytes, bytes]) -> int:
+    def apply_state(
+        self,
+        target: Mapping[bytes, bytes],
+        *,
+        current: Mapping[bytes, bytes] | None = None,
+    ) -> int:
         """Buffer the raw changes that turn lakehouse state ``current`` (every
         definition and table-state key, as :attr:`keys.STATE_PREFIXES` scans give
-        it) into ``target``; returns how many keys differ. Rollback and export
-        build their versions with it; the definitions it writes are recorded as
-        create / alter / drop like any other."""
+        it; default: this transaction's state at its begin version) into
+        ``target``; returns how many keys differ. Rollback and export build their
+        versions with it; the definitions it writes are recorded as create /
+        alter / drop like any other."""
         self._check_usable()
+        if current is None:
+            current = {k: v for p in keys.STATE_PREFIXES for k, v in self._scan(p)}
         return self._defs.apply_state(current, target)
 
     @property
@@ -351,7 +351,7 @@ class Transaction(DefinitionOps):
         read_tables: dict[tuple[str, str], TableDef] = {}
         data = self._table_data
         if data is None:  # no row touched (definitions only): nothing to freeze
-            table_writes, data_reads, loaded = _NONE, _NONE, {}
+            table_writes, data_reads, loaded = EMPTY, EMPTY, {}
         else:
             table_writes, data_reads = data.freeze()
             loaded = dict(data.loaded)
@@ -382,7 +382,7 @@ class Transaction(DefinitionOps):
             listings=defs.listings,
             table_writes=table_writes,
             data_reads=data_reads,
-            read_tables=_frozen(read_tables),
+            read_tables=frozen_copy(read_tables),
             base_files=base_files,
         )
 

@@ -19,4 +19,4 @@ def record_raw_file(lh: Any, txn: Any, table: str, file_id: str, f: DataFile) ->
     tk = keys.table_key(ns, t)
     d = lh.kvstore.get(tk)
     fk = keys.data_file_key(ns, t, file_id)
-    txn.apply_state({tk: d}, {tk: d, fk: codec.encode_data_file(f)})
+    txn.apply_state({tk: d, fk: codec.encode_data_file(f)}, current={tk: d})

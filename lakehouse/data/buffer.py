@@ -41,6 +41,7 @@ from lakehouse.data.predicate import Predicate, parse_where
 from lakehouse.data.scan import fetch
 from lakehouse.data.table import FileState, TableIntent, TableWrite, load
 from lakehouse.errors import CorruptionError
+from lakehouse.intent import frozen_copy
 from lakehouse.model import Column, DataFile, Definition, TableDef
 
 if TYPE_CHECKING:
@@ -200,8 +201,8 @@ class TableData:
     def freeze(self) -> tuple[Intents, ReadPredicates]:
         """The per-table intents and read predicates, immutable."""
         return (
-            MappingProxyType({k: w.freeze() for k, w in self._writes.items()}),
-            MappingProxyType({k: tuple(v) for k, v in self._reads.items()}),
+            frozen_copy({k: w.freeze() for k, w in self._writes.items()}),
+            frozen_copy({k: tuple(v) for k, v in self._reads.items()}),
         )
 
 

@@ -48,7 +48,7 @@ from lakehouse.data.rebase_plan import (
     plan,
     plan_reads,
 )
-from lakehouse.data.table import FileState, LazyFiles, TableIntent, TableWrite
+from lakehouse.data.table import FileState, LazyFiles, TableIntent
 from lakehouse.errors import RetryableConflict
 from lakehouse.model import DataFile, TableChange, TableDef, VersionInfo
 
@@ -63,20 +63,19 @@ def rebase(
     ktx: kvstore.Transaction,
     store: ObjectStore,
     d: TableDef,
-    w: TableIntent | TableWrite,
+    w: TableIntent,
     base: Mapping[str, FileState],
     reads: Sequence[Predicate],
     records: Sequence[VersionInfo],
 ) -> tuple[KvWrites, TableChange]:
     """Check ``w`` against ``records`` and return its kvstore writes and record."""
-    intent = w.freeze()
-    theirs = changes_to(intent.qualified, records)
-    head = LazyFiles(ktx.get, intent.ns, intent.name) if theirs else base
-    p = plan(intent, head, theirs, reads)
+    theirs = changes_to(w.qualified, records)
+    head = LazyFiles(ktx.get, w.ns, w.name) if theirs else base
+    p = plan(w, head, theirs, reads)
     check_rows(ktx, store, d, base, p.checks)
     if isinstance(p.result, Conflict):
-        raise _error(p.result, intent.qualified)
-    return kv_writes(intent.ns, intent.name, p.result), p.result.change
+        raise _error(p.result, w.qualified)
+    return kv_writes(w.ns, w.name, p.result), p.result.change
 
 
 def check_reads(

@@ -288,10 +288,6 @@ class TableIntent:
         """Nothing to commit (see :meth:`TableWrite.is_empty`)."""
         return not (self.added or self.removed or self.deletes or self.rewrites)
 
-    def freeze(self) -> TableIntent:
-        """Itself (so code taking a TableIntent or a TableWrite can freeze either)."""
-        return self
-
     def change(
         self,
         deleted_base: Mapping[str, BitMap],

@@ -20,7 +20,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from lakehouse.data import record
 from lakehouse.errors import CorruptionError
@@ -36,6 +36,9 @@ from lakehouse.model import (
     VersionInfo,
     ViewDef,
 )
+
+if TYPE_CHECKING:
+    from lakehouse.partition import PartitionSpec
 
 FORMAT = 1
 _FORMAT_BYTE = bytes([FORMAT])
@@ -116,6 +119,7 @@ def encode_def(d: Definition) -> bytes:
                 "primary_key": list(d.primary_key),
                 "sort_keys": list(d.sort_keys),
                 "format": d.format,
+                **_specs(d),
             }
         )
     if isinstance(d, ViewDef):
@@ -131,6 +135,48 @@ def encode_def(d: Definition) -> bytes:
             }
         )
     raise TypeError(f"not a definition: {type(d).__name__}")
+
+
+def _specs(d: TableDef) -> dict[str, Any]:
+    """A table's partition specs (absent for a table never partitioned)::
+
+    "specs": [[spec id, [[source column id, transform, param, name, field id], ...]], ...]
+    """
+    if not d.partition_specs:
+        return {}
+    return {
+        "specs": [
+            [
+                s.spec_id,
+                [
+                    [f.source_id, f.transform.name, f.transform.param, f.name, f.field_id]
+                    for f in s.fields
+                ],
+            ]
+            for s in d.partition_specs
+        ],
+        "spec_id": d.spec_id,
+    }
+
+
+def _decode_specs(raw: Any) -> tuple[PartitionSpec, ...]:
+    from lakehouse.partition import PartitionField, PartitionSpec, Transform
+
+    return tuple(
+        PartitionSpec(
+            int(sid),
+            tuple(
+                PartitionField(
+                    int(src),
+                    Transform(str(name), None if p is None else int(p)),
+                    str(fname),
+                    int(fid),
+                )
+                for src, name, p, fname, fid in fields
+            ),
+        )
+        for sid, fields in raw
+    )
 
 
 _DEF_CACHE: dict[bytes, Definition] = {}
@@ -171,6 +217,8 @@ def _decode_def(data: bytes) -> Definition:
                 primary_key=tuple(o["primary_key"]),
                 sort_keys=tuple(o["sort_keys"]),
                 format=o["format"],
+                partition_specs=_decode_specs(o.get("specs", ())),
+                spec_id=int(o.get("spec_id", 0)),
             )
         if kind == "view":
             return ViewDef(

@@ -31,8 +31,10 @@ from lakehouse.model import (
     check_properties,
     check_schema,
     evolve_properties,
+    schema_from_ipc,
     schema_to_ipc,
 )
+from lakehouse.partition import parse_spec
 from lakehouse.reads import ReadOps
 
 if TYPE_CHECKING:
@@ -127,9 +129,15 @@ class DefinitionOps(ReadOps):
         sort_keys: list[str] | None = None,
         format: str = "parquet",
         if_not_exists: bool = False,
+        partition_by: list[str] | None = None,
     ) -> bool:
         """Create ``"ns.table"`` with a ``pyarrow.Schema`` (column ids are assigned 1..n);
         True when created.
+
+        ``partition_by`` lists Iceberg partition transforms (``"country"``,
+        ``"day(ts)"``, ``"bucket(16, id)"``, ``"truncate(4, sku)"``): every data file
+        then holds one partition. ``sort_keys``: each written file's rows are sorted
+        by these columns (ascending, nulls first).
 
         With ``if_not_exists=True`` an existing table of that name is left as it
         is, whatever its schema, properties and keys (SQL's CREATE TABLE IF NOT
@@ -149,9 +157,20 @@ class DefinitionOps(ReadOps):
             return False
         self._check_free(ns, t)
         cols, last = assign_columns(schema)
+        spec = parse_spec(partition_by, [(c.id, c.name) for c in cols], schema, 0)
         table_id = uuid.UUID(int=self._ctx.rng_bits(128), version=4).hex
         self._touch("table", ns, t).final = TableDef(
-            ns, t, table_id, cols, last, schema_to_ipc(schema), props, pk, sk, format
+            ns,
+            t,
+            table_id,
+            cols,
+            last,
+            schema_to_ipc(schema),
+            props,
+            pk,
+            sk,
+            format,
+            partition_specs=() if spec.is_unpartitioned else (spec,),
         )
         return True
 
@@ -170,12 +189,18 @@ class DefinitionOps(ReadOps):
         remove_properties: list[str] | None = None,
         schema: Any = None,
         rename_columns: Mapping[str, str] | None = None,
+        partition_by: list[str] | None = None,
+        sort_keys: list[str] | None = None,
     ) -> None:
-        """Change properties and/or the schema.
+        """Change properties, the schema, the partition spec or the sort keys.
 
         ``schema`` adds and drops columns by name and widens types (int32 ->
         int64, float -> double); ``rename_columns={"old": "new"}`` renames.
         Columns keep their ids, so existing data files are read as they are.
+        ``partition_by`` starts a new partition spec for data written from now
+        on (``[]``: unpartitioned); files keep the spec they were written with
+        and are still pruned by it. ``sort_keys`` applies to files written from
+        now on (and to compaction).
         """
         self._check_usable()
         ns, t = self._qualified(name, "table name")
@@ -194,11 +219,38 @@ class DefinitionOps(ReadOps):
             has_data = bool(self._table_files(ns, t))
             cols, last = evolve(schema, cur.columns, cur.last_column_id, renames, has_data)
             ipc = schema_to_ipc(schema)
-            names = {c.name for c in cols}
-            for what, ks in (("primary_key", cur.primary_key), ("sort_keys", cur.sort_keys)):
-                gone = [k for k in ks if k not in names]
+        sk = cur.sort_keys
+        if sort_keys is not None:
+            names = [c.name for c in cols]
+            sk = _check_names(names, check_keys(sort_keys, "sort_keys"), "sort_keys")
+        specs, spec_id = cur.partition_specs, cur.spec_id
+        if partition_by is not None:
+            previous = specs or (cur.spec,)
+            new_id = max(s.spec_id for s in previous) + 1
+            spec = parse_spec(
+                partition_by, [(c.id, c.name) for c in cols], schema_from_ipc(ipc), new_id, previous
+            )
+            same = next((s for s in previous if s.fields == spec.fields), None)
+            if same is not None:  # back to a spec the table had: reuse its id
+                spec_id = same.spec_id
+            else:
+                specs, spec_id = (*previous, spec), new_id
+        if schema is not None:
+            names_left = {c.name for c in cols}
+            ids_left = {c.id for c in cols}
+            for what, ks in (("primary_key", cur.primary_key), ("sort_keys", sk)):
+                gone = [k for k in ks if k not in names_left]
                 if gone:
                     raise ValueError(f"the new schema drops {what} column(s) {gone}")
+            current = next((s for s in specs if s.spec_id == spec_id), None)
+            gone_src = [
+                f.name for f in (current.fields if current else ()) if f.source_id not in ids_left
+            ]
+            if gone_src:
+                raise ValueError(
+                    f"the new schema drops the source column of partition field(s) {gone_src}; "
+                    "change partition_by first"
+                )
         self._touch("table", ns, t).final = TableDef(
             ns,
             t,
@@ -208,8 +260,10 @@ class DefinitionOps(ReadOps):
             ipc,
             props,
             cur.primary_key,
-            cur.sort_keys,
+            sk,
             cur.format,
+            partition_specs=specs,
+            spec_id=spec_id,
         )
 
     # -- views ------------------------------------------------------------------------------
@@ -269,6 +323,15 @@ def _check_columns(schema: Any, names: tuple[str, ...], what: str) -> tuple[str,
     if len(set(names)) != len(names):
         raise ValueError(f"{what} lists a column twice")
     return names
+
+
+def _check_names(names: list[str], keys: tuple[str, ...], what: str) -> tuple[str, ...]:
+    for n in keys:
+        if n not in names:
+            raise ValueError(f"{what} column {n!r} is not a column of the table")
+    if len(set(keys)) != len(keys):
+        raise ValueError(f"{what} lists a column twice")
+    return keys
 
 
 def _check_flag(if_not_exists: Any) -> None:

@@ -16,6 +16,8 @@ a prefix scan can list::
     V/<ns> 00 <view>                      view definition
     S/<ns> 00 <table> 00 F/<file id>      data file record (data/record.py)
     S/<ns> 00 <table> 00 D/<file id>      its deletion vector (data/dv.py)
+    S/<ns> 00 <table> 00 M                the largest file id not starting with "p"
+                                          ever committed (bounds time-travel scans)
     A/<app id>                            idempotent writes: latest app version
     R/<version, 20 decimal digits>        version record
 
@@ -158,6 +160,35 @@ def data_file_key(ns: str, table: str, file_id: str) -> bytes:
 def dv_key(ns: str, table: str, file_id: str) -> bytes:
     """The state key holding a data file's deletion vector."""
     return table_state_prefix(ns, table) + b"D/" + _utf8(file_id)
+
+
+def file_bound_key(ns: str, table: str) -> bytes:
+    """The state key bounding the table's plain (unpartitioned) file ids.
+
+    Plain file ids start with their creation time, so the files visible at an old
+    version sort before those written after it. This key holds the largest plain
+    id committed so far (it never decreases, except when rollback copies an older
+    state whole, bound included); a read at any version scans plain ids only up to
+    the bound it sees, so time travel skips the keys of files written later.
+    Partitioned ids (``p...``) are found by partition ranges instead.
+    """
+    return table_state_prefix(ns, table) + b"M"
+
+
+def plain_file_ranges(
+    ns: str, table: str, kind: bytes, bound: str | None
+) -> list[tuple[bytes, bytes | None]]:
+    """Key ranges ``[start, end)`` of the ``kind`` (``b"F/"`` or ``b"D/"``) keys of a
+    table's plain file ids up to ``bound`` (None: unbounded)."""
+    base = table_state_prefix(ns, table) + kind
+    low = (base, base + b"p")
+    high = (base + b"q", prefix_end(base))
+    if bound is None:
+        return [low, high]
+    stop = base + _utf8(bound) + b"\x00"
+    if stop <= low[1]:
+        return [(base, stop)]
+    return [low, (high[0], stop)] if stop > high[0] else [low]
 
 
 def state_file_id(prefix: bytes, key: bytes) -> tuple[str, str] | None:

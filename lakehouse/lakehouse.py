@@ -182,6 +182,12 @@ class Lakehouse(LakehouseReads):
         with self.begin() as txn:
             return txn.overwrite(table, data, where=where)
 
+    def replace_partitions(self, table: str, data: Any) -> int:
+        """``txn.replace_partitions`` in a transaction of its own, committed; returns
+        rows written."""
+        with self.begin() as txn:
+            return txn.replace_partitions(table, data)
+
     def delete(self, table: str, where: Any) -> int:
         """``txn.delete`` in a transaction of its own, committed; returns rows deleted."""
         with self.begin() as txn:

@@ -23,9 +23,12 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+
+if TYPE_CHECKING:
+    from lakehouse.partition import PartitionSpec
 
 DEFAULT_MAX_NAME_LENGTH = 255
 KINDS = ("namespace", "table", "view")
@@ -264,6 +267,11 @@ class TableDef:
     primary_key: tuple[str, ...] = ()
     sort_keys: tuple[str, ...] = ()
     format: str = "parquet"
+    #: every partition spec the table has had (files keep the spec they were
+    #: written with); empty: never partitioned (spec 0, unpartitioned)
+    partition_specs: tuple[PartitionSpec, ...] = ()
+    #: the spec new data is written with
+    spec_id: int = 0
 
     def __post_init__(self) -> None:
         if type(self.properties) is not Properties:
@@ -273,6 +281,31 @@ class TableDef:
     def schema(self) -> pa.Schema:
         """The table's schema as a ``pyarrow.Schema``."""
         return schema_from_ipc(self.schema_ipc)
+
+    @property
+    def spec(self) -> PartitionSpec:
+        """The partition spec new data is written with."""
+        return self.spec_by_id(self.spec_id)
+
+    def spec_by_id(self, spec_id: int) -> PartitionSpec:
+        from lakehouse.partition import PartitionSpec
+
+        for s in self.partition_specs:
+            if s.spec_id == spec_id:
+                return s
+        if spec_id == 0:
+            return PartitionSpec(0)
+        raise KeyError(f"table {self.qualified_name} has no partition spec {spec_id}")
+
+    @property
+    def partition_by(self) -> tuple[str, ...]:
+        """The current partition spec, spelled as ``create_table`` takes it
+        (``("day(ts)", "bucket(16, customer_id)")``; empty: unpartitioned)."""
+        return self.spec.spelling({c.id: c.name for c in self.columns})
+
+    @property
+    def names_by_id(self) -> dict[int, str]:
+        return {c.id: c.name for c in self.columns}
 
     @property
     def qualified_name(self) -> str:
@@ -341,6 +374,13 @@ class DataFile:
     footer_size: int | None = field(default=None, repr=False)
     footer_crc: int | None = field(default=None, repr=False)
     crc: int | None = field(default=None, repr=False)
+    #: the partition spec the file was written with, and its partition values as
+    #: stored (one per field of that spec; see lakehouse.partition)
+    spec_id: int = 0
+    raw_partition: tuple[Any, ...] = field(default=(), repr=False)
+    #: the partition values by Iceberg field name, as Python values (filled by
+    #: ``list_data_files``, like ``stats``)
+    partition: Mapping[str, Any] = field(default_factory=dict, compare=False)
 
     @property
     def is_external(self) -> bool:

@@ -34,6 +34,7 @@ WRITE_CALLS = frozenset(
         "begin",
         "append",
         "overwrite",
+        "replace_partitions",
         "delete",
         "update",
         "merge",

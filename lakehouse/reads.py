@@ -17,7 +17,7 @@ import pyarrow as pa
 
 from kvstore.objstore import ObjectStore
 from lakehouse import codec, keys
-from lakehouse.data import record, scan
+from lakehouse.data import partitioning, record, scan
 from lakehouse.data.predicate import Predicate
 from lakehouse.data.scan import ScanFile
 from lakehouse.data.table import FileState, load
@@ -49,6 +49,10 @@ class ReadOps:
         raise NotImplementedError
 
     def _scan(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        raise NotImplementedError
+
+    def _scan_range(self, start: bytes, end: bytes | None) -> Iterator[tuple[bytes, bytes]]:
+        """Keys ``start <= key < end`` (None: to the end of the keyspace)."""
         raise NotImplementedError
 
     def _check_usable(self) -> None:
@@ -157,8 +161,35 @@ class ReadOps:
 
     def _table_files(self, ns: str, t: str) -> list[FileState]:
         prefix = keys.table_state_prefix(ns, t)
-        files = load(self._state_items(ns, t), prefix)
+        bound = self._fetch(keys.file_bound_key(ns, t))
+        if bound is None:
+            items: list[tuple[bytes, bytes]] = self._state_items(ns, t)
+        else:  # plain ids up to the bound this version sees, partitioned ids whole
+            items = []
+            for kind in (b"D/", b"F/"):
+                ranges = keys.plain_file_ranges(ns, t, kind, bound.decode("utf-8"))
+                ranges.append((prefix + kind + b"p", prefix + kind + b"q"))
+                for start, end in ranges:
+                    items.extend(self._scan_range(start, end))
+        files = load(items, prefix)
         return [files[k] for k in sorted(files)]
+
+    def _plan_files(self, d: TableDef, pred: Predicate | None) -> list[FileState]:
+        """The files a read of ``d`` restricted by ``pred`` may need: found by partition
+        first (a few key ranges of table state, see lakehouse.data.partitioning), so
+        planning costs what the matching partitions' files cost."""
+        terms = () if pred is None else getattr(pred, "terms", ())  # TODO(lead): pred.terms
+        bound = self._fetch(keys.file_bound_key(d.namespace, d.name)) if terms else None
+        ranges = partitioning.key_ranges(d, terms, None if bound is None else bound.decode())
+        if ranges is None:
+            files = self._table_files(d.namespace, d.name)
+        else:
+            items: list[tuple[bytes, bytes]] = []
+            for start, end in ranges + partitioning.dv_ranges(ranges, d):
+                items.extend(self._scan_range(start, end))
+            loaded = load(items, keys.table_state_prefix(d.namespace, d.name))
+            files = [loaded[k] for k in sorted(loaded)]
+        return partitioning.prune(d, files, pred)
 
     def _note_data_read(self, d: TableDef, pred: Predicate | None) -> None:
         """Record a data read (a SERIALIZABLE transaction checks it at commit)."""
@@ -172,10 +203,11 @@ class ReadOps:
         filters, after files are pruned by their column bounds.
         """
         d = self.describe_table(table)
-        self._note_data_read(d, scan.predicate(d, where))
-        files = self._table_files(d.namespace, d.name)
+        pred = scan.predicate(d, where)
+        self._note_data_read(d, pred)
+        files = self._plan_files(d, pred)
         try:
-            return scan.read(self._data_store(), d, files, columns, where)
+            return scan.read(self._data_store(), d, files, columns, pred)
         except DataFileMissing as exc:
             err = self._missing(exc)
             if err is exc:
@@ -187,9 +219,10 @@ class ReadOps:
     ) -> pa.RecordBatchReader:
         """The same rows as :meth:`read`, streamed one data file at a time."""
         d = self.describe_table(table)
-        self._note_data_read(d, scan.predicate(d, where))
-        files = self._table_files(d.namespace, d.name)
-        reader = scan.scan_batches(self._data_store(), d, files, columns, where)
+        pred = scan.predicate(d, where)
+        self._note_data_read(d, pred)
+        files = self._plan_files(d, pred)
+        reader = scan.scan_batches(self._data_store(), d, files, columns, pred)
         # the stream outlives this call (and the head view of lh.scan_batches):
         # its files stay pinned against expiry until it ends or is dropped
         pin = StreamPin(self.version, (f.path for f, _ in files if not f.is_external))
@@ -237,7 +270,12 @@ class ReadOps:
         self._note_data_read(d, None)  # counts and bounds reveal the rows
         names = {c.id: (c.name, d.schema.field(c.name).type) for c in d.columns}
         return [
-            replace(f, deleted_rows=len(dv), stats=record.user_stats(f, names))
+            replace(
+                f,
+                deleted_rows=len(dv),
+                stats=record.user_stats(f, names),
+                partition=partitioning.partition_dict(d, f),
+            )
             for f, dv in self._table_files(d.namespace, d.name)
         ]
 

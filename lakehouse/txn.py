@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 import kvstore
 from kvstore.objstore import ObjectStore
 from lakehouse import keys
-from lakehouse.data import ops, txnfiles
+from lakehouse.data import ops, partitioning, txnfiles
 from lakehouse.data.buffer import Definitions, TableData
 from lakehouse.data.predicate import Predicate
 from lakehouse.data.table import FileState, LazyFiles
@@ -239,6 +239,10 @@ class Transaction(DefinitionOps):
     def _table_files(self, ns: str, t: str) -> list[FileState]:
         return self._tables.files(ns, t)
 
+    def _plan_files(self, d: TableDef, pred: Predicate | None) -> list[FileState]:
+        # the transaction's files are loaded whole once (its own changes overlay them)
+        return partitioning.prune(d, self._table_files(d.namespace, d.name), pred)
+
     def _note_data_read(self, d: TableDef, pred: Predicate | None) -> None:
         self._tables.note_read(d, pred)
 
@@ -250,6 +254,12 @@ class Transaction(DefinitionOps):
     def overwrite(self, table: str, data: Any, *, where: Any = None) -> int:
         """Replace all rows, or only those matching ``where`` (new rows must match it)."""
         return ops.overwrite(self._tables, table, data, where)
+
+    def replace_partitions(self, table: str, data: Any) -> int:
+        """Replace every row of each partition ``data`` has rows in; other partitions
+        are untouched (Spark's dynamic partition overwrite). On an unpartitioned
+        table it is :meth:`overwrite`. Returns the rows written."""
+        return ops.replace_partitions(self._tables, table, data)
 
     def delete(self, table: str, where: Any) -> int:
         """Delete the rows matching ``where`` (deletion vectors; no file is rewritten)."""

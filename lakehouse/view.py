@@ -72,6 +72,9 @@ class LakehouseView(ReadOps):
     def _scan(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         return self._snap.scan_prefix(prefix)
 
+    def _scan_range(self, start: bytes, end: bytes | None) -> Iterator[tuple[bytes, bytes]]:
+        return self._snap.scan(start, end)
+
     def raw_items(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         """The lakehouse's kvstore keys under ``prefix`` as of this version (rollback
         and export copy whole states with it; see :mod:`lakehouse.keys`)."""

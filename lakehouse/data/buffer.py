@@ -35,6 +35,7 @@ import pyarrow as pa
 from kvstore.objstore import ObjectStore
 from lakehouse import keys
 from lakehouse.data import files as datafiles
+from lakehouse.data import partitioning
 from lakehouse.data.conform import conform
 from lakehouse.data.pages import check_pages
 from lakehouse.data.predicate import Predicate, parse_where
@@ -143,11 +144,15 @@ class TableData:
         return MappingProxyType(self._reads)
 
     # -- files (owned from the moment their name is chosen) ----------------------------
-    def write_file(self, d: TableDef, rows: Any, w: TableWrite) -> DataFile:
-        """Write ``rows`` as a new Parquet file of table ``d`` (durable before this returns)."""
+    def write_file(
+        self, d: TableDef, rows: Any, w: TableWrite, partition: tuple[Any, ...] = ()
+    ) -> DataFile:
+        """Write ``rows`` as a new Parquet file of table ``d`` (durable before this
+        returns); ``partition``: the values of the current spec all rows have."""
         data, footer = datafiles.encode_parquet(rows)
         _, path = self.ctx.new_file_name(d.table_id)
         f = datafiles.describe_footer(path, len(data), footer, rows.schema, d.columns, data)
+        f = partitioning.name_file(d, f, partition)
         w.owned.append(path)  # before the write: a failed put may still leave bytes
         self.ctx.inflight.add(path)
         store = self.ctx.data
@@ -172,6 +177,7 @@ class TableData:
             )
         except ValueError as exc:
             raise CorruptionError(f"data file {path} cannot be adopted: {exc}") from None
+        f = partitioning.name_file(d, f, self._partition_of(d, data, f, path))
         values = None
         if key_cols:
             schema = pa.schema([d.schema.field(c.name) for c in key_cols])
@@ -179,6 +185,20 @@ class TableData:
         w.add(f, owned=True)
         self.ctx.inflight.add(path)
         return f, values
+
+    @staticmethod
+    def _partition_of(d: TableDef, data: bytes, f: DataFile, path: str) -> tuple[Any, ...]:
+        """The partition of the current spec every row of an adopted file is in."""
+        spec = d.spec
+        if spec.is_unpartitioned:
+            return ()
+        cols = [c for c in d.columns if c.id in {pf.source_id for pf in spec.fields}]
+        schema = pa.schema([d.schema.field(c.name) for c in cols])
+        rows = datafiles.read_file(data, f, cols, schema, None)
+        try:
+            return partitioning.values_of(d, rows)
+        except ValueError as exc:
+            raise ValueError(f"data file {path}: {exc}") from None
 
     def release_owned(self) -> None:
         """The commit is decided: our files are no longer in flight."""

@@ -38,7 +38,7 @@ import pyarrow.compute as pc
 from pyroaring import BitMap
 
 from lakehouse.data import dv as dvfmt
-from lakehouse.data import scan
+from lakehouse.data import partitioning, scan
 from lakehouse.data.buffer import TableData
 from lakehouse.data.conform import conform, to_table
 from lakehouse.data.literals import ARROW_ERRORS, first_line
@@ -67,14 +67,20 @@ def _write_rows(
     update or merge replaced (the change feed's post-images), one base row each."""
     w = buf.write(d.namespace, d.name)
     w.note(op)
-    for start in range(0, rows.num_rows, ROWS_PER_FILE):
-        before = set(w.added)
-        buf.write_file(d, rows.slice(start, ROWS_PER_FILE), w)
-        if origins is not None:
-            for fid in set(w.added) - before:
+    for values, idx in partitioning.split(d, rows):
+        part = rows if idx is None else rows.take(idx)
+        porig = origins if origins is None or idx is None else (origins[0][idx], origins[1][idx])
+        order = partitioning.sort_order(d, part)
+        if order is not None:
+            part = part.take(order)
+            porig = None if porig is None else (porig[0][order], porig[1][order])
+        for start in range(0, part.num_rows, ROWS_PER_FILE):
+            f = buf.write_file(d, part.slice(start, ROWS_PER_FILE), w, values)
+            if porig is not None:
+                fid = file_key_id(f)
                 w.post.add(fid)
                 end = start + ROWS_PER_FILE
-                w.origin[fid] = (origins[0][start:end], origins[1][start:end])
+                w.origin[fid] = (porig[0][start:end], porig[1][start:end])
     return cast(int, rows.num_rows)
 
 
@@ -135,6 +141,32 @@ def overwrite(buf: TableData, table: str, data: Any, where: Any = None) -> int:
     if rows.num_rows:
         _write_rows(buf, d, rows, DataOp.OVERWRITE)
     return cast(int, rows.num_rows)
+
+
+def replace_partitions(buf: TableData, table: str, data: Any) -> int:
+    """Replace every row of each partition ``data`` has rows in (Spark's dynamic
+    partition overwrite); other partitions are untouched. Unpartitioned: overwrite."""
+    d = buf.table(table)
+    if d.spec.is_unpartitioned:
+        return overwrite(buf, table, data)
+    rows = conform(to_table(data), d.schema)
+    w = buf.write(d.namespace, d.name)
+    w.note(DataOp.OVERWRITE)
+    if rows.num_rows == 0:
+        return 0
+    guard = partitioning.partition_match(d, [v for v, _ in partitioning.split(d, rows)])
+    others = []
+    for fs in buf.files(d.namespace, d.name):
+        held = guard.holds(d, fs[0])
+        if held:  # a file of a replaced partition: dropped whole
+            w.remove(file_key_id(fs[0]), fs[0])
+        elif held is None:  # a file of another spec: its rows in those partitions
+            others.append(fs)
+    for f, hit in scan.matching_positions(buf.ctx.data, d, others, guard, columns=[]):
+        w.delete(file_key_id(f), scan.positions_of(hit))
+    w.guards.append(guard)  # concurrent inserts into these partitions conflict
+    buf.note_read(d, guard)
+    return _write_rows(buf, d, rows, DataOp.OVERWRITE)
 
 
 def delete(buf: TableData, table: str, where: Any) -> int:

@@ -75,7 +75,32 @@ def rebase(
     check_rows(ktx, store, d, base, p.checks)
     if isinstance(p.result, Conflict):
         raise _error(p.result, w.qualified)
-    return kv_writes(w.ns, w.name, p.result), p.result.change
+    writes = kv_writes(w.ns, w.name, p.result)
+    writes += bound_writes(ktx, w.ns, w.name, p.result.added)
+    return writes, p.result.change
+
+
+def bound_writes(
+    ktx: kvstore.Transaction, ns: str, name: str, added: Mapping[str, DataFile]
+) -> KvWrites:
+    """The table's plain-file-id bound (:func:`lakehouse.keys.file_bound_key`),
+    raised to cover the plain files this commit adds."""
+    plain = [fid for fid in added if not fid.startswith("p")]
+    if not plain:
+        return []
+    key = keys.file_bound_key(ns, name)
+    raw = ktx.get(key)
+    if raw is not None:
+        cur = raw.decode("utf-8")
+    else:  # first bound of this table: the largest plain id it already has
+        cur = ""
+        fprefix = keys.table_state_prefix(ns, name) + b"F/"
+        for start, end in keys.plain_file_ranges(ns, name, b"F/", None):
+            for k, _ in ktx.scan(start, end, reverse=True):  # the last key only
+                cur = max(cur, k[len(fprefix) :].decode("utf-8"))
+                break
+    new = max(cur, *plain)
+    return [] if new == cur else [(key, new.encode("utf-8"))]
 
 
 def check_reads(

@@ -10,6 +10,10 @@ see :mod:`lakehouse.keys`) whose value is this record::
     |      |  "flen":..., "fcrc":..., "crc":...}                                |
     +------+------------------------------------------------------------------+
 
+A file written under a partitioned spec also has ``"spec"`` (the
+spec id) and ``"part"`` (its partition values, one per field of the spec, as
+:func:`lakehouse.partition.encode_values` stores them).
+
 ``flen``/``fcrc`` are the length and CRC-32C of the file's Thrift footer,
 ``crc`` the CRC-32C of the whole file (integrity; absent in older records,
 which decode with None and skip those checks).
@@ -55,6 +59,7 @@ def encode_file(f: DataFile) -> bytes:
             "cols": [[cid, name] for cid, name in f.columns],
             "stats": [list(s) for s in f.raw_stats],
             **_checksums(f),
+            **_partition(f),
         }
     )
 
@@ -67,6 +72,13 @@ def _checksums(f: DataFile) -> dict[str, int]:
     if f.crc is not None:
         out["crc"] = f.crc
     return out
+
+
+def _partition(f: DataFile) -> dict[str, Any]:
+    """The partition keys of a file record (absent for files of spec 0 unpartitioned)."""
+    if not (f.spec_id or f.raw_partition):
+        return {}
+    return {"spec": f.spec_id, "part": list(f.raw_partition)}
 
 
 _FILE_CACHE: dict[bytes, DataFile] = {}
@@ -106,6 +118,8 @@ def _decode_file(data: bytes) -> DataFile:
             footer_size=_opt_nat(o.get("flen")),
             footer_crc=_opt_nat(o.get("fcrc")),
             crc=_opt_nat(o.get("crc")),
+            spec_id=_nat(o.get("spec", 0)),
+            raw_partition=tuple(_part_value(v) for v in o.get("part", ())),
         )
     except (KeyError, ValueError, TypeError, IndexError, AttributeError) as exc:
         raise CorruptionError(f"data file record: {exc!r}") from None
@@ -199,6 +213,16 @@ def _json_value(v: Any) -> Any:
             raise ValueError(f"bad tagged statistic {v!r}")
     elif not (v is None or isinstance(v, (int, float, str, bool))):
         raise ValueError(f"bad statistic {v!r}")
+    return v
+
+
+def _part_value(v: Any) -> Any:
+    """A stored partition value (JSON scalars, or a tagged pair; see lakehouse.partition)."""
+    if isinstance(v, list):
+        if len(v) != 2 or not isinstance(v[0], str):
+            raise ValueError(f"bad tagged partition value {v!r}")
+    elif not (v is None or isinstance(v, (int, float, str, bool))):
+        raise ValueError(f"bad partition value {v!r}")
     return v
 
 

@@ -105,7 +105,10 @@ def select_columns(d: TableDef, columns: Sequence[str] | None) -> list[Column]:
 
 
 def predicate(d: TableDef, where: Any) -> Predicate | None:
-    return None if where is None else parse_where(where, d.schema)
+    """``where`` parsed against ``d``'s schema (a Predicate already parsed passes)."""
+    if where is None or isinstance(where, Predicate):
+        return where
+    return parse_where(where, d.schema)
 
 
 def _read_set(d: TableDef, wanted: list[Column], pred: Predicate | None) -> list[Column]:

@@ -86,14 +86,17 @@ def sort_order(d: TableDef, rows: pa.Table) -> np.ndarray | None:
     first; None: no sort keys, or already in order)."""
     if not d.sort_keys or rows.num_rows < 2:
         return None
-    idx = pc.sort_indices(
-        rows.select(list(d.sort_keys)),
-        sort_keys=[(k, "ascending") for k in d.sort_keys],
-        null_placement="at_start",
-    ).to_numpy()
+    idx = pc.sort_indices(rows.select(list(d.sort_keys)), **_sort_options(d.sort_keys)).to_numpy()
     if np.all(idx[1:] >= idx[:-1]):
         return None
     return idx
+
+
+def _sort_options(names: Sequence[str]) -> dict[str, Any]:
+    """Ascending, nulls first (Arrow 25 moved null placement into each sort key)."""
+    if int(pa.__version__.split(".")[0]) >= 25:
+        return {"sort_keys": [(k, "ascending", "at_start") for k in names]}
+    return {"sort_keys": [(k, "ascending") for k in names], "null_placement": "at_start"}
 
 
 def name_file(d: TableDef, f: DataFile, values: tuple[Any, ...]) -> DataFile:

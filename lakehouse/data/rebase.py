@@ -100,7 +100,7 @@ def bound_writes(
                 cur = max(cur, k[len(fprefix) :].decode("utf-8"))
                 break
     new = max(cur, *plain)
-    return [] if new == cur else [(key, new.encode("utf-8"))]
+    return [] if raw is not None and new == cur else [(key, new.encode("utf-8"))]
 
 
 def check_reads(

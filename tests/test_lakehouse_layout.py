@@ -208,7 +208,11 @@ def test_read_of_one_partition_needs_only_its_files(lh):
         if f not in keep:
             os.remove(data_path(lh, f))
     day2 = DAY0 + dt.timedelta(days=2)
-    where = f"ts >= TIMESTAMP '{day2:%Y-%m-%d} 00:00:00+00:00' AND ts < TIMESTAMP '{day2 + dt.timedelta(days=1):%Y-%m-%d} 00:00:00+00:00'"
+    day3 = day2 + dt.timedelta(days=1)
+    where = (
+        f"ts >= TIMESTAMP '{day2:%Y-%m-%d} 00:00:00+00:00' "
+        f"AND ts < TIMESTAMP '{day3:%Y-%m-%d} 00:00:00+00:00'"
+    )
     got = lh.read("ns.t", where=where)
     assert sorted(got.column("id").to_pylist()) == list(range(20, 30))
     with pytest.raises(lakehouse.LakehouseError):

@@ -5,8 +5,11 @@
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# DuckLake, an anchor of the scale benchmark (python -m lakehouse.bench --only scale), needs a
+# virtualenv of its own: the test extras pin duckdb 2.x, the extension package is built for 1.5.5.
+DUCKLAKE_VENV := .venv-ducklake
 
-.PHONY: demo demo-metadata test lint bench clean
+.PHONY: demo demo-metadata test lint bench clean $(DUCKLAKE_VENV)
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -46,5 +49,15 @@ bench: $(VENV)/.test-installed
 	$(BIN)/python -m kvstore.bench
 	$(BIN)/python -m lakehouse.bench
 
+# `make .venv-ducklake`: not part of `make test` (the scale bench reports DuckLake as not
+# available without it).
+$(DUCKLAKE_VENV): $(DUCKLAKE_VENV)/.installed
+
+$(DUCKLAKE_VENV)/.installed:
+	rm -rf $(DUCKLAKE_VENV)
+	$(PY) -m venv $(DUCKLAKE_VENV)
+	$(DUCKLAKE_VENV)/bin/python -m pip install -q duckdb==1.5.5 duckdb-extension-ducklake==1.5.5 pyarrow==26.0.1
+	touch $@
+
 clean:
-	rm -rf $(VENV) build *.egg-info kvstore/*.so .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(DUCKLAKE_VENV) build *.egg-info kvstore/*.so .pytest_cache .mypy_cache .ruff_cache

@@ -101,3 +101,81 @@ def test_data_bench_quick_ours_only(tmp_path, capsys):
 
 def _positive(x: float) -> bool:
     return isinstance(x, (int, float)) and math.isfinite(x) and x > 0
+
+
+def test_scale_bench_small(tmp_path, capsys):
+    """The scale bench at checkpoints of 20 and 50 files: every system that is there
+    (DuckLake only with its virtualenv, ``make .venv-ducklake``) has every figure."""
+    from lakehouse.bench import scale
+
+    systems = ["ours"]
+    if importlib.util.find_spec("lance") is not None:
+        systems.append("pylance")
+    systems.append("ducklake")
+    out = tmp_path / "res.json"
+    root = tmp_path / "b"
+    code = bench.main(
+        [
+            "--only", "scale", "--root", str(root), "--json", str(out),
+            "--checkpoints", "20,50", "--scale-reads", "2", "--scale-chunk", "10",
+            "--scale-tail", "10", "--scale-systems", ",".join(systems),
+        ]
+    )  # fmt: skip
+    assert code == 0
+    text = capsys.readouterr().out
+    assert not root.exists()
+    res = json.loads(out.read_text())["scale"]
+    assert res["sizes"]["checkpoints"] == [20, 50] and res["stopped"] == {}
+    cps = res["checkpoints"]
+    assert list(cps) == ["20", "50"]
+    want = {"ours": ("latest_ms", "point_ms", "first_ms"), "pylance": ("latest_ms", "point_ms",
+            "first_ms"), "ducklake": ("latest_ms", "point_ms", "first_ms"),
+            scale.DEFAULTS: ("latest_ms",), scale.PARTITIONED: ("day_ms",)}  # fmt: skip
+    if scale.ducklake_python() is None:
+        assert "make .venv-ducklake" in res["missing"]["ducklake"]
+    else:
+        assert res["ducklake"]["duckdb"] == "1.5.5"
+    measured = [n for n in want if n in res["systems"] and n not in res["missing"]]
+    assert {"ours", scale.DEFAULTS} <= set(measured)
+    if scale.PARTITIONED not in measured:  # partitioning not there yet: n/a, not a failure
+        assert res["missing"][scale.PARTITIONED].startswith("n/a")
+    for cp in ("20", "50"):
+        assert set(cps[cp]) == set(measured)
+        for n in measured:
+            for k in ("append_ms", *want[n]):
+                assert _positive(cps[cp][n][k]), (cp, n, k)
+        ours = cps[cp]["ours"]
+        assert f"| {cp} | {scale._ms(ours['append_ms'])} / " in text
+    comp = res["compacted"]
+    assert comp["files"] == 50
+    if "point_ms" in comp:
+        assert _positive(comp["point_ms"]) and comp["files_after"] < 50
+    else:
+        assert comp["note"].startswith("n/a")
+    targets = {t["key"]: t for t in res["targets"]}
+    assert list(targets) == [key for key, *_ in scale.TARGETS]
+    growth = targets["first_growth"]
+    assert growth["value"] == pytest.approx(
+        cps["50"]["ours"]["first_ms"] / cps["20"]["ours"]["first_ms"]
+    )
+    assert growth["pass"] == (growth["value"] <= 1.5)
+    assert f"- {growth['what']}: {growth['value']:.3g}x (target <= 1.5x): " in text
+    for t in targets.values():
+        assert (t["value"] is None) == (t["pass"] is None), t
+    if "pylance" in measured:
+        a = targets["append_vs_lance"]
+        assert a["value"] == pytest.approx(
+            cps["50"]["pylance"]["append_ms"] / cps["50"]["ours"]["append_ms"]
+        )
+        assert a["pass"] == (a["value"] >= 10)
+
+
+def test_scale_bench_without_ducklake_venv(tmp_path, capsys):
+    missing = tmp_path / "no-such-venv" / "bin" / "python"
+    code = bench.main(
+        ["--only", "scale", "--root", str(tmp_path / "b"), "--checkpoints", "5",
+         "--scale-systems", "ducklake", "--ducklake-python", str(missing)]
+    )  # fmt: skip
+    assert code == 0
+    text = capsys.readouterr().out
+    assert "ducklake: not available" in text and "make .venv-ducklake" in text

@@ -4,12 +4,17 @@
   raw append+fdatasync and pyiceberg, and time travel after 10,000 versions;
 * ``data`` (:mod:`lakehouse.bench.data`): table data (appends, reads of the
   latest and the first version, deletes, concurrent appends) against
-  pylance and deltalake (:mod:`lakehouse.bench.anchors`).
+  pylance and deltalake (:mod:`lakehouse.bench.anchors`);
+* ``scale`` (:mod:`lakehouse.bench.scale`): tables of up to 10,000 small
+  files (appends, reads of the latest and the first version, ``id = x``, a
+  day-partitioned table) against pylance and DuckLake; a few minutes, so
+  only with ``--only scale``.
 
-Both run by default; ``--only meta`` or ``--only data`` picks one, and
-``--quick`` shrinks every size to a smoke run of a few seconds. Everything is
-written under ``--root`` (default: a new temporary directory under /tmp,
-local disk), which is removed at the end.
+``meta`` and ``data`` run by default; ``--only meta``, ``--only data`` or
+``--only scale`` picks one, and ``--quick`` shrinks every size to a smoke
+run of a few seconds. Everything is written under ``--root`` (default: a
+new temporary directory under /tmp, local disk), which is removed at the
+end.
 """
 
 from __future__ import annotations
@@ -23,11 +28,12 @@ import sys
 import tempfile
 from typing import Any
 
-from lakehouse.bench import data, meta, report
+from lakehouse.bench import data, meta, report, scale
 
 __all__ = ["main", "parser"]
 
-PARTS = ("meta", "data")
+PARTS = ("meta", "data", "scale")
+DEFAULT_PARTS = ("meta", "data")
 
 
 def parser() -> argparse.ArgumentParser:
@@ -36,13 +42,14 @@ def parser() -> argparse.ArgumentParser:
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    p.add_argument("--only", choices=PARTS, help="run one benchmark (default: both)")
+    p.add_argument("--only", choices=PARTS, help="run one benchmark (default: meta and data)")
     p.add_argument("--quick", action="store_true", help="tiny sizes: a smoke run")
     p.add_argument("--root", help="directory for the bench data (default: a temp dir in /tmp)")
     p.add_argument("--json", help="also write the results to this file")
     p.add_argument("-v", "--verbose", action="store_true")
     meta.add_arguments(p.add_argument_group("metadata commits (meta)"))
     data.add_arguments(p.add_argument_group("table data (data)"))
+    scale.add_arguments(p.add_argument_group("many small files (scale)"))
     return p
 
 
@@ -53,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         logging.getLogger("lakehouse.bench").setLevel(logging.INFO)
     root = args.root or tempfile.mkdtemp(prefix="lakehouse-bench-", dir="/tmp")
     os.makedirs(root, exist_ok=True)
-    parts = [args.only] if args.only else list(PARTS)
+    parts = [args.only] if args.only else list(DEFAULT_PARTS)
     res: dict[str, Any] = {}
     try:
         if "meta" in parts:
@@ -62,6 +69,9 @@ def main(argv: list[str] | None = None) -> int:
         if "data" in parts:
             res["data"] = data.run(args, os.path.join(root, "data"))
             print(report.report(res["data"]), flush=True)
+        if "scale" in parts:
+            res["scale"] = scale.run(args, os.path.join(root, "scale"))
+            print(scale.report(res["scale"]), flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     if args.json:

@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import pyarrow as pa
 
@@ -32,8 +32,32 @@ from lakehouse import partition_encoding as pe
 from lakehouse.partition_encoding import enc
 from lakehouse.terms import Term
 
-if TYPE_CHECKING:
-    from lakehouse.partition import PartitionField, PartitionSpec, Transform
+
+# what this module needs of lakehouse.partition's classes (that module imports this one)
+class Transform(Protocol):
+    @property
+    def name(self) -> str: ...
+    @property
+    def order_preserving(self) -> bool: ...
+    def result_type(self, source: pa.DataType) -> pa.DataType: ...
+    def apply_py(self, value: Any, source: pa.DataType) -> Any: ...
+
+
+class PartitionField(Protocol):
+    @property
+    def source_id(self) -> int: ...
+    @property
+    def transform(self) -> Transform: ...
+
+
+class PartitionSpec(Protocol):
+    @property
+    def spec_id(self) -> int: ...
+    @property
+    def fields(self) -> Sequence[PartitionField]: ...
+    @property
+    def is_unpartitioned(self) -> bool: ...
+
 
 _RANGE = ("<", "<=", ">", ">=")
 

@@ -9,6 +9,7 @@
     lakehouse history URL [--limit N]                   versions, newest first
     lakehouse ns|table|view create|alter|drop URL NAME ...
     lakehouse stats|files URL TABLE [--version V]       table data in numbers
+    lakehouse partitions URL TABLE [--version V]        files, rows, bytes per partition
     lakehouse head URL TABLE [-n N] [--where SQL]       the first rows
     lakehouse changes URL TABLE START [END]             the change feed
     lakehouse append URL TABLE FILE                     rows from Parquet/CSV/JSON lines

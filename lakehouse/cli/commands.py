@@ -108,6 +108,7 @@ def cmd_write_object(ctx: Ctx) -> int:
                     parse_props(a.property),
                     primary_key=a.primary_key,
                     sort_keys=a.sort_key,
+                    partition_by=a.partition_by,
                     if_not_exists=a.if_not_exists,
                 ):
                     left.append(True)
@@ -120,6 +121,8 @@ def cmd_write_object(ctx: Ctx) -> int:
                     remove_properties=a.unset,
                     schema=a.schema,
                     rename_columns=parse_props(a.rename_column) or None,
+                    partition_by=[] if a.unpartitioned else a.partition_by,
+                    sort_keys=[] if a.no_sort_keys else a.sort_key,
                 )
         elif action == "create":
             txn.create_view(name, a.sql, parse_props(a.property), referenced=a.reads)

@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from kvstore.cli.codec import human_bytes, plural
 from kvstore.cli.progress import ProgressBar
+from lakehouse.cli import partitions
 from lakehouse.cli.render import MAX_CELL, arrow_json, arrow_text, data_file_json, data_file_lines
 from lakehouse.cli.target import EXIT_OK, CliError, Ctx, transact, usage
 
@@ -58,17 +59,37 @@ def cmd_stats(ctx: Ctx) -> int:
 
 
 def cmd_files(ctx: Ctx) -> int:
+    """A table's data files; ``--partition F=V`` (repeatable, AND-ed) keeps those of
+    matching partitions. A partitioned table's files show their partition."""
     table = ctx.args.table
     with ctx.target.open_reader() as r, ctx.view(r) as v:
+        d = v.describe_table(table)
         files = v.list_data_files(table)
-        name = v.describe_table(table).qualified_name
-    ctx.doc({"table": name, "version": v.version, "files": [data_file_json(f) for f in files]})
+    name = d.qualified_name
+    chosen = ctx.args.partition
+    if chosen:
+        keep = partitions.resolve(d, chosen)
+        files = [f for f in files if keep.matches(d, f)]
+    doc: dict[str, Any] = {"table": name, "version": v.version}
+    if chosen:
+        doc["partition_filter"] = keep.text
+    doc["files"] = [
+        {**data_file_json(f), "spec_id": f.spec_id, "partition": partitions.partition_json(d, f)}
+        for f in files
+    ]
+    ctx.doc(doc)
     total = sum(f.bytes for f in files)
+    where = f" in partitions matching {keep.text}" if chosen else ""
     ctx.line(
-        f"{name} at version {v.version}: {plural(len(files), 'data file')}, {human_bytes(total)}"
+        f"{name} at version {v.version}: {plural(len(files), 'data file')}{where}, "
+        f"{human_bytes(total)}"
     )
+    shown = any(not s.is_unpartitioned for s in partitions.specs(d))
     for f in files:
-        for text in data_file_lines(f, human_bytes(f.bytes)):
+        part = None
+        if shown:
+            part = f"{partitions.path(d, f) or '(unpartitioned)'} (spec {f.spec_id})"
+        for text in data_file_lines(f, human_bytes(f.bytes), partition=part):
             ctx.line(text)
     return EXIT_OK
 

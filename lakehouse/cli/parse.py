@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import math
 import re
+import urllib.parse
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar
@@ -213,3 +214,18 @@ def where(text: str) -> str:
     if not text.strip():
         raise ValueError("the WHERE condition is empty")
     return text
+
+
+def partition_filter(text: str) -> list[tuple[str, str]]:
+    """``--partition`` text -> ``[(field name, value text)]``: ``name=value``, several
+    joined by ``/`` as ``partitions`` prints them; ``%XX`` escapes are undone."""
+    out = []
+    for item in text.split("/"):
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise ValueError(
+                f"expected FIELD=VALUE (e.g. ts_day=2024-01-02; several joined by '/'), "
+                f"got {text!r}"
+            )
+        out.append((urllib.parse.unquote(name.strip()), urllib.parse.unquote(value)))
+    return out

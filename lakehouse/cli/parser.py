@@ -16,6 +16,7 @@ from lakehouse.cli import admin as w
 from lakehouse.cli import commands as c
 from lakehouse.cli import data as d
 from lakehouse.cli import parse as p
+from lakehouse.cli import partitions as pt
 from lakehouse.cli.target import PROG
 
 DESCRIPTION = """\
@@ -25,11 +26,11 @@ delete and compact rows, restore and clone tables, expire versions, export,
 verify. URL is a local directory, file:///abs/dir or
 s3://bucket/prefix (pass -o endpoint_url=... -o key=... -o secret=...).
 
-Read commands (info, list, show, describe, history, stats, files, head,
-changes, verify, and list/describe in the ns/table/view groups) open the
-lakehouse read-only: they never disturb a running writer and work on a
-read-only directory. Write commands open it as its single writer. On a local
-directory they refuse while another process writes the lakehouse, naming it;
+Read commands (info, list, show, describe, history, stats, files,
+partitions, head, changes, verify, and list/describe in the ns/table/view
+groups) open the lakehouse read-only: they never disturb a running writer and
+work on a read-only directory. Write commands open it as its single writer.
+On a local directory they refuse while another process writes the lakehouse, naming it;
 --takeover opens anyway and FENCES that writer (its next commit raises
 lakehouse.FencedError). On object stores (s3://), where a live writer cannot
 be seen, they always fence."""
@@ -138,7 +139,19 @@ def _add_group(sub: Any, common: Parser, kind: str, label: str) -> None:
             help="e.g. 'id:int64!,name:string,total:decimal128(10,2)' (! = not null)",
         )
         q.add_argument("--primary-key", action="append", metavar="COLUMN")
-        q.add_argument("--sort-key", action="append", metavar="COLUMN")
+        q.add_argument(
+            "--sort-key",
+            action="append",
+            metavar="COLUMN",
+            help="rows of each written file are sorted by these columns (repeatable)",
+        )
+        q.add_argument(
+            "--partition-by",
+            action="append",
+            metavar="TRANSFORM",
+            help="a partition field: COLUMN, year(COL), month(COL), day(COL), hour(COL), "
+            "'bucket(N, COL)' or 'truncate(W, COL)' (repeatable, in order)",
+        )
     if kind == "view":
         q.add_argument("--sql", required=True)
         q.add_argument("--reads", action="append", metavar="NS.OBJ")
@@ -155,6 +168,27 @@ def _add_group(sub: Any, common: Parser, kind: str, label: str) -> None:
         q.add_argument(
             "--rename-column", action="append", type=p.arg(p.parse_pair), metavar="OLD=NEW"
         )
+        g = q.add_mutually_exclusive_group()
+        g.add_argument(
+            "--partition-by",
+            action="append",
+            metavar="TRANSFORM",
+            help="a new partition spec for data written from now on (repeatable, in order; "
+            "existing files keep theirs)",
+        )
+        g.add_argument(
+            "--unpartitioned",
+            action="store_true",
+            help="write new data unpartitioned (existing files keep their spec)",
+        )
+        g = q.add_mutually_exclusive_group()
+        g.add_argument(
+            "--sort-key",
+            action="append",
+            metavar="COLUMN",
+            help="the new sort keys, for files written from now on (repeatable)",
+        )
+        g.add_argument("--no-sort-keys", action="store_true", help="stop sorting written files")
     if kind == "view":
         q.add_argument("--sql")
     q = act("drop", c.cmd_write_object, f"Drop a {label}.", True)
@@ -218,6 +252,21 @@ def build_parser() -> Parser:
     q.add_argument("table", metavar="NS.TABLE")
     _at(q)
     q = add("files", d.cmd_files, "A table's data files: rows, deleted rows, bytes, column bounds.")
+    q.add_argument("table", metavar="NS.TABLE")
+    q.add_argument(
+        "--partition",
+        action="append",
+        type=p.arg(p.partition_filter),
+        metavar="FIELD=VALUE",
+        help="only files of partitions with this value, spelled as `partitions` prints it: "
+        "ts_day=2024-01-02 (repeatable: all must hold; or joined by '/')",
+    )
+    _at(q)
+    q = add(
+        "partitions",
+        pt.cmd_partitions,
+        "A table's partitions (spec, values): data files, live rows, deleted rows, bytes.",
+    )
     q.add_argument("table", metavar="NS.TABLE")
     _at(q)
     q = add("head", d.cmd_head, "The first rows of a table (at a version or a time).")

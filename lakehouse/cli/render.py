@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from kvstore.cli.codec import escape
 from lakehouse.model import DATA_OPS, DataFile, ObjectChange, TableDef, VersionInfo, ViewDef
+from lakehouse.partition import PartitionSpec
 from lakehouse.reads import ReadOps
 
 #: longest cell shown in text tables (``--wide`` shows everything)
@@ -122,8 +123,47 @@ def table_json(d: TableDef) -> dict[str, Any]:
         "properties": dict(d.properties),
         "primary_key": list(d.primary_key),
         "sort_keys": list(d.sort_keys),
+        "partition_by": list(spec_spelling(d, d.spec)),
+        "spec_id": d.spec_id,
+        "partition_specs": [
+            {
+                "spec_id": s.spec_id,
+                "partition_by": list(spec_spelling(d, s)),
+                "fields": [
+                    {
+                        "name": f.name,
+                        "field_id": f.field_id,
+                        "source_id": f.source_id,
+                        "transform": f.transform.name,
+                        "param": f.transform.param,
+                    }
+                    for f in s.fields
+                ],
+            }
+            for s in (d.partition_specs or (d.spec,))
+        ],
         "format": d.format,
     }
+
+
+def spec_spelling(d: TableDef, spec: PartitionSpec) -> tuple[str, ...]:
+    """A partition spec as ``partition_by`` spells it (``("day(ts)", "country")``);
+    source columns dropped since show as ``#<column id>``."""
+    names = d.names_by_id
+    try:
+        return tuple(spec.spelling(names))
+    except (KeyError, NotImplementedError):
+        out = []
+        for f in spec.fields:
+            col = names.get(f.source_id, f"#{f.source_id}")
+            t = f.transform
+            if t.name == "identity":
+                out.append(col)
+            elif t.param is not None:
+                out.append(f"{t.name}({t.param}, {col})")
+            else:
+                out.append(f"{t.name}({col})")
+        return tuple(out)
 
 
 def view_json(d: ViewDef) -> dict[str, Any]:
@@ -239,6 +279,25 @@ def tree_text(t: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _layout_lines(obj: dict[str, Any]) -> list[str]:
+    """``partition by`` (and earlier specs, whose files keep them) and ``sort keys``."""
+    lines = []
+    specs = obj.get("partition_specs", [])
+    if obj.get("partition_by") or len(specs) > 1:
+        by = ", ".join(obj["partition_by"]) or "nothing (unpartitioned)"
+        lines.append(f"partition by: {by} (spec {obj['spec_id']})")
+        earlier = [
+            f"{s['spec_id']}: {', '.join(s['partition_by']) or 'unpartitioned'}"
+            for s in specs
+            if s["spec_id"] != obj["spec_id"]
+        ]
+        if earlier:
+            lines.append(f"earlier partition specs (their files keep them): {'; '.join(earlier)}")
+    if obj["sort_keys"]:
+        lines.append(f"sort keys: {', '.join(obj['sort_keys'])}")
+    return lines
+
+
 def describe_text(obj: dict[str, Any]) -> str:
     lines = [f"{obj['kind']} {obj['name']}"]
     if obj["kind"] == "table":
@@ -253,8 +312,7 @@ def describe_text(obj: dict[str, Any]) -> str:
         )
         if obj["primary_key"]:
             lines.append(f"primary key: {', '.join(obj['primary_key'])}")
-        if obj["sort_keys"]:
-            lines.append(f"sort keys: {', '.join(obj['sort_keys'])}")
+        lines += _layout_lines(obj)
         lines.append(f"format: {obj['format']}")
     elif obj["kind"] == "view":
         lines.append(f"sql: {obj['sql']}")
@@ -286,9 +344,12 @@ def data_file_json(f: DataFile) -> dict[str, Any]:
     }
 
 
-def data_file_lines(f: DataFile, size: str) -> list[str]:
+def data_file_lines(f: DataFile, size: str, *, partition: str | None = None) -> list[str]:
     deleted = f" ({f.deleted_rows} deleted)" if f.deleted_rows else ""
-    lines = [f.path, f"  rows {f.rows}{deleted}, {size}"]
+    lines = [f.path]
+    if partition is not None:
+        lines.append(f"  partition {partition}")
+    lines.append(f"  rows {f.rows}{deleted}, {size}")
     if f.stats:
         rows = [
             [

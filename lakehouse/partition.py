@@ -71,6 +71,7 @@ _SUFFIX |= {"bucket": "_bucket", "truncate": "_trunc"}
 _ALIASES = {"years": "year", "months": "month", "days": "day", "hours": "hour"}
 _US_PER = {"s": 1_000_000, "ms": 1000, "us": 1}
 _DAY_US, _HOUR_US = 86_400_000_000, 3_600_000_000
+_RADIX_LIMIT = 2**62  # split packs the fields' codes into one int64 below this
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,11 @@ class Transform:
         return _SUFFIX[self.name]
 
     def result_type(self, source: pa.DataType) -> pa.DataType:
+        if (self.name in ("bucket", "truncate")) != (self.param is not None and self.param > 0):
+            raise ValueError(
+                f"transform {self} does not apply to a {source} column: bucket and truncate "
+                "take a count > 0, the other transforms none"
+            )
         k = pe.kind(source)
         ok = {
             "identity": k is not None,
@@ -333,7 +339,7 @@ def split(
         codes.append(d.indices.to_numpy().astype(np.int64))
         dicts.append(d.dictionary.to_pylist())
     radix = [max(len(d), 1) for d in dicts]
-    if np.prod(np.array(radix, dtype=np.float64)) < 2**62:
+    if np.prod(np.array(radix, dtype=np.float64)) < _RADIX_LIMIT:
         key = np.zeros(rows.num_rows, dtype=np.int64)
         for c, r in zip(codes, radix):
             key = key * r + c

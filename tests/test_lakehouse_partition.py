@@ -242,6 +242,9 @@ APPLICABLE = [  # (transform, type, result type or None: not applicable)
     (T("bucket", 4), pa.float32(), None),
     (T("bucket", 4), pa.time64("us"), pa.int32()),
     (T("year"), pa.int64(), None),
+    (T("bucket"), pa.int64(), None),
+    (T("truncate", 0), pa.int64(), None),
+    (T("day", 3), pa.date32(), None),
 ]
 
 
@@ -404,6 +407,16 @@ def test_split_groups_like_a_python_loop(items: tuple[str, ...]) -> None:
     types = [f.transform.result_type(TYPES[f.source_id]) for f in s.fields]
     ids = [part.file_id(s, types, v, "x") for v, _ in groups]
     assert ids == sorted(ids)
+
+
+def test_split_without_packing_the_codes(monkeypatch: pytest.MonkeyPatch) -> None:
+    s = spec("country", "day(ts)", "truncate(2, sku)")
+    rows = _rows(300, seed=5)
+    packed = part.split(s, rows, NAMES)
+    monkeypatch.setattr(part, "_RADIX_LIMIT", 1)  # as if the codes did not fit an int64
+    unpacked = part.split(s, rows, NAMES)
+    assert [(v, i.tolist()) for v, i in unpacked] == [(v, i.tolist()) for v, i in packed]
+    assert len(packed) > 10
 
 
 def test_split_unpartitioned_and_empty() -> None:

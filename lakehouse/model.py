@@ -437,12 +437,21 @@ class CompactResult:
 # ---------------------------------------------------------------------------
 @dataclass(frozen=True)
 class Rewrite:
-    """One file a compaction wrote: ``new_id`` holds, in order, the rows of
-    ``sources`` that were live when the compaction was planned. Each source
-    is ``(file id, rows in it, its deletion vector at planning, encoded)``."""
+    """Where a compaction put the rows it moved. Its *input* is the rows of
+    ``sources`` that were live when it was planned, source by source, in
+    position order; each source is ``(file id, rows in it, its deletion vector
+    at planning, encoded)``. Its *output* is ``new_id`` alone (``outputs``
+    empty; ``""``: no row was live) or the files of ``outputs`` (``(file id,
+    rows)``, ``new_id`` the first), their rows counted one file after the
+    other. ``order`` is empty when output row ``j`` is input row ``j``; a
+    clustering compaction sorted the rows, and ``order`` is that permutation,
+    encoded (output row ``j`` is input row ``order[j]``; see
+    :mod:`lakehouse.data.rewrites`)."""
 
     new_id: str
     sources: tuple[tuple[str, int, bytes], ...]
+    outputs: tuple[tuple[str, int], ...] = ()
+    order: bytes = b""
 
 
 @dataclass(frozen=True)

@@ -287,12 +287,19 @@ class Transaction(DefinitionOps):
         *,
         target_file_bytes: int | None = None,
         progress: Callable[[int, int], None] | None = None,
+        where: Any = None,
+        partition: Mapping[str, Any] | None = None,
     ) -> CompactResult:
-        """Rewrite small files and files with deleted rows into fewer files.
+        """Rewrite small files and files with deleted rows into fewer files, per
+        partition; with sort keys, cluster each partition's rows across its files
+        (see docs/lakehouse.md, "Compaction and clustering").
 
-        ``progress(done, total)`` is called as the files being rewritten are read
-        (bytes read so far, bytes of those files in all)."""
-        return ops.compact(self._tables, table, target_file_bytes, progress)
+        ``target_file_bytes``: default the table property
+        ``compaction.target-file-bytes``, else 64 MiB. ``where`` (naming only
+        partition columns) or ``partition`` (a ``DataFile.partition`` dict) limits it
+        to those partitions. ``progress(done, total)`` is called as the files being
+        rewritten are read (bytes read so far, bytes of those files in all)."""
+        return ops.compact(self._tables, table, target_file_bytes, progress, where, partition)
 
     def add_files(
         self,
@@ -301,15 +308,29 @@ class Transaction(DefinitionOps):
         *,
         on: Sequence[str] | None = None,
         updates: bool = False,
+        partitions: Sequence[tuple[Any, ...]] | None = None,
+        replace_partitions: bool = False,
     ) -> int:
         """Register Parquet files already written under the data directory (Spark).
 
         ``updates=True``: the files hold new versions of rows this transaction
         deleted with ``delete_rows(..., updated=True)`` (the change feed reports
-        them as update post-images)."""
+        them as update post-images). For partitioned tables (used by
+        :mod:`lakehouse.spark`): ``partitions``, one tuple of current-spec values per
+        file, when the writer knows them (else each file's rows are read to find
+        its partition, which must be one); ``replace_partitions=True``: the files
+        replace every row of the partitions they hold, as :meth:`replace_partitions`."""
         if isinstance(paths, str) or not hasattr(paths, "__iter__"):
             raise TypeError(f"paths must be a list of str, not {type(paths).__name__}")
-        return ops.add_files(self._tables, table, list(paths), on, bool(updates))
+        return ops.add_files(
+            self._tables,
+            table,
+            list(paths),
+            on,
+            bool(updates),
+            None if partitions is None else [tuple(p) for p in partitions],
+            bool(replace_partitions),
+        )
 
     def delete_rows(
         self,

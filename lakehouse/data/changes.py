@@ -42,6 +42,7 @@ from pyroaring import BitMap
 
 from lakehouse.data import dv as dvfmt
 from lakehouse.data import scan
+from lakehouse.data.rewrites import output_ids
 from lakehouse.data.table import FileState
 from lakehouse.errors import NotFound
 from lakehouse.model import DataOp, TableChange, TableDef, split_qualified
@@ -131,7 +132,7 @@ def _version_rows(
     def rows(fs: FileState) -> pa.Table:
         return scan.read_one(store, d, fs, cols, None, cols)
 
-    moved_out = {r.new_id for r in c.rewrites}
+    moved_out = output_ids(c.rewrites)
     moved_in = {fid for r in c.rewrites for fid, _, _ in r.sources}
     post = set(c.post)
     for fid in c.added:

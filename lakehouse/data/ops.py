@@ -14,8 +14,9 @@ delete         deletion vectors only; no file is rewritten
 update         delete the matched rows, add their new versions in a new file
 merge          by key columns: matched rows updated (or deleted / kept),
                unmatched source rows inserted; duplicate source keys refused
-compact        rewrite small files and files with deleted rows, recording
-               where every moved row went (so concurrent deletes follow it)
+compact        per partition: rewrite small files and files with deleted rows,
+               clustered by the sort keys (:mod:`lakehouse.data.compaction`),
+               recording where every moved row went (concurrent deletes follow it)
 restore_table  the table's definition, files and deletion vectors of a
                version, as a new change
 clone_table    a new table sharing the source's files (no copy)
@@ -29,7 +30,7 @@ matrix) and :mod:`lakehouse.data.rebase` (the per-row checks).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
 from typing import Any, cast
 
 import numpy as np
@@ -38,21 +39,19 @@ import pyarrow.compute as pc
 from pyroaring import BitMap
 
 from lakehouse.data import dv as dvfmt
-from lakehouse.data import partitioning, scan
+from lakehouse.data import compaction, partitioning, scan
 from lakehouse.data.buffer import TableData
 from lakehouse.data.conform import conform, to_table
 from lakehouse.data.literals import ARROW_ERRORS, first_line
 from lakehouse.data.predicate import Predicate, evaluate, matches, parse_value, parse_where
-from lakehouse.data.table import Origins, concat_origins, file_key_id
-from lakehouse.model import CompactResult, DataOp, MergeResult, Rewrite, TableDef
+from lakehouse.data.table import Origins, TableWrite, concat_origins, file_key_id
+from lakehouse.model import CompactResult, DataOp, MergeResult, TableDef
 
 #: the operations ``delete_rows`` can record (those that delete rows by position)
 ROW_DELETING = (DataOp.DELETE, DataOp.UPDATE, DataOp.MERGE, DataOp.OVERWRITE)
 
 #: rows per data file written by append/update/merge/overwrite
 ROWS_PER_FILE = 1_000_000
-#: default target size of a compacted file
-TARGET_FILE_BYTES = 64 << 20
 
 
 def _write_rows(
@@ -154,9 +153,24 @@ def replace_partitions(buf: TableData, table: str, data: Any) -> int:
     w.note(DataOp.OVERWRITE)
     if rows.num_rows == 0:
         return 0
-    guard = partitioning.partition_match(d, [v for v, _ in partitioning.split(d, rows)])
+    _clear_partitions(buf, d, w, [v for v, _ in partitioning.split(d, rows)])
+    return _write_rows(buf, d, rows, DataOp.OVERWRITE)
+
+
+def _clear_partitions(
+    buf: TableData,
+    d: TableDef,
+    w: TableWrite,
+    targets: Sequence[tuple[Any, ...]],
+    keep: Set[str] = frozenset(),
+) -> None:
+    """Delete every row of the current spec's partitions ``targets`` (except the files
+    ``keep``, by file key id: the new ones) and guard them against concurrent inserts."""
+    guard = partitioning.partition_match(d, targets)
     others = []
     for fs in buf.files(d.namespace, d.name):
+        if file_key_id(fs[0]) in keep:
+            continue
         held = guard.holds(d, fs[0])
         if held:  # a file of a replaced partition: dropped whole
             w.remove(file_key_id(fs[0]), fs[0])
@@ -166,7 +180,6 @@ def replace_partitions(buf: TableData, table: str, data: Any) -> int:
         w.delete(file_key_id(f), scan.positions_of(hit))
     w.guards.append(guard)  # concurrent inserts into these partitions conflict
     buf.note_read(d, guard)
-    return _write_rows(buf, d, rows, DataOp.OVERWRITE)
 
 
 def delete(buf: TableData, table: str, where: Any) -> int:
@@ -391,62 +404,11 @@ def compact(
     table: str,
     target_file_bytes: int | None = None,
     progress: Callable[[int, int], None] | None = None,
+    where: Any = None,
+    partition: Any = None,
 ) -> CompactResult:
-    d = buf.table(table)
-    target = TARGET_FILE_BYTES if target_file_bytes is None else target_file_bytes
-    if isinstance(target, bool) or not isinstance(target, int) or target <= 0:
-        raise ValueError(f"target_file_bytes must be a positive int, got {target_file_bytes!r}")
-    w = buf.write(d.namespace, d.name)
-    base = buf.base_files(d.namespace, d.name)
-    candidates = []
-    for fid, (f, dv) in sorted(base.items()):
-        if fid in w.removed or fid in w.deletes or f.is_external:
-            continue
-        if dv or f.size < target // 2:
-            candidates.append((fid, f, dv))
-    groups: list[list[tuple[str, Any, BitMap]]] = []
-    cur: list[tuple[str, Any, BitMap]] = []
-    size = 0
-    for c in candidates:
-        live = c[1].size * (c[1].record_count - len(c[2])) // max(c[1].record_count, 1)
-        if cur and size + live > target:
-            groups.append(cur)
-            cur, size = [], 0
-        cur.append(c)
-        size += live
-    if cur:
-        groups.append(cur)
-    groups = [g for g in groups if len(g) > 1 or g[0][2]]
-    result = CompactResult()
-    if not groups:
-        return result
-    w.note(DataOp.COMPACT)
-    removed = added = rows_total = before = after = 0
-    total, done = sum(f.size for g in groups for _, f, _ in g), 0
-    for g in groups:
-        parts = []
-        for _, f, dv in g:  # progress: bytes of the files being rewritten, read so far
-            parts.append(
-                scan.read_one(buf.ctx.data, d, (f, dv), list(d.columns), None, list(d.columns))
-            )
-            done += f.size
-            if progress is not None:
-                progress(done, total)
-        rows = pa.concat_tables(parts).cast(d.schema) if parts else d.schema.empty_table()
-        for fid, f, _ in g:
-            w.remove(fid, f)
-            before += f.size
-        removed += len(g)
-        sources = tuple((fid, f.record_count, dvfmt.encode(dv)) for fid, f, dv in g)
-        if rows.num_rows:
-            new = buf.write_file(d, rows, w)
-            w.rewrites.append(Rewrite(file_key_id(new), sources))
-            added += 1
-            after += new.size
-        else:
-            w.rewrites.append(Rewrite("", sources))
-        rows_total += rows.num_rows
-    return CompactResult(removed, added, rows_total, before, after)
+    """See :mod:`lakehouse.data.compaction`."""
+    return compaction.compact(buf, table, target_file_bytes, progress, where, partition)
 
 
 def add_files(
@@ -455,24 +417,38 @@ def add_files(
     paths: Iterable[str],
     on: Sequence[str] | None,
     updates: bool = False,
+    partitions: Sequence[tuple[Any, ...]] | None = None,
+    replace: bool = False,
 ) -> int:
     """Register Parquet files written by someone else (Spark executors); ``updates``:
-    their rows are new versions of rows deleted with ``delete_rows(..., updated=True)``."""
+    their rows are new versions of rows deleted with ``delete_rows(..., updated=True)``;
+    ``partitions``: each file's values under the current spec when the writer knows
+    them (else read from the files); ``replace``: the files replace every row of
+    the partitions they hold (``replace_partitions``)."""
     d = buf.table(table)
+    paths = list(paths)
+    if partitions is not None and len(partitions) != len(paths):
+        raise ValueError(f"{len(partitions)} partitions given for {len(paths)} files")
     w = buf.write(d.namespace, d.name)
     before = set(w.added)
-    w.note(DataOp.MERGE if on else DataOp.APPEND)
+    w.note(DataOp.OVERWRITE if replace else DataOp.MERGE if on else DataOp.APPEND)
     key_cols = [c for c in d.columns if c.name in on] if on else []
     if on:
         w.keys = tuple(on)
     n = 0
-    for p in paths:
-        f, inserted = buf.adopt(d, p, w, key_cols)
+    targets: set[tuple[Any, ...]] = set()
+    for i, p in enumerate(paths):
+        known = None if partitions is None else tuple(partitions[i])
+        f, inserted = buf.adopt(d, p, w, key_cols, known)
         n += f.record_count
         if inserted is not None:
             w.inserted.append(inserted)  # the keys it inserts, read from the bytes in hand
+        if replace:
+            targets.add(tuple(partitioning.file_values(d, f) or ()))
     if updates:
         w.post |= set(w.added) - before
+    if replace and targets and not d.spec.is_unpartitioned:
+        _clear_partitions(buf, d, w, sorted(targets, key=repr), keep=set(w.added) - before)
     return n
 
 

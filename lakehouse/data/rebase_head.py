@@ -2,10 +2,10 @@
 
 Pure, like the rest of the planner: over a table write (``TableIntent``), the
 table's files at the head (a ``Mapping[str, FileState]``) and the concurrent
-versions' changes. Our deletes are followed to the file that holds their
-rows at the head (a position ``p`` of a compaction's source becomes
-``offset(source) + p - rank(deleted at planning, p)`` in its output, see
-:func:`translate`) and unioned with the head's deletion vectors; an
+versions' changes. Our deletes are followed to the files that hold their
+rows at the head (through each compaction's map of where it put every row,
+:mod:`lakehouse.data.rewrites`; a clustering compaction may spread one
+file's rows over several outputs) and unioned with the head's deletion vectors; an
 overwrite that removed every source of a concurrent compaction removes its
 output; our own compaction deletes in its output the rows deleted in its
 sources since it was planned, so it never resurrects a row in either commit
@@ -22,8 +22,21 @@ from types import MappingProxyType
 from pyroaring import AbstractBitMap, BitMap, FrozenBitMap
 
 from lakehouse.data import dv as dvfmt
+from lakehouse.data.rewrites import compacted_by, outputs, place, translate, untranslate
 from lakehouse.data.table import FileState, TableIntent
 from lakehouse.model import DataFile, Rewrite, TableChange
+
+__all__ = [
+    "Concurrent",
+    "Conflict",
+    "Rebased",
+    "Unrebasable",
+    "compacted_by",
+    "follow",
+    "rebase_at_head",
+    "translate",
+    "untranslate",
+]
 
 #: concurrent changes to one table: (version, what it did to the table's rows)
 Concurrent = Sequence[tuple[int, TableChange]]
@@ -96,22 +109,29 @@ def follow(
     upd: AbstractBitMap | None,
     head: Mapping[str, FileState],
     consumed: Consumed,
-) -> tuple[str, AbstractBitMap, AbstractBitMap | None]:
+) -> list[tuple[str, AbstractBitMap, AbstractBitMap | None]]:
     """Where rows ``pos`` (of which ``upd`` updated) of file ``fid`` are at the head,
-    through every compaction that rewrote them: ``("", ...)`` when a compaction kept
-    none of its rows, a file not at the head when it was removed otherwise."""
-    while fid not in head:
-        hit = consumed.get(fid)
+    through every compaction that rewrote them, by file: ``("", ...)`` when a
+    compaction kept none of its rows, a file not at the head when it was removed
+    otherwise. Rows deleted before a compaction moved them are dropped."""
+    out: list[tuple[str, AbstractBitMap, AbstractBitMap | None]] = []
+    todo: list[tuple[str, AbstractBitMap, AbstractBitMap | None]] = [(fid, pos, upd)]
+    while todo:
+        fid, pos, upd = todo.pop()
+        hit = None if fid in head else consumed.get(fid)
         if hit is None:
-            break
+            out.append((fid, pos, upd))
+            continue
         r = hit[1]
-        pos = translate(r, fid, pos)
-        if upd:
-            upd = translate(r, fid, upd)
-        fid = r.new_id
-        if not fid:
-            break
-    return fid, pos, upd
+        moved = translate(r, fid, pos)
+        moved_upd = translate(r, fid, upd) if upd else None
+        if not outputs(r):
+            out.append(("", moved, moved_upd))
+            continue
+        upd_at = place(r, moved_upd) if moved_upd else {}
+        for new, p in place(r, moved).items():
+            todo.append((new, p, upd_at.get(new)))
+    return out
 
 
 def merge_deletes(
@@ -125,18 +145,18 @@ def merge_deletes(
     for fid, pos in w.deletes.items():
         if fid in w.added:
             continue
-        tgt, tpos, tupd = follow(fid, pos, w.updated.get(fid), head, consumed)
-        if not tgt:
-            continue
-        if tgt not in head:
-            raise Unrebasable(last, _at_head(last, f"removed data file {tgt}"))
-        cur = dvs.get(tgt, head[tgt][1])
-        fresh = tpos - cur
-        if fresh:
-            dvs[tgt] = cur | fresh
-            deleted[tgt] = deleted.get(tgt, BitMap()) | fresh
-            if tupd and tupd & fresh:
-                updated[tgt] = updated.get(tgt, BitMap()) | (tupd & fresh)
+        for tgt, tpos, tupd in follow(fid, pos, w.updated.get(fid), head, consumed):
+            if not tgt:
+                continue
+            if tgt not in head:
+                raise Unrebasable(last, _at_head(last, f"removed data file {tgt}"))
+            cur = dvs.get(tgt, head[tgt][1])
+            fresh = tpos - cur
+            if fresh:
+                dvs[tgt] = cur | fresh
+                deleted[tgt] = deleted.get(tgt, BitMap()) | fresh
+                if tupd and tupd & fresh:
+                    updated[tgt] = updated.get(tgt, BitMap()) | (tupd & fresh)
     return dvs, deleted, updated
 
 
@@ -160,8 +180,7 @@ def removed_at_head(w: TableIntent, head: Mapping[str, FileState], consumed: Con
                 u,
                 _at_head(u, f"compacted data file {fid} together with files this overwrite keeps"),
             )
-        if r.new_id in head:
-            out.add(r.new_id)
+        out.update(new for new, _ in outputs(r) if new in head)
     return out
 
 
@@ -186,8 +205,8 @@ def own_compactions(
                 newly = BitMap(range(rows)) - planned
             if newly and r.new_id:
                 acc |= translate(r, src, newly)
-        if acc:
-            extra[r.new_id] = acc
+        for new, p in place(r, acc).items():
+            extra[new] = extra.get(new, BitMap()) | p
     return sources, extra
 
 
@@ -212,36 +231,3 @@ def initial_dvs(
 
 def _at_head(u: int, why: str) -> str:
     return f"version {u} {why}; re-run this transaction on the latest version"
-
-
-# -- compaction positions ----------------------------------------------------------
-
-
-def translate(r: Rewrite, src: str, positions: AbstractBitMap) -> BitMap:
-    """Positions of source ``src`` of compaction ``r`` in its output file."""
-    offset = 0
-    for fid, rows, raw in r.sources:
-        dv = dvfmt.decode(raw)
-        if fid == src:
-            return BitMap(offset + p - dv.rank(p) for p in positions if p not in dv)
-        offset += rows - len(dv)
-    raise KeyError(src)
-
-
-def untranslate(r: Rewrite, positions: AbstractBitMap) -> dict[str, BitMap]:
-    """Where positions of compaction ``r``'s output came from: ``{source: positions}``."""
-    out: dict[str, BitMap] = {}
-    offset = 0
-    for fid, rows, raw in r.sources:
-        live = BitMap(range(rows)) - dvfmt.decode(raw)
-        n = len(live)
-        mine = [q - offset for q in positions if offset <= q < offset + n]
-        if mine:
-            out[fid] = BitMap(live[i] for i in mine)
-        offset += n
-    return out
-
-
-def compacted_by(rewrites: Iterable[Rewrite]) -> set[str]:
-    """The files ``rewrites`` consumed."""
-    return {fid for r in rewrites for fid, _, _ in r.sources}

@@ -55,6 +55,7 @@ from lakehouse.data.rebase_head import (
     translate,
     untranslate,
 )
+from lakehouse.data.rewrites import gather, output_ids, outputs, place
 from lakehouse.data.table import FileState, TableIntent
 from lakehouse.model import DataOp, TableChange, VersionInfo
 
@@ -226,10 +227,11 @@ def rows_touched(w: TableIntent) -> Touched:
         if fid not in mine_moved:
             touched[fid] = None
     for r in w.rewrites:
-        mine_out = w.deletes.get(r.new_id)
-        if mine_out:
-            for src, p in untranslate(r, mine_out).items():
-                touched[src] = (touched.get(src) or BitMap()) | p
+        for out, _ in outputs(r):
+            mine_out = w.deletes.get(out)
+            if mine_out:
+                for src, p in untranslate(r, gather(r, out, mine_out)).items():
+                    touched[src] = (touched.get(src) or BitMap()) | p
     return touched
 
 
@@ -260,8 +262,8 @@ def _follow_compactions(touched: Touched, c: TableChange) -> None:
             if src in touched:
                 was = touched.pop(src)
                 acc |= translate(r, src, BitMap(range(rows)) if was is None else was)
-        if acc and r.new_id:
-            touched[r.new_id] = (touched.get(r.new_id) or BitMap()) | acc
+        for out, p in place(r, acc).items():
+            touched[out] = (touched.get(out) or BitMap()) | p
 
 
 def _compacted(change: TableChange) -> set[str]:
@@ -269,4 +271,4 @@ def _compacted(change: TableChange) -> set[str]:
 
 
 def _outputs(change: TableChange) -> set[str]:
-    return {r.new_id for r in change.rewrites}
+    return output_ids(change.rewrites)

@@ -133,9 +133,7 @@ def encode_change(c: TableChange) -> dict[str, Any]:
         "added": list(c.added),
         "removed": list(c.removed),
         "deleted": {fid: _b64(dv) for fid, dv in sorted(c.deleted.items())},
-        "rewrites": [
-            [r.new_id, [[fid, rows, _b64(dv)] for fid, rows, dv in r.sources]] for r in c.rewrites
-        ],
+        "rewrites": [_encode_rewrite(r) for r in c.rewrites],
         "keys": list(c.keys),
         **({"tid": c.table_id} if c.table_id else {}),
         **({"upd": {f: _b64(dv) for f, dv in sorted(c.updated.items())}} if c.updated else {}),
@@ -154,10 +152,7 @@ def decode_change(o: Any) -> TableChange:
             added=tuple(_str(x) for x in o["added"]),
             removed=tuple(_str(x) for x in o["removed"]),
             deleted={_str(k): _unb64(v) for k, v in dict(o["deleted"]).items()},
-            rewrites=tuple(
-                Rewrite(_str(new), tuple((_str(f), _nat(n), _unb64(dv)) for f, n, dv in srcs))
-                for new, srcs in o["rewrites"]
-            ),
+            rewrites=tuple(_decode_rewrite(x) for x in o["rewrites"]),
             keys=tuple(_str(x) for x in o["keys"]),
             table_id=_str(o.get("tid", "")),
             updated={_str(k): _unb64(v) for k, v in dict(o.get("upd", {})).items()},
@@ -165,6 +160,26 @@ def decode_change(o: Any) -> TableChange:
         )
     except (KeyError, ValueError, TypeError, IndexError, AttributeError, binascii.Error) as exc:
         raise CorruptionError(f"table change in a version record: {exc!r}") from None
+
+
+def _encode_rewrite(r: Rewrite) -> list[Any]:
+    """``[new_id, sources]``, plus ``outputs`` and the encoded order when the rewrite
+    wrote several files or sorted the rows (a clustering compaction)."""
+    out: list[Any] = [r.new_id, [[fid, rows, _b64(dv)] for fid, rows, dv in r.sources]]
+    if r.outputs or r.order:
+        out += [[[fid, n] for fid, n in r.outputs], _b64(r.order)]
+    return out
+
+
+def _decode_rewrite(x: Any) -> Rewrite:
+    new, srcs, *rest = x
+    sources = tuple((_str(f), _nat(n), _unb64(dv)) for f, n, dv in srcs)
+    if not rest:  # one output, rows in order (every record before clustering)
+        return Rewrite(_str(new), sources)
+    outs, order = rest
+    return Rewrite(
+        _str(new), sources, tuple((_str(f), _nat(n)) for f, n in outs), _unb64(order)
+    )
 
 
 # -- helpers ---------------------------------------------------------------------------

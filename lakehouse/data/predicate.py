@@ -78,6 +78,7 @@ from lakehouse.data.literals import (
     python_scalar,
     widening_cast,
 )
+from lakehouse.terms import Term
 
 __all__ = ["Predicate", "evaluate", "matches", "parse_value", "parse_where", "where_failed"]
 
@@ -94,6 +95,12 @@ class Predicate:
     """The columns the filter reads; None when unknown (a ``pc.Expression`` given by the user)."""
     text: str
     """The SQL text as given, or ``str(expression)``."""
+    terms: tuple[Term, ...] = ()
+    """Single-column facts every matching row satisfies (:mod:`lakehouse.terms`), from
+    the top-level ``AND`` chain of SQL text; () for a ``pc.Expression``."""
+    exact: bool = False
+    """True when ``terms`` say all the predicate says (``id = 5 AND day >= '2024-01-01'``):
+    pruning by them skips every file the whole predicate could skip."""
 
 
 # ---------------------------------------------------------------------------
@@ -118,14 +125,17 @@ def parse_where(where: str | pc.Expression, schema: pa.Schema) -> Predicate:
     if not where.strip():
         raise ValueError('where is an empty SQL expression; give a condition, such as "id = 1"')
     from lakehouse.data.sql import Translator  # sqlglot loads on first use
+    from lakehouse.data.sql_terms import where_terms
 
     translator = Translator(where, schema)
-    result = translator.typed(translator.parse(), pa.bool_())
+    tree = translator.parse()
+    result = translator.typed(tree, pa.bool_())
     if not (pa.types.is_boolean(result.type) or pa.types.is_null(result.type)):
         raise ValueError(
             f"where {translator.quoted} is not a boolean expression (its type is {result.type})"
         )
-    return Predicate(result.expr, frozenset(translator.columns), where)
+    terms, exact = where_terms(translator, tree)
+    return Predicate(result.expr, frozenset(translator.columns), where, terms, exact)
 
 
 def parse_value(

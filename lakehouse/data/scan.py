@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 from pyroaring import BitMap
 
 from kvstore.objstore import ObjectStore, open_store
+from lakehouse.data import bounds
 from lakehouse.data import files as datafiles
 from lakehouse.data.predicate import Predicate, matches, parse_where, where_failed
 from lakehouse.errors import CorruptionError, DataFileMissing, StorageError
@@ -127,6 +128,10 @@ def pruned(d: TableDef, files: Sequence[FileState], pred: Predicate | None) -> l
     cols = [c for c in d.columns if pred.columns is None or c.name in pred.columns]
     if not cols:
         return live
+    if pred.terms:  # by the terms' bounds in Python: no Arrow fragment per file
+        live = [live[i] for i in bounds.prune([f for f, _ in live], pred.terms, cols, d.schema)]
+        if pred.exact or not live:
+            return live
     keep = datafiles.prune([f for f, _ in live], pred.expression, cols, d.schema)
     return [live[i] for i in keep]
 

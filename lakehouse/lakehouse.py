@@ -16,6 +16,7 @@ from typing import Any
 
 import kvstore
 from lakehouse import codec, commit, keys
+from lakehouse.autocompact import AutoCompactor
 from lakehouse.context import Context
 from lakehouse.errors import (
     AlreadyExists,
@@ -50,6 +51,8 @@ class Lakehouse(LakehouseReads):
     def __init__(self, db: kvstore.DB, layout: Layout, options: Options) -> None:
         self._ctx = ctx = Context(db, layout, options, read_only=False)
         self._fence_logged = False
+        #: compacts partitions with many small files after commits (lakehouse.autocompact)
+        self._auto = AutoCompactor(self.begin)
         ctx.definition = self._load_or_create()
         from lakehouse.maintenance import retry_pending_deletes
 
@@ -146,6 +149,8 @@ class Lakehouse(LakehouseReads):
         if hook is not None:
             options = dataclasses.replace(options, hook=hook)
         outcome = commit.run(self._ctx, intent, options)
+        if outcome.created and outcome.error is None and intent.table_writes:
+            self._auto.note(intent)
         exc = outcome.error
         if isinstance(exc, kvstore.FencedError):
             fenced = self._fenced(exc)
@@ -170,6 +175,24 @@ class Lakehouse(LakehouseReads):
             self._fence_logged = True
             log.warning("%s", msg)
         return FencedError(msg)
+
+    # -- automatic compaction -------------------------------------------------------------
+    def wait_for_compaction(self, timeout: float | None = None) -> bool:
+        """Block until no automatic compaction is queued or running; False if
+        ``timeout`` (seconds) passed first. A testing aid: it makes the table's
+        files after a series of commits deterministic (see
+        :mod:`lakehouse.autocompact`)."""
+        if timeout is not None and (
+            isinstance(timeout, bool) or not isinstance(timeout, (int, float))
+        ):
+            raise TypeError("timeout must be a number of seconds or None")
+        return self._auto.wait(timeout)
+
+    def close(self) -> None:
+        """Stop automatic compaction (a compaction in progress is abandoned and rolled
+        back), then close the lakehouse."""
+        self._auto.close()
+        super().close()
 
     # -- one-call writes: each is one transaction, begun and committed here ---------------
     def append(self, table: str, data: Any) -> int:

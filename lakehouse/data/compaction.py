@@ -234,7 +234,9 @@ def _scope(d: TableDef, where: Any, partition: Any) -> Callable[[DataFile], bool
         return None
     pred = parse_where(where, d.schema)
     names = d.names_by_id
-    allowed = {names[pf.source_id] for s in d.partition_specs for pf in s.fields if pf.source_id in names}
+    allowed = {
+        names[pf.source_id] for s in d.partition_specs for pf in s.fields if pf.source_id in names
+    }
     if pred.columns is None or not pred.columns <= allowed:
         raise ValueError(
             f"a compaction's where may name only partition columns of {d.qualified_name} "

@@ -15,7 +15,7 @@ order (Lance #6653, delta-rs #3337). A conflict is raised as
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 

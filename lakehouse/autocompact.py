@@ -1,0 +1,239 @@
+"""Automatic compaction: the writer compacts partitions with many small files itself.
+
+After each commit of a :class:`~lakehouse.Lakehouse` (the writer; readers
+never compact), :meth:`AutoCompactor.note` counts, per table partition, the
+small files the commit added (below half the table's target file size). A
+partition whose count reaches the table's ``compaction.min-files`` is queued,
+and one background thread compacts it in a transaction of its own
+(``txn.compact(table, partition=...)``)::
+
+    writer thread   commit ─ note ─┐ commit ─ note ─┐ ...            (counting only)
+                                   ▼                ▼
+    compactor thread            [queue] ── begin ─ compact(partition) ─ commit
+
+Table properties (strings, set with ``create_table(properties=...)`` or
+``alter_table(set_properties=...)``):
+
+================================  =========  ==================================
+``compaction.auto``               ``true``   ``"false"`` turns it off
+``compaction.min-files``          ``16``     small files added to a partition
+                                             (since this writer opened or last
+                                             compacted it) that queue it
+``compaction.target-file-bytes``  64 MiB     target size; "small" is below half
+================================  =========  ==================================
+
+The rules: compaction never fails a writer and never fails because of one.
+:meth:`note` only counts under a lock (nothing it does can raise into the
+commit that called it). The compactor's transaction rebases over concurrent
+deletes and updates like any compaction; when it conflicts (another
+compaction of the same files, an overwrite) or fails for any other reason,
+the error is logged (``logging``, logger ``lakehouse``), the partition keeps
+its count and is queued again by the next commit that adds a small file to
+it. Its own commits add no count. A kill at any point loses nothing: a
+compaction is one commit (its files are orphans until then, removed by
+``remove_orphan_files``).
+
+``lh.close()`` stops the thread: a compaction in progress is abandoned at its
+next file read (rolled back: its new files deleted), queued ones are dropped.
+``lh.wait_for_compaction()`` (a testing aid) blocks until the queue is empty
+and no compaction runs, so tests see a deterministic state.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from lakehouse.data import compaction, partitioning
+from lakehouse.errors import NotFound, RetryableConflict
+from lakehouse.model import DataOp, TableDef
+
+if TYPE_CHECKING:
+    from lakehouse.intent import TxnIntent
+    from lakehouse.txn import Transaction
+
+log = logging.getLogger("lakehouse")
+
+#: default of ``compaction.min-files``
+MIN_FILES = 16
+
+
+class _Stop(Exception):
+    """The lakehouse is closing: abandon the compaction in progress."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """A table's automatic-compaction properties, parsed."""
+
+    auto: bool
+    min_files: int
+    target: int
+
+
+def settings(d: TableDef) -> Settings:
+    """``d``'s properties (ValueError naming the property if one is malformed)."""
+    p = d.properties
+    auto = p.get("compaction.auto", "true").strip().lower()
+    if auto not in ("true", "false"):
+        raise ValueError(
+            f"table {d.qualified_name}: property compaction.auto must be 'true' or 'false', "
+            f"not {p['compaction.auto']!r}"
+        )
+    raw = p.get("compaction.min-files", str(MIN_FILES))
+    try:
+        n = int(raw)
+    except ValueError:
+        n = 0
+    if n < 2:
+        raise ValueError(
+            f"table {d.qualified_name}: property compaction.min-files must be an integer "
+            f">= 2, not {raw!r}"
+        )
+    return Settings(auto == "true", n, compaction.target_bytes(d, None))
+
+
+@dataclass(frozen=True)
+class _Job:
+    table: str
+    table_id: str
+    partition: Mapping[str, Any]
+    key: tuple[str, compaction.PartKey]
+
+
+class AutoCompactor:
+    """Counts small files per partition after commits; compacts on its own thread."""
+
+    def __init__(self, begin: Callable[[], Transaction]) -> None:
+        self._begin = begin
+        self._cond = threading.Condition()
+        self._counts: dict[tuple[str, compaction.PartKey], int] = {}
+        self._queue: list[_Job] = []
+        self._queued: set[tuple[str, compaction.PartKey]] = set()
+        self._running = False
+        self._closed = False
+        self._thread: threading.Thread | None = None
+
+    # -- the writer's side ------------------------------------------------------------
+    def note(self, intent: TxnIntent) -> None:
+        """A commit of ``intent`` succeeded: count its small files (never raises)."""
+        try:
+            self._note(intent)
+        except Exception:  # counting must never fail a commit that already succeeded
+            log.exception("automatic compaction: could not count the files of a commit")
+
+    def _note(self, intent: TxnIntent) -> None:
+        for (ns, name), w in intent.table_writes.items():
+            if not w.added or set(w.ops) <= {DataOp.COMPACT}:
+                continue
+            change = intent.touched.get(("table", f"{ns}.{name}"))
+            d = None if change is None else change.final
+            if not isinstance(d, TableDef):
+                continue
+            try:
+                s = settings(d)
+            except ValueError as exc:
+                log.warning("automatic compaction of %s skipped: %s", d.qualified_name, exc)
+                continue
+            if not s.auto:
+                continue
+            small: dict[compaction.PartKey, Any] = {}
+            counts: dict[compaction.PartKey, int] = {}
+            for f in w.added.values():
+                if f.size < s.target // 2:
+                    k = compaction.part_key(f)
+                    counts[k] = counts.get(k, 0) + 1
+                    small.setdefault(k, f)
+            with self._cond:
+                for k, n in counts.items():
+                    key = (d.table_id, k)
+                    total = self._counts[key] = self._counts.get(key, 0) + n
+                    if total >= s.min_files and key not in self._queued and not self._closed:
+                        part = partitioning.partition_dict(d, small[k])
+                        self._queue.append(_Job(d.qualified_name, d.table_id, part, key))
+                        self._queued.add(key)
+                        self._start()
+
+    def _start(self) -> None:
+        if self._thread is None or not self._thread.is_alive():
+            self._thread = threading.Thread(
+                target=self._loop, name="lakehouse-auto-compaction", daemon=True
+            )
+            self._thread.start()
+        self._cond.notify_all()
+
+    # -- the compactor thread ---------------------------------------------------------
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                if self._closed or not self._queue:
+                    self._thread = None
+                    self._cond.notify_all()
+                    return
+                job = self._queue.pop(0)
+                self._running = True
+            done = False
+            try:
+                done = self._run(job)
+            finally:
+                with self._cond:
+                    self._running = False
+                    self._queued.discard(job.key)
+                    if done:
+                        self._counts.pop(job.key, None)
+                    self._cond.notify_all()
+
+    def _run(self, job: _Job) -> bool:
+        """Compact one partition; True when it is done (compacted or nothing to do)."""
+
+        def progress(_done: int, _total: int) -> None:
+            if self._closed:
+                raise _Stop
+
+        try:
+            txn = self._begin()
+            with txn:
+                d = txn.describe_table(job.table)
+                if d.table_id != job.table_id or not settings(d).auto:
+                    return True  # dropped and re-created, or turned off meanwhile
+                res = txn.compact(job.table, partition=job.partition, progress=progress)
+            if res.files_removed:
+                log.info(
+                    "automatic compaction of %s %s: %d files -> %d (version %s)",
+                    job.table,
+                    dict(job.partition),
+                    res.files_removed,
+                    res.files_added,
+                    txn.committed_version,
+                )
+            return True
+        except _Stop:
+            return False
+        except NotFound:
+            return True  # the table was dropped or renamed: nothing to compact
+        except RetryableConflict as exc:
+            log.info("automatic compaction of %s deferred: %s", job.table, exc)
+        except Exception as exc:  # never raised to the user: the writer goes on
+            if not self._closed:
+                log.warning("automatic compaction of %s failed: %s", job.table, exc, exc_info=True)
+        return False
+
+    # -- lifetime ---------------------------------------------------------------------
+    def wait(self, timeout: float | None = None) -> bool:
+        """Block until nothing is queued or running (True) or ``timeout`` passed."""
+        with self._cond:
+            return self._cond.wait_for(lambda: not (self._queue or self._running), timeout)
+
+    def close(self) -> None:
+        """Stop: drop what is queued, abandon the compaction in progress, join."""
+        with self._cond:
+            self._closed = True
+            self._queue.clear()
+            self._queued.clear()
+            thread = self._thread
+            self._cond.notify_all()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()

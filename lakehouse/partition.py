@@ -28,6 +28,9 @@ partition (value text: partition_encoding.enc)::
              bits flipped), one NaN above +inf
              str / bytes: hex of the UTF-8 / raw bytes, any length
 
+    e.g. ``p0001/14e4c/18000000000004d0b/0001-abc.parquet``: spec 1,
+    ``country = 'NL'``, ``ts_day = 19723`` (2024-01-01), file ``0001-abc``.
+
 Why these choices:
 
 * **Byte order is value order.** Fixed-width hex of an offset (or of
@@ -330,12 +333,12 @@ def split(
         col = _source(spec, f, names)
         if col not in rows.column_names:
             raise ValueError(f"partition field {f.name!r}: the rows have no column {col!r}")
-        part = f.transform.apply(rows.column(col))
-        types.append(part.type)
         try:
+            part = f.transform.apply(rows.column(col))
             d = part.dictionary_encode(null_encoding="encode")
-        except pa.ArrowException as e:
+        except (ValueError, pa.ArrowException) as e:
             raise ValueError(f"partition field {f.name!r}: {e}") from None
+        types.append(part.type)
         codes.append(d.indices.to_numpy().astype(np.int64))
         dicts.append(d.dictionary.to_pylist())
     radix = [max(len(d), 1) for d in dicts]

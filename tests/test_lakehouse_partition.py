@@ -459,6 +459,9 @@ def test_split_errors_name_the_field() -> None:
         part.split(spec("day(ts)"), pa.table({"x": [1]}), NAMES)
     with pytest.raises(ValueError, match="partition field 'country': column id 1"):
         part.split(spec("country"), _rows(3, 1), {})
+    bad = pa.table({"ts": pa.array(["2024-01-01"])})
+    with pytest.raises(ValueError, match="partition field 'ts_day': transform day does not apply"):
+        part.split(spec("day(ts)"), bad, NAMES)
 
 
 # -- the key text and the record's values ----------------------------------------------------------

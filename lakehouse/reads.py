@@ -279,13 +279,22 @@ class ReadOps:
             for f, dv in self._table_files(d.namespace, d.name)
         ]
 
-    def scan_plan(self, table: str) -> list[ScanFile]:
-        """Files and deletion vectors to read ``table`` with another engine (Spark)."""
+    def scan_plan(self, table: str, *, where: Any = None) -> list[ScanFile]:
+        """Files and deletion vectors to read ``table`` with another engine (Spark).
+
+        ``where`` (as :meth:`read`): only the files that may hold a matching row,
+        pruned by partition (a few key ranges) and column bounds; the engine still
+        applies the condition to their rows."""
         d = self.describe_table(table)
-        self._note_data_read(d, None)
+        pred = scan.predicate(d, where)
+        self._note_data_read(d, pred)
+        if pred is None:
+            states = self._table_files(d.namespace, d.name)
+        else:
+            states = scan.pruned(d, self._plan_files(d, pred), pred)
         base = self._data_url()
         out = []
-        for f, dv in self._table_files(d.namespace, d.name):
+        for f, dv in states:
             if len(dv) >= f.record_count:
                 continue
             in_file = dict(f.columns)

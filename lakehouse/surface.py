@@ -113,8 +113,8 @@ class LakehouseReads:
     def list_data_files(self, table: str) -> list[DataFile]:
         return self._at_head(lambda v: v.list_data_files(table))
 
-    def scan_plan(self, table: str) -> list[ScanFile]:
-        return self._at_head(lambda v: v.scan_plan(table))
+    def scan_plan(self, table: str, *, where: Any = None) -> list[ScanFile]:
+        return self._at_head(lambda v: v.scan_plan(table, where=where))
 
     def describe_table(self, table: str) -> Any:
         return self._at_head(lambda v: v.describe_table(table))

@@ -161,10 +161,17 @@ class TableData:
         return f
 
     def adopt(
-        self, d: TableDef, path: str, w: TableWrite, key_cols: Sequence[Column] = ()
+        self,
+        d: TableDef,
+        path: str,
+        w: TableWrite,
+        key_cols: Sequence[Column] = (),
+        partition: tuple[Any, ...] | None = None,
     ) -> tuple[DataFile, pa.Table | None]:
         """Register a Parquet file someone else wrote under the data directory; with
-        ``key_cols``, also return its rows' values of those columns (merge keys)."""
+        ``key_cols``, also return its rows' values of those columns (merge keys).
+        ``partition``: the current spec's values of every row, when the writer knows
+        them (Spark computed them per row); None: read from the file's rows."""
         if not isinstance(path, str) or path.startswith("/") or "://" in path:
             raise ValueError(f"data file paths are relative to the data directory, not {path!r}")
         data = fetch(self.ctx.data, path)
@@ -177,7 +184,9 @@ class TableData:
             )
         except ValueError as exc:
             raise CorruptionError(f"data file {path} cannot be adopted: {exc}") from None
-        f = partitioning.name_file(d, f, self._partition_of(d, data, f, path))
+        if partition is None:
+            partition = self._partition_of(d, data, f, path)
+        f = partitioning.name_file(d, f, partition)
         values = None
         if key_cols:
             schema = pa.schema([d.schema.field(c.name) for c in key_cols])

@@ -38,8 +38,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyroaring import BitMap
 
-from lakehouse.data import dv as dvfmt
 from lakehouse.data import compaction, partitioning, scan
+from lakehouse.data import dv as dvfmt
 from lakehouse.data.buffer import TableData
 from lakehouse.data.conform import conform, to_table
 from lakehouse.data.literals import ARROW_ERRORS, first_line

@@ -40,6 +40,7 @@ from pyspark.sql.window import Window
 from lakehouse.model import MergeResult
 from lakehouse.spark.jobs import bad_condition, is_analysis_error, spark_job
 from lakehouse.spark.location import Location, location_of
+from lakehouse.spark.partitions import PART_COL, decode_key, with_key
 from lakehouse.spark.reader import FILE_COL, ROW_COL, base_name, scan_frame
 from lakehouse.spark.session import configure
 from lakehouse.spark.types import jvm_writable, match_columns
@@ -182,7 +183,9 @@ class _Table:
         self.txn = txn
         self.loc: Location = location_of(lh)
         d = txn.describe_table(table)  # NotFound for a missing table
+        self.d = d
         self.schema = d.schema
+        self.partitioned = not d.spec.is_unpartitioned
         self.jvm_write = self.loc.jvm and all(jvm_writable(f.type) for f in self.schema)
 
     def frame(self, spark: SparkSession, *, positions: bool) -> tuple[DataFrame, dict[str, str]]:
@@ -190,27 +193,65 @@ class _Table:
         by_name = {base_name(f.path): f.path for f in plan}
         return scan_frame(spark, plan, self.schema, self.loc, positions=positions), by_name
 
-    def write(self, df: DataFrame, what: str, split: str | None = None) -> dict[str, list[str]]:
-        return write_files(
-            df,
+    def write(self, df: DataFrame, what: str, split: str | None = None) -> dict[str, list[Written]]:
+        """Write ``df`` (shaped as the table, plus ``split``) as files of the table:
+        one file per partition per task for a partitioned table (rows repartitioned
+        by partition when needed), each file's rows sorted by the sort keys.
+        Returns ``[(path, partition values)]`` by ``split`` value (``""`` without)."""
+        cols = [split] if split is not None else []
+        framed = with_key(df, self.d, sort_first=cols)
+        if self.partitioned:
+            cols.append(PART_COL)
+        written = write_files(
+            framed,
             self.loc,
             self.txn.data_dir(self.name),
             self.schema,
             lambda: self.txn.new_data_path(self.name),
             what,
             jvm=self.jvm_write,
-            split=split,
+            split=cols,
+            ordered=True,
         )
-
-    def add(self, paths: list[str], on: Sequence[str] | None = None, updates: bool = False) -> int:
-        """Register written files; they are deleted if that fails."""
-        if not paths:
-            return 0
+        out: dict[str, list[Written]] = {}
         try:
-            return int(self.txn.add_files(self.name, paths, on=on, updates=updates))
+            for group, paths in written.items():
+                values = decode_key(self.d, group[-1]) if self.partitioned else ()
+                out.setdefault(group[0] if split is not None else "", []).extend(
+                    (p, values) for p in paths
+                )
+        except BaseException:
+            self.loc.delete([p for paths in written.values() for p in paths])
+            raise
+        return out
+
+    def add(
+        self,
+        files: list[Written],
+        on: Sequence[str] | None = None,
+        updates: bool = False,
+        replace: bool = False,
+    ) -> int:
+        """Register written files with their partitions (so the driver never reads
+        them back for it); they are deleted if that fails. ``replace``: they replace
+        the partitions they hold (``replace_partitions``)."""
+        if not files:
+            return 0
+        paths = [p for p, _ in files]
+        extra: dict[str, Any] = {}
+        if self.partitioned:
+            extra["partitions"] = [v for _, v in files]
+        if replace:
+            extra["replace_partitions"] = True
+        try:
+            return int(self.txn.add_files(self.name, paths, on=on, updates=updates, **extra))
         except BaseException:
             self.loc.delete(paths)
             raise
+
+
+#: a file written by a job: its relative path and partition values
+Written = tuple[str, tuple[Any, ...]]
 
 
 def _positions(frame: DataFrame, by_name: dict[str, str], what: str) -> dict[str, np.ndarray]:
@@ -239,9 +280,17 @@ def write(
     where: str | None = None,
     txn: Any = None,
 ) -> int | None:
-    """Write a DataFrame into ``table``: ``mode="append"`` or ``"overwrite"`` (all rows,
+    """Write a DataFrame into ``table``: ``mode="append"``, ``"overwrite"`` (all rows,
     or with ``where`` only the rows matching that SQL condition; every new row must
-    match it). Commits and returns the version, or joins ``txn`` and returns None.
+    match it) or ``"replace_partitions"`` (every row of each partition the DataFrame
+    has rows in is replaced, other partitions are untouched, as
+    ``txn.replace_partitions``; on an unpartitioned table: overwrite). Commits and
+    returns the version, or joins ``txn`` and returns None.
+
+    A partitioned table is written one file per partition per task: each row's
+    partition is computed in Spark (hidden, never a column of the files), the rows
+    are repartitioned by it unless the DataFrame keeps each partition in one task
+    already, and the driver records every file's partition without reading it.
 
     ``where`` is checked by Spark (every new row, inside the write job) and, after
     the job, applied by the lakehouse's own ``txn.overwrite(table, <no rows>,
@@ -250,8 +299,10 @@ def write(
     """
     if not isinstance(df, DataFrame):
         raise TypeError(f"df must be a pyspark DataFrame, not {type(df).__name__}")
-    if mode not in ("append", "overwrite"):
-        raise ValueError(f"mode must be 'append' or 'overwrite', not {mode!r}")
+    if mode not in ("append", "overwrite", "replace_partitions"):
+        raise ValueError(
+            f"mode must be 'append', 'overwrite' or 'replace_partitions', not {mode!r}"
+        )
     if where is not None and mode != "overwrite":
         raise ValueError("where is only used with mode='overwrite'")
     if where is not None and not isinstance(where, str):
@@ -266,16 +317,17 @@ def write(
             cond = _condition(spark, where, "where")
             _check_where(where, tbl.schema)
         shaped = _analysed(df, lambda f: prepare(f, plans, table, cond), where, "where")
-        whole = mode == "overwrite" and where is None
+        replace = mode == "replace_partitions" and tbl.partitioned
+        whole = mode != "append" and where is None and not replace
         remove = [f.path for f in t.scan_plan(table)] if whole else []
         written = tbl.write(shaped, f"writing {table}").get("", [])
         if where is not None:
             try:
                 t.overwrite(table, tbl.schema.empty_table(), where=where)
             except BaseException:
-                tbl.loc.delete(written)
+                tbl.loc.delete([p for p, _ in written])
                 raise
-        tbl.add(written)
+        tbl.add(written, replace=replace)
         if remove:
             t.remove_files(table, remove)
         return t.commit() if own else None
@@ -299,6 +351,7 @@ def read(
     version: int | None = None,
     timestamp: Any = None,
     txn: Any = None,
+    where: Any = None,
 ) -> DataFrame:
     """``table`` at the latest version, at ``version`` or as of ``timestamp`` (aware
     datetime or epoch ms), as a lazy DataFrame without deleted rows.
@@ -306,6 +359,11 @@ def read(
     With ``txn``: the rows as that transaction sees them (its own writes
     included); a SERIALIZABLE transaction records the read, so a concurrent
     commit that changes the table makes it conflict.
+
+    ``where`` (a Spark SQL condition, str or Column): only the matching rows. A str
+    the lakehouse's own parser reads the same way also prunes the files on the
+    driver, before Spark sees them: by partition (a few key ranges of the table's
+    metadata) and by column bounds; Spark then applies it to the rows read.
     """
     if version is not None and timestamp is not None:
         raise ValueError("give version or timestamp, not both")
@@ -315,12 +373,60 @@ def read(
         raise TypeError(f"table must be a str such as 'ns.table', not {type(table).__name__}")
     configure(spark)
     loc = location_of(lh)
+    cond = None if where is None else _condition(spark, where, "where")
     if txn is not None:
-        return scan_frame(spark, txn.scan_plan(table), txn.describe_table(table).schema, loc)
-    with _view(lh, version, timestamp) as view:
-        schema = view.describe_table(table).schema
-        plan = view.scan_plan(table)
-    return scan_frame(spark, plan, schema, loc)
+        schema = txn.describe_table(table).schema
+        _check_names(where, schema, table, "where")
+        plan = txn.scan_plan(table, where=_prunable(spark, where, schema))
+    else:
+        with _view(lh, version, timestamp) as view:
+            schema = view.describe_table(table).schema
+            _check_names(where, schema, table, "where")
+            plan = view.scan_plan(table, where=_prunable(spark, where, schema))
+    frame = scan_frame(spark, plan, schema, loc)
+    if cond is None:
+        return frame
+    return _analysed(frame, lambda f: f.where(cond), where, "where")
+
+
+def _prunable(spark: SparkSession, where: Any, schema: pa.Schema) -> Any:
+    """What of ``where`` prunes files on the driver: a Predicate holding only the
+    single-column facts (``lakehouse.terms``) of the top-level ``AND`` conjuncts the
+    lakehouse's parser reads as Spark does; None: nothing (Spark filters every row).
+    Facts only, never the whole expression, so an operator the two engines evaluate
+    differently cannot drop a file Spark needs. Not used: facts on timezone-aware
+    timestamp columns when the session's time zone is not UTC (Spark reads a
+    timestamp literal in that zone, the lakehouse in the column's)."""
+    if not isinstance(where, str):
+        return None
+    import pyarrow.compute as pc
+    import sqlglot
+    from sqlglot import exp
+
+    from lakehouse.data.predicate import Predicate, parse_where
+
+    try:
+        tree = sqlglot.parse_one(where, read="spark")
+    except sqlglot.errors.SqlglotError:
+        return None
+    if tree is None:
+        return None
+    conjuncts = list(tree.flatten()) if isinstance(tree, exp.And) else [tree]
+    zone = str(spark.conf.get("spark.sql.session.timeZone", "UTC"))
+    utc = zone in ("UTC", "Etc/UTC", "GMT", "Z", "+00:00")
+    terms = []
+    for c in conjuncts:
+        try:
+            pred = parse_where(c.sql(dialect="spark"), schema)
+        except (ValueError, TypeError, NotImplementedError):
+            continue
+        for term in getattr(pred, "terms", ()):
+            t = schema.field(term.column).type
+            if utc or not (pa.types.is_timestamp(t) and t.tz is not None):
+                terms.append(term)
+    if not terms:
+        return None
+    return Predicate(pc.scalar(True), frozenset(t.column for t in terms), where, terms=tuple(terms))
 
 
 def _view(lh: Any, version: int | None, timestamp: Any) -> Any:

@@ -41,11 +41,11 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
@@ -60,6 +60,9 @@ log = logging.getLogger("lakehouse.spark")
 ROW_GROUP_ROWS = 1 << 20
 #: a Python task starts a new file after this many rows
 MAX_FILE_ROWS = 16 << 20
+
+#: joins a file's group values (split columns) in a Python task's result row
+GROUP_SEP = "/"
 
 _RESULT_SCHEMA = pa.schema(
     [("grp", pa.string()), ("path", pa.string()), ("rows", pa.int64()), ("bytes", pa.int64())]
@@ -109,13 +112,14 @@ def write_jvm(
     table_dir: str,
     new_path: Callable[[], str],
     what: str,
-    split: str | None = None,
-) -> dict[str, list[str]]:
+    split: Sequence[str] = (),
+) -> dict[tuple[str, ...], list[str]]:
     """Write ``df`` with Spark's Parquet writer; returns the relative paths of the
-    non-empty files, renamed into the table's directory (see module doc), by
-    value of the ``split`` column (``""`` without one)."""
+    non-empty files, renamed into the table's directory (see module doc), by the
+    values of the ``split`` columns (``()`` without any; Spark's ``partitionBy``
+    drops them from the files)."""
     staging = f"{table_dir}/{time.time_ns() // 1_000_000:013d}-spark-{uuid.uuid4().hex}"
-    done: dict[str, list[str]] = {}
+    done: dict[tuple[str, ...], list[str]] = {}
     moved: list[str] = []
     try:
         with spark_job(what):
@@ -124,12 +128,16 @@ def write_jvm(
                 .option("compression", "snappy")
                 .option("parquet.page.write-checksum.enabled", "true")  # parquet-mr's default
             )
-            if split is not None:
-                w = w.partitionBy(split)
+            if split:
+                w = w.partitionBy(*split)
             w.parquet(loc.url(staging))
-        dirs = {"": staging}
-        if split is not None:
-            dirs = {d.rsplit("=", 1)[-1]: d for d in loc.list(staging, f"{split}=")}
+        dirs: dict[tuple[str, ...], str] = {(): staging}
+        for name in split:
+            dirs = {
+                (*group, d.rsplit("=", 1)[-1]): d
+                for group, parent in dirs.items()
+                for d in loc.list(parent, f"{name}=")
+            }
         for group, d in dirs.items():
             for rel in loc.list(d):
                 name = rel.rsplit("/", 1)[-1]
@@ -196,9 +204,16 @@ class _TaskFiles:
 
 
 def _task_writer(
-    loc: Location, table_dir: str, job: str, schema: pa.Schema, split: str | None
+    loc: Location,
+    table_dir: str,
+    job: str,
+    schema: pa.Schema,
+    split: Sequence[str],
+    ordered: bool = False,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The function each ``mapInArrow`` task runs (pickled to the executors)."""
+    """The function each ``mapInArrow`` task runs (pickled to the executors).
+    ``ordered``: rows arrive sorted by the ``split`` columns, so a group's file is
+    closed as soon as a later group starts (one open file at a time)."""
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
@@ -208,17 +223,30 @@ def _task_writer(
         attempt = ctx.attemptNumber() if ctx is not None else 0
         ms = time.time_ns() // 1_000_000
         prefix = f"{table_dir}/{ms:013d}-{job}-{part:05d}-{attempt}"
-        groups: dict[str, _TaskFiles] = {}
+        groups: dict[tuple[str, ...], _TaskFiles] = {}
+        out: list[tuple[str, str, int, int]] = []
+
+        def close(group: tuple[str, ...]) -> None:
+            files = groups.pop(group)
+            files.close()
+            out.extend((GROUP_SEP.join(group), *d) for d in files.done)
+
         for batch in batches:
             if batch.num_rows == 0:
                 continue
             table = pa.Table.from_batches([batch])
-            parts: list[tuple[str, pa.Table]] = [("", table)]
-            if split is not None:
-                keys = table.column(split)
-                table = table.drop_columns([split])
+            parts: list[tuple[tuple[str, ...], pa.Table]] = [((), table)]
+            if split:
+                keys = [table.column(c).to_numpy(zero_copy_only=False) for c in split]
+                table = table.drop_columns(list(split))
+                joined = (
+                    keys[0]
+                    if len(keys) == 1
+                    else np.array([GROUP_SEP.join(map(str, k)) for k in zip(*keys)], dtype=object)
+                )
                 parts = [
-                    (str(v), table.filter(pc.equal(keys, v))) for v in pc.unique(keys).to_pylist()
+                    (tuple(g.split(GROUP_SEP)) if len(keys) > 1 else (g,), table.take(idx))
+                    for g, idx in _runs(joined)
                 ]
             for group, t in parts:
                 try:
@@ -228,12 +256,15 @@ def _task_writer(
                         bad_data(f"a value does not fit the table's types: {e}")
                     ) from e
                 if group not in groups:
-                    groups[group] = _TaskFiles(loc, f"{prefix}-{group or 'f'}", schema)
+                    n = len(groups) + len(out)
+                    groups[group] = _TaskFiles(loc, f"{prefix}-g{n:04d}", schema)
                 groups[group].add(t)
-        out: list[tuple[str, str, int, int]] = []
-        for group, files in groups.items():
-            files.close()
-            out.extend((group, *d) for d in files.done)
+            if ordered and parts:
+                last = max(g for g, _ in parts)
+                for group in [g for g in groups if g < last]:
+                    close(group)
+        for group in list(groups):
+            close(group)
         if out:
             yield pa.RecordBatch.from_arrays(
                 [pa.array([o[i] for o in out]) for i in range(4)], schema=_RESULT_SCHEMA
@@ -242,27 +273,38 @@ def _task_writer(
     return run
 
 
+def _runs(values: np.ndarray) -> list[tuple[str, np.ndarray]]:
+    """Row indexes of each distinct value (ascending within a value), by value."""
+    order = np.argsort(values, kind="stable")
+    sv = values[order]
+    cuts = np.flatnonzero(sv[1:] != sv[:-1]) + 1
+    return [(str(sv[lo]), order[lo:hi]) for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, len(sv)])]
+
+
 def write_python(
     df: DataFrame,
     loc: Location,
     table_dir: str,
     schema: pa.Schema,
     what: str,
-    split: str | None = None,
+    split: Sequence[str] = (),
     job: str | None = None,
-) -> dict[str, list[str]]:
+    ordered: bool = False,
+) -> dict[tuple[str, ...], list[str]]:
     """Write ``df`` through pyarrow in Python tasks; returns the relative paths of the
-    files of the successful attempts by ``split`` value (everything else the job
-    wrote is deleted). ``job``: the job id (default: a fresh uuid4 hex)."""
+    files of the successful attempts by the values of the ``split`` columns
+    (everything else the job wrote is deleted). ``job``: the job id (default: a
+    fresh uuid4 hex); ``ordered``: rows arrive sorted by ``split``."""
     job = job or uuid.uuid4().hex
-    fn = _task_writer(loc, table_dir, job, schema, split)
-    done: dict[str, list[str]] = {}
+    fn = _task_writer(loc, table_dir, job, schema, split, ordered)
+    done: dict[tuple[str, ...], list[str]] = {}
     try:
         with spark_job(what):
             rows = df.mapInArrow(fn, "grp string, path string, rows long, bytes long").collect()
         for r in rows:
             if r["rows"] > 0:
-                done.setdefault(r["grp"], []).append(r["path"])
+                group = tuple(r["grp"].split(GROUP_SEP)) if split else ()
+                done.setdefault(group, []).append(r["path"])
     finally:
         keep = {p for paths in done.values() for p in paths}
         stray = [p for p in loc.list(table_dir) if f"-{job}-" in p and p not in keep]
@@ -281,10 +323,11 @@ def write_files(
     what: str,
     *,
     jvm: bool,
-    split: str | None = None,
-) -> dict[str, list[str]]:
-    """Write ``df`` (already shaped as the table, plus ``split`` if given) as data
-    files of the table; returns their relative paths by ``split`` value."""
+    split: Sequence[str] = (),
+    ordered: bool = False,
+) -> dict[tuple[str, ...], list[str]]:
+    """Write ``df`` (already shaped as the table, plus the ``split`` columns) as data
+    files of the table; returns their relative paths by the ``split`` values."""
     if jvm:
         return write_jvm(df, loc, table_dir, new_path, what, split)
-    return write_python(df, loc, table_dir, schema, what, split)
+    return write_python(df, loc, table_dir, schema, what, split, ordered=ordered)

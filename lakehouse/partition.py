@@ -125,7 +125,8 @@ class Transform:
                     return arr.cast(pa.time64("us"), safe=False)
                 return arr
             if self.name == "truncate" and k == "str":
-                return pc.utf8_slice_codeunits(arr, 0, self.param)
+                plain = arr.cast(pa.large_string()) if pa.types.is_string_view(t) else arr
+                return pc.utf8_slice_codeunits(plain, 0, self.param).cast(t)
             if self.name == "truncate" and k == "bytes":
                 return pc.binary_slice(arr, 0, self.param)
             if k not in ("int", "date", "time", "ts"):  # decimals, strings, binaries
@@ -190,7 +191,10 @@ def _longs(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
         return n, valid
     if t.unit == "ns":
         return np.floor_divide(n, 1000), valid
-    return n * _US_PER[t.unit], valid
+    per = _US_PER[t.unit]
+    if per > 1 and np.any(np.abs(n) > (2**63 - 1) // per):
+        raise ValueError(f"a {t} value is out of range in microseconds")
+    return n * per, valid
 
 
 def _per_value(arr: pa.Array, fn: Any, out_type: pa.DataType) -> pa.Array:

@@ -69,6 +69,17 @@ def test_floats_and_booleans_are_not_bucketable(typ: pa.DataType) -> None:
         part.bucket_hash(True if typ == pa.bool_() else 1.0, typ)
 
 
+# unscaled value -> Java's BigInteger.toByteArray (minimal two's complement, big-endian)
+DECIMAL_BYTES = [(0, "00"), (1420, "058c"), (127, "7f"), (128, "0080"), (-128, "80")]
+DECIMAL_BYTES += [(-129, "ff7f"), (-1, "ff"), (2**63, "008000000000000000")]
+
+
+@pytest.mark.parametrize(("unscaled", "hex_bytes"), DECIMAL_BYTES)
+def test_decimals_hash_their_minimal_twos_complement(unscaled: int, hex_bytes: str) -> None:
+    typ = pa.decimal128(38, 3)
+    assert pe.hash_bytes(Decimal(unscaled).scaleb(-3), typ).hex() == hex_bytes
+
+
 def test_vectorised_murmur_equals_mmh3() -> None:
     rng = np.random.default_rng(7)
     v = np.concatenate([rng.integers(-(2**63), 2**63 - 1, 2000), [0, -1, 2**63 - 1, -(2**63)]])
@@ -273,6 +284,11 @@ def test_properties_of_transforms() -> None:
 
 
 def test_apply_errors_are_value_errors() -> None:
+    huge = pa.array([2**62], pa.int64()).view(pa.timestamp("s"))
+    with pytest.raises(ValueError, match="out of range"):
+        T("month").apply(huge)
+    views = pa.array(["iceberg", None], pa.string_view())
+    assert T("truncate", 3).apply(views).to_pylist() == ["ice", None]
     with pytest.raises(ValueError, match="truncate"):  # -2**31 - 8 does not fit int32
         T("truncate", 10).apply(pa.array([-(2**31)], pa.int32()))
 

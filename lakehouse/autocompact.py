@@ -5,7 +5,8 @@ never compact), :meth:`AutoCompactor.note` counts, per table partition, the
 small files the commit added (below half the table's target file size). A
 partition whose count reaches the table's ``compaction.min-files`` is queued,
 and one background thread compacts it in a transaction of its own
-(``txn.compact(table, partition=...)``)::
+(``txn.compact(table, partition=..., min_files=...)``: only small files, merged
+within size tiers, see :mod:`lakehouse.data.compaction`)::
 
     writer thread   commit ─ note ─┐ commit ─ note ─┐ ...            (counting only)
                                    ▼                ▼
@@ -197,9 +198,12 @@ class AutoCompactor:
             txn = self._begin()
             with txn:
                 d = txn.describe_table(job.table)
-                if d.table_id != job.table_id or not settings(d).auto:
+                s = settings(d)
+                if d.table_id != job.table_id or not s.auto:
                     return True  # dropped and re-created, or turned off meanwhile
-                res = txn.compact(job.table, partition=job.partition, progress=progress)
+                res = txn.compact(
+                    job.table, partition=job.partition, progress=progress, min_files=s.min_files
+                )
             if res.files_removed:
                 log.info(
                     "automatic compaction of %s %s: %d files -> %d (version %s)",

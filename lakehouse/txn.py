@@ -289,6 +289,7 @@ class Transaction(DefinitionOps):
         progress: Callable[[int, int], None] | None = None,
         where: Any = None,
         partition: Mapping[str, Any] | None = None,
+        min_files: int | None = None,
     ) -> CompactResult:
         """Rewrite small files and files with deleted rows into fewer files, per
         partition; with sort keys, cluster each partition's rows across its files
@@ -297,9 +298,13 @@ class Transaction(DefinitionOps):
         ``target_file_bytes``: default the table property
         ``compaction.target-file-bytes``, else 64 MiB. ``where`` (naming only
         partition columns) or ``partition`` (a ``DataFile.partition`` dict) limits it
-        to those partitions. ``progress(done, total)`` is called as the files being
-        rewritten are read (bytes read so far, bytes of those files in all)."""
-        return ops.compact(self._tables, table, target_file_bytes, progress, where, partition)
+        to those partitions. ``min_files=N``: incremental, as automatic compaction
+        runs it (only small files are merged, N or more of one size tier at a time;
+        ranges may still overlap). ``progress(done, total)`` is called as the files
+        being rewritten are read (bytes read so far, bytes of those files in all)."""
+        return ops.compact(
+            self._tables, table, target_file_bytes, progress, where, partition, min_files
+        )
 
     def add_files(
         self,

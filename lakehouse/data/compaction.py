@@ -33,6 +33,14 @@ other nor the files left alone, so compacting again finds nothing to do::
     runs     [0..40 10..50]   (alone)   [100..110  120..130]
     after    [0..24] [25..50] [60..90]  [100..130]
 
+**Incremental (``min_files``, what automatic compaction does).** Only small
+files are merged, and only within a *size tier* (below 4 KiB x ``min_files``
+bytes, then one tier per further factor of ``min_files``) holding at least
+``min_files`` files, in groups of about the target size, rows sorted by the
+sort keys within each group. A row is rewritten about once per tier (not on
+every compaction, as merging every small file into the growing last one
+would), and ranges may still overlap: a full ``compact`` clusters them.
+
 **The record.** One :class:`~lakehouse.model.Rewrite` per group or run: its
 sources, its output files and, when the rows were reordered, the
 permutation (:mod:`lakehouse.data.rewrites`), so a concurrent delete of a
@@ -102,15 +110,20 @@ def _hashable(v: Any) -> Any:
 
 
 # -- planning (pure) ----------------------------------------------------------------------
-def plan(files: Sequence[Candidate], target: int, sort: bool) -> list[Job]:
-    """The rewrites that compact ``files`` (see the module docstring)."""
+def plan(
+    files: Sequence[Candidate], target: int, sort: bool, min_files: int | None = None
+) -> list[Job]:
+    """The rewrites that compact ``files`` (see the module docstring); ``min_files``:
+    only small files, ``min_files`` or more of one size tier at a time."""
     by_part: dict[PartKey, list[Candidate]] = {}
     for c in files:
         by_part.setdefault(c.partition, []).append(c)
     jobs: list[Job] = []
     for key in sorted(by_part, key=repr):
         group = sorted(by_part[key], key=lambda c: c.fid)
-        if sort:
+        if min_files is not None:
+            jobs += [Job(key, g, sort) for g in _tiers(group, target, min_files)]
+        elif sort:
             jobs += [Job(key, run, True) for run in _runs(group, target)]
         else:
             jobs += [Job(key, g, False) for g in _bins(group, target)]
@@ -133,6 +146,33 @@ def _bins(files: list[Candidate], target: int) -> list[tuple[str, ...]]:
     if cur:
         out.append(cur)
     return [tuple(c.fid for c in g) for g in out if len(g) > 1 or g[0].deleted]
+
+
+#: files below this size are all in the first size tier
+TIER_BASE = 4096
+
+
+def _tier(size: int, min_files: int) -> int:
+    """Size tier of a small file: 0 below ``TIER_BASE * min_files`` bytes, then one
+    more per factor of ``min_files``."""
+    t, bound = 0, TIER_BASE * min_files
+    while size >= bound:
+        t, bound = t + 1, bound * min_files
+    return t
+
+
+def _tiers(files: list[Candidate], target: int, min_files: int) -> list[tuple[str, ...]]:
+    """Small files of a size tier holding ``min_files`` or more, in groups of about
+    ``target`` bytes (incremental: each row is rewritten about once per tier)."""
+    tiers: dict[int, list[Candidate]] = {}
+    for c in files:
+        if c.size < target // 2:
+            tiers.setdefault(_tier(c.size, min_files), []).append(c)
+    out: list[tuple[str, ...]] = []
+    for t in sorted(tiers):
+        if len(tiers[t]) >= min_files:
+            out += [g for g in _bins(tiers[t], target) if len(g) > 1]
+    return out
 
 
 def _runs(files: list[Candidate], target: int) -> list[tuple[str, ...]]:
@@ -257,8 +297,13 @@ def compact(
     progress: Callable[[int, int], None] | None = None,
     where: Any = None,
     partition: Any = None,
+    min_files: int | None = None,
 ) -> CompactResult:
     d = buf.table(table)
+    if min_files is not None and (
+        isinstance(min_files, bool) or not isinstance(min_files, int) or min_files < 2
+    ):
+        raise ValueError(f"min_files must be an int >= 2, got {min_files!r}")
     target = target_bytes(d, target_file_bytes)
     keep = _scope(d, where, partition)
     w = buf.write(d.namespace, d.name)
@@ -269,7 +314,7 @@ def compact(
         if not (fid in w.removed or fid in w.deletes or fs[0].is_external)
         and (keep is None or keep(fs[0]))
     }
-    jobs = plan(candidates(d, files), target, bool(d.sort_keys))
+    jobs = plan(candidates(d, files), target, bool(d.sort_keys), min_files)
     if not jobs:
         return CompactResult()
     w.note(DataOp.COMPACT)

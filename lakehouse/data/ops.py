@@ -406,9 +406,10 @@ def compact(
     progress: Callable[[int, int], None] | None = None,
     where: Any = None,
     partition: Any = None,
+    min_files: int | None = None,
 ) -> CompactResult:
     """See :mod:`lakehouse.data.compaction`."""
-    return compaction.compact(buf, table, target_file_bytes, progress, where, partition)
+    return compaction.compact(buf, table, target_file_bytes, progress, where, partition, min_files)
 
 
 def add_files(

@@ -125,7 +125,7 @@ class Transform:
                     return arr.cast(pa.time64("us"), safe=False)
                 return arr
             if self.name == "truncate" and k == "str":
-                plain = arr.cast(pa.large_string()) if pa.types.is_string_view(t) else arr
+                plain = arr.cast(pa.large_string()) if pe.is_string_view(t) else arr
                 return pc.utf8_slice_codeunits(plain, 0, self.param).cast(t)
             if self.name == "truncate" and k == "bytes":
                 return pc.binary_slice(arr, 0, self.param)

@@ -47,13 +47,13 @@ def kind(t: pa.DataType) -> str | None:
         return "float"
     if pa.types.is_decimal(t):
         return "decimal" if t.precision <= 38 else None
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or is_string_view(t):
         return "str"
     if (
         pa.types.is_binary(t)
         or pa.types.is_large_binary(t)
         or pa.types.is_fixed_size_binary(t)
-        or pa.types.is_binary_view(t)
+        or bool(getattr(pa.types, "is_binary_view", lambda _: False)(t))
     ):
         return "bytes"
     if pa.types.is_date(t):
@@ -63,6 +63,10 @@ def kind(t: pa.DataType) -> str | None:
     if pa.types.is_timestamp(t):
         return "ts"
     return None
+
+
+def is_string_view(t: pa.DataType) -> bool:
+    return bool(getattr(pa.types, "is_string_view", lambda _: False)(t))  # pyarrow >= 16
 
 
 def is_ns(t: pa.DataType) -> bool:

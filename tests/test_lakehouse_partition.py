@@ -16,8 +16,6 @@ import pyarrow as pa
 import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
-from pyiceberg import transforms as ice
-from pyiceberg import types as it
 
 from lakehouse import partition as part
 from lakehouse import partition_encoding as pe
@@ -141,8 +139,6 @@ TSS = [
     ),
 ]
 
-ICE_TYPES = {"int": it.LongType(), "str": it.StringType(), "dec": it.DecimalType(9, 2)}
-ICE_TYPES |= {"date": it.DateType(), "ts": it.TimestampType()}
 SAMPLES = [("int", INTS, pa.int64()), ("str", STRS, pa.string()), ("dec", DECS, D2)]
 SAMPLES += [("date", DATES, pa.date32()), ("ts", TSS, pa.timestamp("us"))]
 
@@ -154,6 +150,10 @@ def _ice_value(kind: str, v: Any) -> Any:
 
 
 def _pyiceberg(t: Transform, kind: str, v: Any) -> Any:
+    ice = pytest.importorskip("pyiceberg.transforms")
+    it = pytest.importorskip("pyiceberg.types")
+    types = {"int": it.LongType(), "str": it.StringType(), "dec": it.DecimalType(9, 2)}
+    types |= {"date": it.DateType(), "ts": it.TimestampType()}
     w = t.param or 1
     make: dict[str, Any] = {
         "bucket": lambda: ice.BucketTransform(w),
@@ -161,7 +161,7 @@ def _pyiceberg(t: Transform, kind: str, v: Any) -> Any:
     }
     make |= {"year": ice.YearTransform, "month": ice.MonthTransform, "day": ice.DayTransform}
     make["hour"] = ice.HourTransform
-    out = make[t.name]().transform(ICE_TYPES[kind])(_ice_value(kind, v))
+    out = make[t.name]().transform(types[kind])(_ice_value(kind, v))
     return (out - dt.date(1970, 1, 1)).days if isinstance(out, dt.date) else out
 
 

@@ -300,6 +300,39 @@ def test_truncate_and_identity_types(tmp_path: Path, capsys: pytest.CaptureFixtu
         assert bad.split("=")[0] in doc["error"]["message"]
 
 
+def test_float32_and_nanosecond_values(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = str(tmp_path / "lh")
+    schema = pa.schema(
+        [("id", pa.int64()), ("f", pa.float32()), ("tsn", pa.timestamp("ns")), ("b", pa.binary())]
+    )
+    with lakehouse.open(url, create=True) as lh, lh.begin() as txn:
+        txn.create_namespace("s")
+        txn.create_table("s.t", schema, partition_by=["f", "tsn", "b"])
+    with lakehouse.open(url) as lh, lh.begin() as txn:
+        txn.append(
+            "s.t",
+            pa.table(
+                {
+                    "id": [1, 2],
+                    "f": pa.array([1.1, None], pa.float32()),
+                    "tsn": pa.array([1_700_000_000_123_456_789, None], pa.timestamp("ns")),
+                    "b": [b"\x00/", None],
+                },
+                schema=schema,
+            ),
+        )
+    code, doc = cli_json(capsys, "partitions", url, "s.t")
+    assert [p["path"] for p in doc["partitions"]] == [
+        "f=null/tsn=null/b=null",
+        "f=1.1/tsn=2023-11-14T22:13:20.123456789/b=002f",
+    ]
+    for spelled in ("f=1.1", "tsn=2023-11-14 22:13:20.123456789", "b=002F", "f=null/b=null"):
+        code, sel = cli_json(capsys, "files", url, "s.t", "--partition", spelled)
+        assert code == 0 and len(sel["files"]) == 1, spelled
+    code, sel = cli_json(capsys, "files", url, "s.t", "--partition", "tsn=2023-11-14T22:13:20.123")
+    assert code == 0 and sel["files"] == []  # a different instant
+
+
 # ---------------------------------------------------------------------------
 # create / alter / describe
 # ---------------------------------------------------------------------------
@@ -458,12 +491,26 @@ def test_identity_values_read_back() -> None:
         (pa.date32(), dt.date(1969, 7, 20)),
         (pa.timestamp("us"), dt.datetime(2024, 1, 2, 3, 4, 5, 6)),
         (pa.timestamp("us", "UTC"), dt.datetime(2024, 1, 2, 3, 4, tzinfo=dt.UTC)),
+        (pa.timestamp("ns"), pa.scalar(1_700_000_000_123_456_789, pa.timestamp("ns")).as_py()),
+        (
+            pa.timestamp("us", "Europe/Berlin"),
+            pa.scalar(1_700_000_000_000_000, pa.timestamp("us", "Europe/Berlin")).as_py(),
+        ),
         (pa.time64("us"), dt.time(23, 59, 1)),
         (pa.bool_(), False),
     ]
     for t, v in cases:
-        text = human(f, v)
+        text = human(f, v, t)
         assert parse_value(f, t, text) == v, (t, v, text)
+        assert human(f, parse_value(f, t, text), t) == text
+    assert human(f, pa.scalar(1.1, pa.float32()).as_py(), pa.float32()) == "1.1"
+    berlin = pa.timestamp("us", "Europe/Berlin")
+    assert (
+        human(f, parse_value(f, berlin, "2024-01-02 10:00"), berlin) == "2024-01-02T10:00:00+00:00"
+    )
+    assert parse_value(f, berlin, "2024-01-02T11:00+01:00") == parse_value(
+        f, berlin, "2024-01-02T10:00"
+    )  # no zone given: UTC
     with pytest.raises(ValueError, match="c_identity"):
         parse_value(f, pa.int64(), "1.5")
 

@@ -21,7 +21,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from kvstore.cli.codec import human_bytes, plural
 from lakehouse.cli.render import json_value, spec_spelling, table_text
@@ -41,8 +43,9 @@ UNKNOWN = "?"
 # ---------------------------------------------------------------------------
 # spelling values and partitions
 # ---------------------------------------------------------------------------
-def human(f: PartitionField, v: Any) -> str:
-    """One partition value in Iceberg's human-readable form (unescaped)."""
+def human(f: PartitionField, v: Any, source: pa.DataType | None = None) -> str:
+    """One partition value in Iceberg's human-readable form (unescaped); ``source``,
+    the source column's type, spells float32 values as float32 (``1.1``)."""
     if v is None:
         return "null"
     name = f.transform.name
@@ -64,6 +67,8 @@ def human(f: PartitionField, v: Any) -> str:
         return v.isoformat()
     if isinstance(v, (bytes, bytearray, memoryview)):
         return bytes(v).hex()
+    if isinstance(v, float) and source is not None and pa.types.is_float32(source):
+        return str(np.float32(v))
     return str(v)
 
 
@@ -94,7 +99,7 @@ def path(d: TableDef, f: DataFile) -> str:
     parts = []
     for i, field in enumerate(fields):
         if field.name in values:
-            text = _escape(human(field, values[field.name]))
+            text = _escape(human(field, values[field.name], _source_type(d, field)))
         elif i < len(f.raw_partition):  # not decodable today: as stored
             text = _escape(str(f.raw_partition[i])) + UNKNOWN
         else:
@@ -190,11 +195,15 @@ def _typed(t: pa.DataType | None, text: str) -> Any:
             raise ValueError("not a decimal number of that scale") from None
     if pa.types.is_date(t):
         return dt.date.fromisoformat(text.strip())
-    if pa.types.is_timestamp(t):
-        v = dt.datetime.fromisoformat(text.strip())
-        if t.tz is not None and v.tzinfo is None:
-            v = v.replace(tzinfo=dt.UTC)
-        return v
+    if pa.types.is_timestamp(t):  # through Arrow: nanoseconds too; no zone given: UTC
+        arr = pa.array([text.strip()], pa.string())
+        naive = pa.timestamp(t.unit)
+        if t.tz is None:
+            return arr.cast(naive)[0].as_py()
+        try:
+            return arr.cast(t)[0].as_py()
+        except pa.ArrowInvalid:
+            return pc.assume_timezone(arr.cast(naive), "UTC").cast(t)[0].as_py()
     if pa.types.is_time(t):
         return dt.time.fromisoformat(text.strip())
     if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
@@ -218,7 +227,8 @@ class PartitionFilter:
         for name, value in want.items():
             if name not in f.partition:
                 return False
-            if human(fields[name], f.partition[name]) != value:
+            field = fields[name]
+            if human(field, f.partition[name], _source_type(d, field)) != value:
                 return False
         return True
 
@@ -249,7 +259,8 @@ def resolve(d: TableDef, conditions: Sequence[Sequence[tuple[str, str]]]) -> Par
         for name, value_text in flat:
             f = fields[name]
             try:
-                value = human(f, parse_value(f, _source_type(d, f), value_text))
+                source = _source_type(d, f)
+                value = human(f, parse_value(f, source, value_text), source)
             except ValueError as exc:
                 raise usage(f"--partition {exc}") from None
             if want.setdefault(name, value) != value:

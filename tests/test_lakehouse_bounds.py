@@ -6,9 +6,8 @@ What is checked here:
   every kind of column; a ``pc.Expression`` has no terms;
 * pruning, cell by cell per type (int, float with NaN, decimal, string with
   truncated bounds, binary, date, timestamp with and without a time zone,
-  bool): for each file and where, the file is kept exactly when its bounds
-  allow a match, and never when it holds no... and always when it holds a
-  matching row (checked against the rows themselves);
+  bool): for each file and where, whether the file is kept, and a file
+  holding a matching row is always kept (checked against its rows);
 * null counts, files that predate a column, bounds that cannot be compared;
 * black box: a read with ``where`` succeeds with the files pruning skips
   deleted from disk;

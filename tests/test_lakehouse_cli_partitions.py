@@ -333,6 +333,43 @@ def test_float32_and_nanosecond_values(tmp_path: Path, capsys: pytest.CaptureFix
     assert code == 0 and sel["files"] == []  # a different instant
 
 
+def test_compact_by_partition(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    url = events(capsys, tmp_path, "day(ts)", "country")
+    off = ("table", "alter", url, "sales.events", "--set", "compaction.auto=false")
+    assert cli(capsys, *off)[0] == 0  # compaction only when asked, not in the background
+    for _ in range(2):
+        assert cli(capsys, "append", url, "sales.events", str(tmp_path / "e.csv"))[0] == 0
+
+    def files_per_partition() -> dict[str, int]:
+        _, doc = cli_json(capsys, "partitions", url, "sales.events")
+        return {p["path"]: p["files"] for p in doc["partitions"]}
+
+    before = files_per_partition()
+    assert set(before.values()) == {3}
+    code, doc = cli_json(capsys, "compact", url, "sales.events", "--partition", "ts_day=2024-01-02")
+    assert code == 0, doc
+    jan2 = {k for k in before if k.startswith("ts_day=2024-01-02/")}
+    assert doc["files_removed"] == 3 * len(jan2) and doc["files_added"] == len(jan2)
+    after = files_per_partition()
+    assert after == {k: 1 if k in jan2 else 3 for k in before}
+    # --where on partition columns: the partitions it selects
+    code, doc = cli_json(capsys, "compact", url, "sales.events", "--where", "country = 'FR'")
+    assert code == 0, doc
+    fr = {k for k in before if k.endswith("/country=FR") and k not in jan2}
+    assert files_per_partition() == {k: 1 if k in jan2 | fr else 3 for k in before}
+    code, out, _ = cli(capsys, "compact", url, "sales.events", "--partition", "ts_day=2030-01-01")
+    assert code == 0 and out == "sales.events: nothing to compact\n"
+    code, doc = cli_json(capsys, "compact", url, "sales.events", "--partition", "day=2024-01-02")
+    assert code == 1 and "no partition field 'day'" in doc["error"]["message"]
+    code, doc = cli_json(capsys, "compact", url, "sales.events", "--where", "id = 1")
+    assert code == 1 and "partition columns" in doc["error"]["message"]
+    code, _, err = cli(
+        capsys, "compact", url, "sales.events", "--where", "id = 1", "--partition", "ts_day=null"
+    )
+    assert code == 2 and "not allowed with" in err
+    assert files_per_partition() == {k: 1 if k in jan2 | fr else 3 for k in before}
+
+
 # ---------------------------------------------------------------------------
 # create / alter / describe
 # ---------------------------------------------------------------------------

@@ -18,6 +18,7 @@ from typing import Any
 
 import pyarrow as pa
 
+import lakehouse
 from kvstore.cli.codec import human_bytes, plural
 from kvstore.cli.progress import ProgressBar
 from lakehouse.cli import partitions
@@ -372,9 +373,33 @@ def cmd_clone(ctx: Ctx) -> int:
     return EXIT_OK
 
 
-def cmd_compact(ctx: Ctx) -> int:
+_COMPACT_FIELDS = ("files_removed", "files_added", "rows", "bytes_before", "bytes_after")
+
+
+def _compact_scopes(ctx: Ctx) -> list[dict[str, Any]] | None:
+    """``compact --partition``: the partitions to compact, as ``DataFile.partition``
+    dicts (what ``txn.compact(partition=)`` takes), found through a reader; None: no
+    ``--partition`` given."""
     a = ctx.args
-    _check_table(ctx)
+    if not a.partition:
+        return None
+    with ctx.target.open_reader() as r:
+        d = r.describe_table(a.table)
+        keep = partitions.resolve(d, a.partition)
+        files = r.list_data_files(a.table)
+    scopes: dict[tuple[int, str], dict[str, Any]] = {}
+    for f in files:
+        if keep.matches(d, f):
+            scopes.setdefault((f.spec_id, repr(f.raw_partition)), dict(f.partition))
+    return list(scopes.values())
+
+
+def cmd_compact(ctx: Ctx) -> int:
+    """The whole table, the partitions ``--where`` (on partition columns) selects, or
+    those ``--partition F=V`` names (one transaction: one version for them all)."""
+    a = ctx.args
+    _check_table(ctx, a.where)
+    scopes = _compact_scopes(ctx)
     show = a.progress if a.progress is not None else sys.stderr.isatty()
     bar = ProgressBar(0, sys.stderr, enabled=show, label="compact")
     started: list[bool] = []  # no bar at all when there is nothing to rewrite
@@ -383,14 +408,16 @@ def cmd_compact(ctx: Ctx) -> int:
         started.append(True)
         bar.update(done, total)
 
+    def work(txn: lakehouse.Transaction) -> lakehouse.CompactResult:
+        kw: dict[str, Any] = {"target_file_bytes": a.target_file_bytes, "progress": progress}
+        if scopes is None:
+            return txn.compact(a.table, where=a.where, **kw)
+        done = [txn.compact(a.table, partition=scope, **kw) for scope in scopes]
+        return lakehouse.CompactResult(*(sum(getattr(r, k) for r in done) for k in _COMPACT_FIELDS))
+
     with ctx.target.open_writer() as lh:
         try:
-            version, res = transact(
-                lh,
-                lambda txn: txn.compact(
-                    a.table, target_file_bytes=a.target_file_bytes, progress=progress
-                ),
-            )
+            version, res = transact(lh, work)
         finally:
             if started:
                 bar.close()

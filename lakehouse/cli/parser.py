@@ -359,6 +359,21 @@ def build_parser() -> Parser:
     )
     q.add_argument("table", metavar="NS.TABLE")
     q.add_argument("--target-file-bytes", type=p.arg(p.positive), metavar="N")
+    g = q.add_mutually_exclusive_group()
+    g.add_argument(
+        "--where",
+        type=p.arg(p.where),
+        metavar="SQL",
+        help="only the partitions this condition on partition columns selects",
+    )
+    g.add_argument(
+        "--partition",
+        action="append",
+        type=p.arg(p.partition_filter),
+        metavar="FIELD=VALUE",
+        help="only these partitions, spelled as `partitions` prints them (repeatable: "
+        "all must hold)",
+    )
     q.add_argument(
         "--progress",
         action=argparse.BooleanOptionalAction,

@@ -333,6 +333,124 @@ def test_decoded_bounds_go_with_their_record() -> None:
     assert key not in bounds._DECODED
 
 
+# -- random files and SQL per type: a file with a matching row is never pruned -----------------
+def _sql_str(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
+
+
+_BASE_TS = dt.datetime(2024, 1, 1)
+#: type -> (value near cluster c (0..9), the value as a SQL literal for that column)
+RANDOM_KINDS: dict[str, tuple[pa.DataType, Any, Any]] = {
+    "int8": (pa.int8(), lambda r, c: r.choice([-128, 127, c * 20 - 100 + r.randint(0, 5)]), str),
+    "uint64": (pa.uint64(), lambda r, c: c * 2**60 + r.randint(0, 9), str),
+    "float32": (
+        pa.float32(),
+        lambda r, c: r.choice([math.nan, c * 10.0 + r.random(), math.inf, -0.0]),
+        lambda v: repr(v) if math.isfinite(v) else f"CAST('{v}' AS DOUBLE)",
+    ),
+    "decimal": (
+        pa.decimal128(12, 3),
+        lambda r, c: Decimal(c * 1000 + r.randint(0, 999)).scaleb(-3),
+        str,
+    ),
+    "string": (
+        pa.large_string(),
+        lambda r, c: (
+            chr(0x61 + c) * r.choice([1, PREFIX_CHARS, PREFIX_CHARS + 3])
+            + r.choice(["", "'", "\U0010ffff", "é"])
+        ),
+        _sql_str,
+    ),
+    "binary": (
+        pa.binary(),
+        lambda r, c: bytes([0x41 + c]) * r.choice([1, 70]) + r.choice([b"", b"z"]),
+        lambda v: _sql_str(v.decode()),
+    ),
+    "date64": (
+        pa.date64(),
+        lambda r, c: dt.date(2024, 1, 1) + dt.timedelta(days=c * 30 + r.randint(0, 3)),
+        lambda v: _sql_str(v.isoformat()),
+    ),
+    "time_ns": (
+        pa.time64("ns"),
+        lambda r, c: dt.time(c * 2, r.randint(0, 59), 0, r.randint(0, 999_999)),
+        lambda v: _sql_str(v.isoformat()),
+    ),
+    "ts_s_kolkata": (
+        pa.timestamp("s", tz="Asia/Kolkata"),
+        lambda r, c: (_BASE_TS + dt.timedelta(hours=c * 5, seconds=r.randint(0, 99))).replace(
+            tzinfo=UTC
+        ),
+        lambda v: _sql_str(v.isoformat(sep=" ")),
+    ),
+    "ts_us": (
+        pa.timestamp("us"),
+        lambda r, c: _BASE_TS + dt.timedelta(hours=c, microseconds=r.randint(0, 9)),
+        lambda v: _sql_str(v.isoformat(sep=" ")),
+    ),
+    "bool": (pa.bool_(), lambda r, c: c >= 5, lambda v: "TRUE" if v else "FALSE"),
+}
+
+
+def _random_where(rng: Any, seen: list[Any], lit: Any) -> str:
+    def one() -> str:
+        v = rng.choice(seen)
+        if v is None:
+            return rng.choice(["x IS NULL", "x IS NOT NULL"])
+        w = rng.choice(seen)
+        a, b = lit(v), "NULL" if w is None else lit(w)
+        return rng.choice(
+            [
+                f"x = {a}",
+                f"x < {a}",
+                f"x <= {a}",
+                f"x > {a}",
+                f"{a} >= x",
+                f"x IN ({a}, {b})",
+                f"x BETWEEN {a} AND {b}",
+                f"(x = {a} OR x = {b})",
+                f"x != {a}",
+            ]
+        )
+
+    return " AND ".join(one() for _ in range(rng.randint(1, 2)))
+
+
+@pytest.mark.parametrize("name", sorted(RANDOM_KINDS))
+def test_random_files_and_wheres_never_prune_a_match(name: str) -> None:
+    import random
+
+    typ, draw, lit = RANDOM_KINDS[name]
+    rng = random.Random(f"bounds-{name}")
+    schema = pa.schema([("x", typ)])
+    columns = [Column(1, "x", str(typ))]
+    checked = pruned = 0
+    for _ in range(6):
+        tables = []
+        for _ in range(8):
+            c = rng.randint(0, 9)
+            values = [
+                None if rng.random() < 0.1 else draw(rng, c) for _ in range(rng.randint(1, 6))
+            ]
+            if rng.random() < 0.1:
+                values = [None] * len(values)
+            tables.append(values)
+        files = [_file(v, typ) for v in tables]
+        seen = [v for t in tables for v in t]
+        for _ in range(30):
+            where = _random_where(rng, seen, lit)
+            pred = parse_where(where, schema)
+            keep = set(bounds.prune(files, pred.terms, columns, schema))
+            for i, values in enumerate(tables):
+                rows = pa.table({"x": pa.array(values, typ)})
+                n = pc.sum(matches(rows, pred)).as_py() or 0
+                assert n == 0 or i in keep, f"{name}: {where} pruned file {values}"
+            checked += 1
+            pruned += len(files) - len(keep)
+    assert checked == 180
+    assert pruned > 0, f"{name}: nothing was ever pruned"
+
+
 # -- black box -----------------------------------------------------------------------------
 def test_a_read_opens_only_the_files_pruning_keeps(tmp_path: Path) -> None:
     """Files outside the where's bounds are deleted from disk: the read still works,

@@ -21,6 +21,7 @@ import datetime as dt
 import gc
 import io
 import math
+import random
 import uuid
 from decimal import Decimal
 from pathlib import Path
@@ -392,7 +393,7 @@ RANDOM_KINDS: dict[str, tuple[pa.DataType, Any, Any]] = {
 }
 
 
-def _random_where(rng: Any, seen: list[Any], lit: Any) -> str:
+def _random_where(rng: random.Random, seen: list[Any], lit: Any) -> str:
     def one() -> str:
         v = rng.choice(seen)
         if v is None:
@@ -418,8 +419,6 @@ def _random_where(rng: Any, seen: list[Any], lit: Any) -> str:
 
 @pytest.mark.parametrize("name", sorted(RANDOM_KINDS))
 def test_random_files_and_wheres_never_prune_a_match(name: str) -> None:
-    import random
-
     typ, draw, lit = RANDOM_KINDS[name]
     rng = random.Random(f"bounds-{name}")
     schema = pa.schema([("x", typ)])

@@ -179,6 +179,8 @@ class AutoCompactor:
             done = False
             try:
                 done = self._run(job)
+            except BaseException as exc:  # nothing above this thread to raise to
+                log.error("automatic compaction of %s stopped: %r", job.table, exc)
             finally:
                 with self._cond:
                     self._running = False

@@ -86,7 +86,9 @@ def sort_order(d: TableDef, rows: pa.Table) -> np.ndarray | None:
     first; None: no sort keys, or already in order)."""
     if not d.sort_keys or rows.num_rows < 2:
         return None
-    idx = pc.sort_indices(rows.select(list(d.sort_keys)), **_sort_options(d.sort_keys)).to_numpy()
+    idx: np.ndarray = pc.sort_indices(
+        rows.select(list(d.sort_keys)), **_sort_options(d.sort_keys)
+    ).to_numpy()
     if np.all(idx[1:] >= idx[:-1]):
         return None
     return idx
@@ -176,13 +178,15 @@ def partition_dict(d: TableDef, f: DataFile) -> dict[str, Any]:
 class PartitionMatch(Predicate):
     """Rows whose partition under ``spec`` is one of ``targets`` (what
     ``replace_partitions`` replaces, and its conflict guard). Its ``expression`` is
-    a superset (identity fields only) good for pruning; :meth:`mask` is exact."""
+    a superset (identity fields only) good for pruning; :meth:`row_mask` is exact."""
 
     spec: PartitionSpec = field(default_factory=lambda: PartitionSpec(0))
     targets: frozenset[tuple[Any, ...]] = frozenset()
     names: Mapping[int, str] = field(default_factory=dict)
 
-    def mask(self, rows: pa.Table) -> pa.Array:
+    def row_mask(self, rows: pa.Table | pa.RecordBatch) -> pa.Array:
+        if isinstance(rows, pa.RecordBatch):
+            rows = pa.Table.from_batches([rows])
         out = np.zeros(rows.num_rows, dtype=bool)
         for values, idx in part.split(self.spec, rows, self.names):
             if tuple(values) in self.targets:

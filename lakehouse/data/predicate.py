@@ -102,6 +102,11 @@ class Predicate:
     """True when ``terms`` say all the predicate says (``id = 5 AND day >= '2024-01-01'``):
     pruning by them skips every file the whole predicate could skip."""
 
+    def row_mask(self, table: pa.Table | pa.RecordBatch) -> pa.Array | None:
+        """An exact row test that replaces evaluating :attr:`expression` (which is then
+        a superset, good for pruning only); None for a plain predicate."""
+        return None
+
 
 # ---------------------------------------------------------------------------
 # public functions
@@ -198,6 +203,9 @@ def matches(table: pa.Table | pa.RecordBatch, predicate: Predicate) -> pa.Array:
 
     A computation that fails on the rows (a division by zero, a cast a value
     cannot take) raises :class:`ValueError` naming the ``where``."""
+    exact = predicate.row_mask(table)
+    if exact is not None:
+        return exact
     try:
         mask = evaluate(table, predicate.expression)
     except ARROW_ERRORS as exc:

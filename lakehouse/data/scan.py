@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 from pyroaring import BitMap
 
 from kvstore.objstore import ObjectStore, open_store
-from lakehouse.data import bounds
+from lakehouse.data import bounds, partitioning
 from lakehouse.data import files as datafiles
 from lakehouse.data.predicate import Predicate, matches, parse_where, where_failed
 from lakehouse.errors import CorruptionError, DataFileMissing, StorageError
@@ -125,6 +125,7 @@ def pruned(d: TableDef, files: Sequence[FileState], pred: Predicate | None) -> l
     live = [fs for fs in files if len(fs[1]) < fs[0].record_count]
     if pred is None:
         return live
+    live = partitioning.prune(d, live, pred)  # by partition values first
     cols = [c for c in d.columns if pred.columns is None or c.name in pred.columns]
     if not cols:
         return live

@@ -3,8 +3,10 @@
 After each commit of a :class:`~lakehouse.Lakehouse` (the writer; readers
 never compact), :meth:`AutoCompactor.note` counts, per table partition, the
 small files the commit added (below half the table's target file size). A
-partition whose count reaches the table's ``compaction.min-files`` is queued,
-and one background thread compacts it in a transaction of its own
+partition whose count reaches the table's ``compaction.min-files`` is queued
+(and so is a partition the first time this writer adds a small file to it:
+earlier writers may have left small files there), and one background thread
+compacts it in a transaction of its own
 (``txn.compact(table, partition=..., min_files=...)``: only small files, merged
 within size tiers, see :mod:`lakehouse.data.compaction`)::
 
@@ -18,8 +20,9 @@ Table properties (strings, set with ``create_table(properties=...)`` or
 ================================  =========  ==================================
 ``compaction.auto``               ``true``   ``"false"`` turns it off
 ``compaction.min-files``          ``16``     small files added to a partition
-                                             (since this writer opened or last
-                                             compacted it) that queue it
+                                             (since this writer last compacted
+                                             it) that queue it; also the size
+                                             of a tier that is merged
 ``compaction.target-file-bytes``  64 MiB     target size; "small" is below half
 ================================  =========  ==================================
 
@@ -103,6 +106,8 @@ class _Job:
     table_id: str
     partition: Mapping[str, Any]
     key: tuple[str, compaction.PartKey]
+    #: queued by the first small file of this writer (not by the count)
+    check: bool = False
 
 
 class AutoCompactor:
@@ -112,6 +117,8 @@ class AutoCompactor:
         self._begin = begin
         self._cond = threading.Condition()
         self._counts: dict[tuple[str, compaction.PartKey], int] = {}
+        #: partitions a commit of this writer touched already
+        self._seen: set[tuple[str, compaction.PartKey]] = set()
         self._queue: list[_Job] = []
         self._queued: set[tuple[str, compaction.PartKey]] = set()
         self._running = False
@@ -152,9 +159,13 @@ class AutoCompactor:
                 for k, n in counts.items():
                     key = (d.table_id, k)
                     total = self._counts[key] = self._counts.get(key, 0) + n
-                    if total >= s.min_files and key not in self._queued and not self._closed:
+                    first = key not in self._seen  # small files of earlier writers?
+                    self._seen.add(key)
+                    due = first or total >= s.min_files
+                    if due and key not in self._queued and not self._closed:
                         part = partitioning.partition_dict(d, small[k])
-                        self._queue.append(_Job(d.qualified_name, d.table_id, part, key))
+                        job = _Job(d.qualified_name, d.table_id, part, key, check=first)
+                        self._queue.append(job)
                         self._queued.add(key)
                         self._start()
 
@@ -176,21 +187,22 @@ class AutoCompactor:
                     return
                 job = self._queue.pop(0)
                 self._running = True
-            done = False
+            removed: int | None = None
             try:
-                done = self._run(job)
+                removed = self._run(job)
             except BaseException as exc:  # nothing above this thread to raise to
                 log.error("automatic compaction of %s stopped: %r", job.table, exc)
             finally:
                 with self._cond:
                     self._running = False
                     self._queued.discard(job.key)
-                    if done:
-                        self._counts.pop(job.key, None)
+                    if removed or (removed == 0 and not job.check):
+                        self._counts.pop(job.key, None)  # count afresh
                     self._cond.notify_all()
 
-    def _run(self, job: _Job) -> bool:
-        """Compact one partition; True when it is done (compacted or nothing to do)."""
+    def _run(self, job: _Job) -> int | None:
+        """Compact one partition: the files it removed (0: nothing to do), None when
+        it failed (the count stays)."""
 
         def progress(_done: int, _total: int) -> None:
             if self._closed:
@@ -202,7 +214,7 @@ class AutoCompactor:
                 d = txn.describe_table(job.table)
                 s = settings(d)
                 if d.table_id != job.table_id or not s.auto:
-                    return True  # dropped and re-created, or turned off meanwhile
+                    return 0  # dropped and re-created, or turned off meanwhile
                 res = txn.compact(
                     job.table, partition=job.partition, progress=progress, min_files=s.min_files
                 )
@@ -215,17 +227,17 @@ class AutoCompactor:
                     res.files_added,
                     txn.committed_version,
                 )
-            return True
+            return res.files_removed
         except _Stop:
-            return False
+            return None
         except NotFound:
-            return True  # the table was dropped or renamed: nothing to compact
+            return 0  # the table was dropped or renamed: nothing to compact
         except RetryableConflict as exc:
             log.info("automatic compaction of %s deferred: %s", job.table, exc)
         except Exception as exc:  # never raised to the user: the writer goes on
             if not self._closed:
                 log.warning("automatic compaction of %s failed: %s", job.table, exc, exc_info=True)
-        return False
+        return None
 
     # -- lifetime ---------------------------------------------------------------------
     def wait(self, timeout: float | None = None) -> bool:

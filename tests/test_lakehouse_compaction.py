@@ -570,3 +570,20 @@ def test_memory_store_auto_compaction_round_trip():
 
 def test_compaction_module_default_target():
     assert compaction.TARGET_FILE_BYTES == 64 << 20
+
+
+def test_a_new_writer_compacts_small_files_earlier_writers_left(tmp_path):
+    url = str(tmp_path / "lh")
+    with lakehouse.open(url) as h:
+        with h.begin() as t:
+            t.create_namespace("ns")
+            t.create_table("ns.t", SCHEMA, {"compaction.min-files": "4"})
+        for i in range(3):  # below the threshold: left for later
+            h.append("ns.t", rows([i]))
+        assert h.wait_for_compaction(60)
+        assert len(h.list_data_files("ns.t")) == 3
+    with lakehouse.open(url) as h:  # its first small file there queues a look
+        h.append("ns.t", rows([3]))
+        assert h.wait_for_compaction(60)
+        assert len(h.list_data_files("ns.t")) == 1
+        assert [i for i, _ in content(h)] == [0, 1, 2, 3]

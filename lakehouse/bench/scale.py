@@ -368,9 +368,12 @@ def _make_sides(
     return made, missing
 
 
-def _projected(tail: list[float], cur: int, nxt: int) -> float:
-    """Seconds to append from ``cur`` to ``nxt`` files if append time grows with the files."""
-    return (nxt - cur) * statistics.median(tail) * (1 + nxt / cur) / 2
+def _projected(points: list[tuple[int, float]], measure_s: float, cur: int, nxt: int) -> float:
+    """Seconds to go from ``cur`` to ``nxt`` files: the time of one append extrapolated
+    linearly from the last two (files, seconds) points, the reads in proportion to the files."""
+    (f0, a0), (f1, a1) = points[-2:] if len(points) > 1 else points * 2
+    at_next = a1 + (max(0.0, (a1 - a0) / (f1 - f0)) * (nxt - f1) if f1 > f0 else 0.0)
+    return (nxt - cur) * (a1 + at_next) / 2 + measure_s * nxt / cur
 
 
 def _compacted(s: Ours, files: int, sz: Sizes) -> dict[str, Any]:
@@ -443,6 +446,8 @@ def run(args: argparse.Namespace, root: str) -> dict[str, Any]:
     sides, missing = _make_sides(args, root, sz)
     spent = {s.name: 0.0 for s in sides}
     tails: dict[str, list[float]] = {s.name: [] for s in sides}
+    points: dict[str, list[tuple[int, float]]] = {s.name: [] for s in sides}
+    measure_s = dict.fromkeys(spent, 0.0)
     stopped: dict[str, str] = {}
     cps: dict[str, dict[str, dict[str, float]]] = {}
     done = 1  # batch 0 is in every table
@@ -456,7 +461,7 @@ def run(args: argparse.Namespace, root: str) -> dict[str, Any]:
 
     for i, cp in enumerate(sz.checkpoints):
         for s in list(active):
-            est = _projected(tails[s.name], done, cp) if tails[s.name] else 0.0
+            est = _projected(points[s.name], measure_s[s.name], done, cp) if i else 0.0
             if spent[s.name] + est > sz.budget_s:
                 stop(s, f"stopped at {done:,} files: reaching {cp:,} would take ~{est:,.0f} s "
                         f"more, past the {sz.budget_s:,.0f} s budget")  # fmt: skip
@@ -471,6 +476,8 @@ def run(args: argparse.Namespace, root: str) -> dict[str, Any]:
                     continue
                 spent[s.name] += sum(times)
                 tails[s.name] = (tails[s.name] + times)[-sz.tail :]
+                if not points[s.name]:
+                    points[s.name].append(((start + end) // 2, statistics.median(times)))
                 if spent[s.name] > sz.budget_s * 1.5:
                     stop(s, f"stopped at {end:,} files: {spent[s.name]:,.0f} s spent, "
                             f"past the {sz.budget_s:,.0f} s budget")  # fmt: skip
@@ -484,6 +491,8 @@ def run(args: argparse.Namespace, root: str) -> dict[str, Any]:
                 stop(s, f"failed at {cp:,} files: {type(exc).__name__}: {exc}")
                 continue
             spent[s.name] += t
+            measure_s[s.name] = t
+            points[s.name].append((cp, statistics.median(tails[s.name])))
             row[s.name] = {"append_ms": statistics.median(tails[s.name]) * 1e3}
             row[s.name].update({f"{k}_ms": v * 1e3 for k, v in m.items()})
         cps[str(cp)] = row

@@ -144,6 +144,12 @@ class DefinitionBuffer:
             p = self._pending[ref] = Pending(kind, ns, name, base, data, base)
         return p
 
+    def has_state_writes(self, ns: str, table: str) -> bool:
+        """Whether the transaction changes raw state keys of the table (then reads
+        of its state go through :meth:`state_items`)."""
+        prefix = keys.table_state_prefix(ns, table)
+        return any(k.startswith(prefix) for k in self._state_writes)
+
     def clear_state(self, state_keys: Iterable[bytes]) -> None:
         """Delete raw state keys at commit (a dropped table's)."""
         for k in state_keys:

@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 import kvstore
 from kvstore.objstore import ObjectStore
 from lakehouse import keys
-from lakehouse.data import ops, partitioning, txnfiles
+from lakehouse.data import ops, txnfiles
 from lakehouse.data.buffer import Definitions, TableData
 from lakehouse.data.predicate import Predicate
 from lakehouse.data.table import FileState, LazyFiles
@@ -142,6 +142,7 @@ class Transaction(DefinitionOps):
                     touch_table=self._touch_table,
                     describe_table=self.describe_table,
                     state_items=self._state_items,
+                    state_ranges=self._state_ranges,
                 ),
                 serializable=self._serializable,
             )
@@ -195,6 +196,18 @@ class Transaction(DefinitionOps):
     def _state_items(self, ns: str, table: str) -> list[tuple[bytes, bytes]]:
         return self._defs.state_items(ns, table)
 
+    def _state_ranges(
+        self, ns: str, table: str, ranges: Sequence[tuple[bytes, bytes | None]]
+    ) -> list[tuple[bytes, bytes]] | None:
+        """The table's state keys in ``ranges`` at the begin version; None when this
+        transaction changes the table's raw state (read it whole then)."""
+        if self._defs.has_state_writes(ns, table):
+            return None
+        out: list[tuple[bytes, bytes]] = []
+        for start, end in ranges:
+            out.extend(self._snap.scan(start, end))
+        return out
+
     # -- buffering ------------------------------------------------------------------------
     def _touch(self, kind: str, ns: str, name: str | None) -> Pending:
         return self._defs.touch(kind, ns, name)
@@ -240,8 +253,7 @@ class Transaction(DefinitionOps):
         return self._tables.files(ns, t)
 
     def _plan_files(self, d: TableDef, pred: Predicate | None) -> list[FileState]:
-        # the transaction's files are loaded whole once (its own changes overlay them)
-        return partitioning.prune(d, self._table_files(d.namespace, d.name), pred)
+        return self._tables.files_for(d, pred)
 
     def _note_data_read(self, d: TableDef, pred: Predicate | None) -> None:
         self._tables.note_read(d, pred)

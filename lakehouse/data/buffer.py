@@ -75,6 +75,10 @@ class Definitions:
     describe_table: Callable[[str], TableDef]
     #: the table's raw state keys as the transaction sees them
     state_items: Callable[[str, str], list[tuple[bytes, bytes]]]
+    #: its state keys in some key ranges at the begin version (None: read them whole)
+    state_ranges: Callable[
+        [str, str, Sequence[tuple[bytes, bytes | None]]], list[tuple[bytes, bytes]] | None
+    ]
 
 
 class TableData:
@@ -87,6 +91,8 @@ class TableData:
         self._serializable = serializable
         self._writes: dict[tuple[str, str], TableWrite] = {}
         self._base: dict[tuple[str, str], dict[str, FileState]] = {}
+        #: files of some partitions only, by (namespace, table, key ranges)
+        self._partial: dict[tuple[str, str, tuple[Any, ...]], dict[str, FileState]] = {}
         self._reads: dict[tuple[str, str], list[Predicate]] = {}
 
     # -- tables -----------------------------------------------------------------------
@@ -130,6 +136,29 @@ class TableData:
         if w is None:
             return [base[k] for k in sorted(base)]
         return w.overlay(base)
+
+    def files_for(self, d: TableDef, pred: Predicate | None) -> list[FileState]:
+        """The table's files an operation restricted by ``pred`` may touch, pruned by
+        partition: when ``pred`` restricts partition columns and the table is not
+        loaded whole yet, only the key ranges of the matching partitions are read
+        (cached per range set), so planning costs what those partitions' files cost."""
+        ns, t = d.namespace, d.name
+        ranges = None
+        if pred is not None and (ns, t) not in self._base:
+            ranges = partitioning.key_ranges(d, pred.terms)
+        items = None
+        if ranges is not None:
+            key = (ns, t, tuple(ranges))
+            base = self._partial.get(key)
+            if base is None:
+                items = self.defs.state_ranges(ns, t, ranges + partitioning.dv_ranges(ranges, d))
+                if items is not None:
+                    base = self._partial[key] = load(items, keys.table_state_prefix(ns, t))
+            if base is not None:
+                w = self._writes.get((ns, t))
+                files = [base[k] for k in sorted(base)] if w is None else w.overlay(base)
+                return partitioning.prune(d, files, pred)
+        return partitioning.prune(d, self.files(ns, t), pred)
 
     # -- reads ----------------------------------------------------------------------------
     def note_read(self, d: TableDef, pred: Predicate | None) -> None:

@@ -103,7 +103,7 @@ def _where(d: TableDef, where: Any, required: bool = True) -> Predicate | None:
 
 def _delete_matching(buf: TableData, d: TableDef, pred: Predicate | None, op: DataOp) -> int:
     """Mark the live rows matching ``pred`` deleted; returns how many."""
-    files = buf.files(d.namespace, d.name)
+    files = buf.files_for(d, pred)
     w = buf.write(d.namespace, d.name)
     w.note(op)
     n = 0
@@ -202,7 +202,7 @@ def update(buf: TableData, table: str, where: Any, values: Mapping[str, Any]) ->
             raise ValueError(f"table {d.qualified_name} has no column {col!r} to update")
         exprs[col] = parse_value(value, d.schema, d.schema.field(col))[0]
     buf.note_read(d, pred)
-    files = buf.files(d.namespace, d.name)
+    files = buf.files_for(d, pred)
     w = buf.write(d.namespace, d.name)
     w.note(DataOp.UPDATE)
     by_path = {f.path: file_key_id(f) for f, _ in files}

@@ -234,14 +234,26 @@ def grouped(df: DataFrame, columns: set[str]) -> bool:
     hash/range partitioning by a subset of ``columns`` (identity partition columns).
     Read from Spark's physical plan; anything unexpected answers False."""
     try:
-        part = df._jdf.queryExecution().executedPlan().outputPartitioning()
-        if int(part.numPartitions()) <= 1:
+        # the physical plan before adaptive execution wraps it (whose partitioning
+        # is unknown); a user's repartition is already an exchange in it
+        part = df._jdf.queryExecution().sparkPlan().outputPartitioning()
+        kind = str(part.getClass().getSimpleName())
+        if kind.startswith("SinglePartition"):
             return True
-        kind = part.getClass().getSimpleName()
-        if kind not in ("HashPartitioning", "RangePartitioning") or not columns:
+        if kind == "HashPartitioning":
+            exprs = part.expressions()
+        elif kind == "RangePartitioning":
+            exprs = part.ordering()
+        else:
             return False
-        refs = part.references().toSeq()
-        names = {str(refs.apply(i).name()) for i in range(int(refs.length()))}
+        names = set()
+        for i in range(int(exprs.length())):
+            e = exprs.apply(i)
+            if kind == "RangePartitioning":
+                e = e.child()
+            if str(e.getClass().getSimpleName()) != "AttributeReference":
+                return False
+            names.add(str(e.name()))
         return bool(names) and names <= columns
     except Exception as exc:  # a private API moved: shuffle, always correct
         log.debug("could not read the DataFrame's partitioning: %s", exc)

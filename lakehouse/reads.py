@@ -178,9 +178,10 @@ class ReadOps:
         """The files a read of ``d`` restricted by ``pred`` may need: found by partition
         first (a few key ranges of table state, see lakehouse.data.partitioning), so
         planning costs what the matching partitions' files cost."""
-        terms = () if pred is None else pred.terms
-        bound = self._fetch(keys.file_bound_key(d.namespace, d.name)) if terms else None
-        ranges = partitioning.key_ranges(d, terms, None if bound is None else bound.decode())
+        bound = None
+        if pred is not None and partitioning.is_partitioned(d):
+            bound = self._fetch(keys.file_bound_key(d.namespace, d.name))
+        ranges = partitioning.key_ranges(d, pred, None if bound is None else bound.decode())
         if ranges is None:
             files = self._table_files(d.namespace, d.name)
         else:

@@ -145,7 +145,7 @@ class TableData:
         ns, t = d.namespace, d.name
         ranges = None
         if pred is not None and (ns, t) not in self._base:
-            ranges = partitioning.key_ranges(d, pred.terms)
+            ranges = partitioning.key_ranges(d, pred)
         items = None
         if ranges is not None:
             key = (ns, t, tuple(ranges))

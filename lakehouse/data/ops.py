@@ -168,7 +168,7 @@ def _clear_partitions(
     ``keep``, by file key id: the new ones) and guard them against concurrent inserts."""
     guard = partitioning.partition_match(d, targets)
     others = []
-    for fs in buf.files(d.namespace, d.name):
+    for fs in buf.files_for(d, guard):
         if file_key_id(fs[0]) in keep:
             continue
         held = guard.holds(d, fs[0])

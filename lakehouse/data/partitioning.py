@@ -270,14 +270,16 @@ def prune(d: TableDef, files: Sequence[FileState], pred: Predicate | None) -> li
 
 
 def key_ranges(
-    d: TableDef, terms: Sequence[Term], bound: str | None = None
+    d: TableDef, pred: Predicate | None, bound: str | None = None
 ) -> list[tuple[bytes, bytes | None]] | None:
     """Ranges ``[start, end)`` of the table's ``F/`` state keys that hold every file a
-    read restricted by ``terms`` needs (None: the whole table); ``bound``: the
+    read restricted by ``pred`` needs (None: the whole table); ``bound``: the
     table's plain-file-id bound at the version read (see
     :func:`lakehouse.keys.file_bound_key`). The matching ``D/`` ranges are the
     same with ``D/`` for ``F/`` (:func:`dv_ranges`)."""
-    if not terms or not is_partitioned(d):
+    exact = pred if isinstance(pred, PartitionMatch) else None
+    terms = () if pred is None else pred.terms
+    if not (terms or exact) or not is_partitioned(d):
         return None
     prefix = keys.table_state_prefix(d.namespace, d.name) + b"F/"
     names = d.names_by_id
@@ -289,12 +291,31 @@ def key_ranges(
     for spec in d.partition_specs:
         if spec.is_unpartitioned:
             continue
-        spec_prefix = part.key_prefix(spec, [], []).encode()
-        ranges = part.key_ranges(spec, types, names, terms)
+        ranges: list[tuple[str, str]] | None
+        if exact is not None and spec.spec_id == exact.spec.spec_id:
+            ranges = _exact_ranges(d, spec, exact.targets)
+        else:
+            ranges = part.key_ranges(spec, types, names, terms)
         if ranges is None:
-            out.append((prefix + spec_prefix, keys.prefix_end(prefix + spec_prefix)))
+            spec_prefix = prefix + part.key_prefix(spec, [], []).encode()
+            out.append((spec_prefix, keys.prefix_end(spec_prefix)))
         else:
             out.extend((prefix + s.encode(), prefix + e.encode()) for s, e in ranges)
+    return out
+
+
+def _exact_ranges(
+    d: TableDef, spec: PartitionSpec, targets: Iterable[tuple[Any, ...]]
+) -> list[tuple[str, str]] | None:
+    """The key range of each partition in ``targets`` (None: unknown types)."""
+    types = result_types(d, spec)
+    if types is None:
+        return None
+    out = []
+    for values in sorted(part.key_prefix(spec, types, t) for t in targets):
+        end = keys.prefix_end(values.encode())
+        assert end is not None
+        out.append((values, end.decode()))
     return out
 
 

@@ -193,6 +193,14 @@ def test_order_round_trip_and_identity():
     assert list(rewrites.decode_order(raw)) == list(perm)
     with pytest.raises(ValueError):
         rewrites.decode_order(b"\x01\x04garbage")
+    # sorted sources merged: one source number per row, when smaller
+    keys = np.concatenate([np.sort(rng.integers(0, 1000, 500)) for _ in range(4)])
+    merged = np.argsort(keys, kind="stable")
+    raw = rewrites.encode_order(merged, [500] * 4)
+    assert raw[0] == rewrites.MERGE
+    assert list(rewrites.decode_order(raw)) == list(merged)
+    # a source out of order cannot be stored as a merge
+    assert rewrites.encode_order(perm, [2500, 2500])[0] == rewrites.DELTAS
 
 
 def _random_rewrite(rng: random.Random) -> Rewrite:

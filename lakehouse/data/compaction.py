@@ -336,7 +336,8 @@ def compact(
         sources = tuple(
             (fid, files[fid][0].record_count, dvfmt.encode(files[fid][1])) for fid in job.fids
         )
-        outs, order = _write(buf, d, w, rows, target, job.sort, _live_bytes(files, job))
+        sizes = [files[fid][0].record_count - len(files[fid][1]) for fid in job.fids]
+        outs, order = _write(buf, d, w, rows, target, job.sort, _live_bytes(files, job), sizes)
         for f in outs:
             after += f.size
         added += len(outs)
@@ -359,7 +360,14 @@ def _live_bytes(files: Mapping[str, tuple[DataFile, BitMap]], job: Job) -> int:
 
 
 def _write(
-    buf: TableData, d: TableDef, w: Any, rows: pa.Table, target: int, sort: bool, nbytes: int
+    buf: TableData,
+    d: TableDef,
+    w: Any,
+    rows: pa.Table,
+    target: int,
+    sort: bool,
+    nbytes: int,
+    sizes: list[int],
 ) -> tuple[list[DataFile], bytes]:
     """Write ``rows`` (the input, in order) as the new files: split by the current
     spec, each partition sorted (``sort``) and cut into target-size files. Returns
@@ -380,7 +388,7 @@ def _write(
         for start, end in zip(cuts, cuts[1:], strict=False):
             outs.append(buf.write_file(d, part.slice(start, end - start), w, values))
         orders.append(index)
-    return outs, encode_order(np.concatenate(orders))
+    return outs, encode_order(np.concatenate(orders), sizes)
 
 
 def _cuts(rows: pa.Table, key: str | None, per_file: int) -> list[int]:

@@ -13,18 +13,23 @@ files (the *output*: file after file)::
 
 Concurrent deletes of moved rows follow them through this map, in either
 commit order (:mod:`lakehouse.data.rebase_head`), so the map must be exact:
-it is stored in the version record, not recomputed. ``order`` is empty
-when output row ``j`` is input row ``j`` (no sort keys, or rows already in
-order); otherwise it is the permutation, encoded as::
+it is stored in the version record, not recomputed (recomputing it would
+need the sources' bytes at every rebase, and the exact same sort). ``order``
+is empty when output row ``j`` is input row ``j`` (no sort keys, or rows
+already in order); otherwise it is the permutation in the smaller of two
+encodings::
 
-    byte 0    format (1)
-    byte 1    width of the deltas: 1, 2, 4 or 8 bytes
-    rest      zlib of the deltas (little-endian signed): order[j] - order[j-1] - 1
-              (order[-1] = -1), so runs that keep their input order are zeros
+    byte 0    1: deltas                          2: merge
+    byte 1    width: 1, 2, 4 or 8 bytes          width: 1 or 2 bytes
+    rest      zlib of order[j] - order[j-1] - 1  zlib of the source of each
+              (order[-1] = -1; little-endian     output row (when every source
+              signed): rows that keep their      keeps its own row order, as a
+              input order are zeros              stable sort of sorted files does)
 
-Measured (docs/lakehouse.md, "Compaction and clustering"): 1M rows from files
-that each hold a sorted range of the keys encode to a few hundred bytes;
-1M rows of 100 files with random keys interleaved, ~1.3 bytes per row.
+Measured for 1M rows (docs/lakehouse.md, "Compaction and clustering"): from
+100 files each holding a sorted range of the keys, 1.2 KB; from 100 (10,000)
+sorted files of random keys, 0.84 (1.84) bytes per row (merge); from
+unsorted files of random keys, 3.3 bytes per row (deltas).
 
 All functions here are pure and work on positions as :class:`BitMap` values.
 """
@@ -41,26 +46,55 @@ from pyroaring import AbstractBitMap, BitMap
 from lakehouse.data import dv as dvfmt
 from lakehouse.model import Rewrite
 
-FORMAT = 1
+#: the two encodings of ``order`` (its first byte)
+DELTAS, MERGE = 1, 2
 
 
 # -- the permutation --------------------------------------------------------------------
-def encode_order(order: np.ndarray) -> bytes:
-    """``order`` (output row -> input row) encoded; ``b""`` for the identity."""
+def encode_order(order: np.ndarray, sizes: Iterable[int] | None = None) -> bytes:
+    """``order`` (output row -> input row) encoded; ``b""`` for the identity.
+    ``sizes``: live rows per source (the input, source after source), which lets a
+    merge of sorted sources be stored as one source number per row."""
     order = np.asarray(order, dtype=np.int64)
     deltas = np.diff(order, prepend=-1) - 1
     if not deltas.any():
         return b""
+    best = _deltas(deltas)
+    if sizes is not None:
+        merged = _merge(order, list(sizes))
+        if merged is not None and len(merged) < len(best):
+            best = merged
+    return best
+
+
+def _deltas(deltas: np.ndarray) -> bytes:
     lo, hi = int(deltas.min()), int(deltas.max())
     width = next(w for w in (1, 2, 4, 8) if -(1 << (8 * w - 1)) <= lo and hi < 1 << (8 * w - 1))
-    body = deltas.astype(f"<i{width}").tobytes()
-    return bytes([FORMAT, width]) + zlib.compress(body, 6)
+    return bytes([DELTAS, width]) + zlib.compress(deltas.astype(f"<i{width}").tobytes(), 6)
+
+
+def _merge(order: np.ndarray, sizes: list[int]) -> bytes | None:
+    """The source of each output row, when every source's rows keep their order
+    (a stable sort of sources that were each sorted already); None otherwise."""
+    if len(sizes) > 1 << 16 or sum(sizes) != len(order):
+        return None
+    source = np.repeat(np.arange(len(sizes), dtype=np.int64), sizes)[order]
+    if not np.array_equal(_from_sources(source), order):
+        return None
+    width = 1 if len(sizes) <= 256 else 2
+    return bytes([MERGE, width]) + zlib.compress(source.astype(f"<u{width}").tobytes(), 6)
+
+
+def _from_sources(source: np.ndarray) -> np.ndarray:
+    order = np.empty(len(source), dtype=np.int64)
+    order[np.argsort(source, kind="stable")] = np.arange(len(source), dtype=np.int64)
+    return order
 
 
 @functools.lru_cache(maxsize=64)
 def decode_order(raw: bytes) -> np.ndarray:
     """The permutation ``raw`` encodes (read-only; ValueError if malformed)."""
-    if len(raw) < 2 or raw[0] != FORMAT or raw[1] not in (1, 2, 4, 8):
+    if len(raw) < 2 or raw[0] not in (DELTAS, MERGE) or raw[1] not in (1, 2, 4, 8):
         raise ValueError("bad rewrite order header")
     try:
         body = zlib.decompress(raw[2:])
@@ -68,10 +102,12 @@ def decode_order(raw: bytes) -> np.ndarray:
         raise ValueError(f"bad rewrite order: {exc}") from None
     if len(body) % raw[1]:
         raise ValueError("bad rewrite order length")
-    order = np.cumsum(np.frombuffer(body, dtype=f"<i{raw[1]}").astype(np.int64) + 1) - 1
-    if len(order) and (
-        order.min() < 0 or len(np.unique(order)) != len(order) or order.max() >= len(order)
-    ):
+    if raw[0] == MERGE:
+        order = _from_sources(np.frombuffer(body, dtype=f"<u{raw[1]}").astype(np.int64))
+    else:
+        order = np.cumsum(np.frombuffer(body, dtype=f"<i{raw[1]}").astype(np.int64) + 1) - 1
+    n = len(order)
+    if n and (order.min() < 0 or order.max() >= n or np.bincount(order, minlength=n).max() > 1):
         raise ValueError("rewrite order is not a permutation")
     order.setflags(write=False)
     return order

@@ -233,6 +233,11 @@ def _read_plain(
     runner: Callable[..., Any] = _pool().map if len(files) > 1 else map
     datas = list(runner(lambda fs: _checked(store, fs[0]), files))
     dschema = pa.schema([d.schema.field(c.name).with_nullable(True) for c in read_cols])
+    if sum(len(x) for x in datas) < SMALL_FILE_BYTES * len(datas):
+        try:
+            return _read_small(datas, dschema, wanted, pred)
+        except datafiles.READ_ERRORS as exc:
+            raise _culprit(store, d, files, exc, pred) from None
     fmt = ds.ParquetFileFormat(
         default_fragment_scan_options=ds.ParquetFragmentScanOptions(
             page_checksum_verification=datafiles.VERIFY
@@ -246,6 +251,51 @@ def _read_plain(
         )
     except datafiles.READ_ERRORS as exc:
         raise _culprit(store, d, files, exc, pred) from None
+
+
+#: files smaller than this on average are read one decode pass per file (below)
+SMALL_FILE_BYTES = 1 << 20
+
+
+def _read_small(
+    datas: Sequence[bytes], dschema: pa.Schema, wanted: list[Column], pred: Predicate | None
+) -> pa.Table:
+    """Many small plain files: each decoded in one pass by its own ParquetFile (a
+    few threads, each taking a contiguous share of the files, keep the row order),
+    then filtered once. Measured on 1,000 files of 100 rows, about twice as fast
+    as a dataset scan over the same buffers, whose per-fragment set-up dominates
+    when files are this small (docs/lakehouse.md, "Compaction and clustering")."""
+    import pyarrow.parquet as pq
+
+    names = dschema.names
+
+    def one(data: bytes) -> pa.Table:
+        pf = pq.ParquetFile(pa.BufferReader(data), page_checksum_verification=datafiles.VERIFY)
+        have = set(pf.schema_arrow.names)
+        t = pf.read(columns=[n for n in names if n in have], use_threads=False)
+        if t.num_columns != len(names):  # a column added since: nulls, as a dataset reads
+            t = pa.table(
+                [
+                    t.column(f.name) if f.name in have else pa.nulls(t.num_rows, f.type)
+                    for f in dschema
+                ],
+                schema=pa.schema(
+                    [t.schema.field(f.name) if f.name in have else f for f in dschema]
+                ),
+            )
+        return t.cast(dschema) if t.schema != dschema else t
+
+    def share(part: Sequence[bytes]) -> list[pa.Table]:
+        return [one(x) for x in part]
+
+    k = min(4, max(1, len(datas) // 64))
+    step = -(-len(datas) // k)
+    shares = [datas[i : i + step] for i in range(0, len(datas), step)]
+    runner: Callable[..., Any] = _pool().map if len(shares) > 1 else map
+    t = pa.concat_tables([x for part in runner(share, shares) for x in part])
+    if pred is not None:
+        t = t.filter(matches(t, pred))
+    return t.select([c.name for c in wanted])
 
 
 def _checked(store: ObjectStore, f: DataFile) -> bytes:

@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Any
 
 from lakehouse.data import compaction, partitioning
 from lakehouse.errors import NotFound, RetryableConflict
-from lakehouse.model import DataOp, TableDef
+from lakehouse.model import CompactResult, DataOp, TableDef
 
 if TYPE_CHECKING:
     from lakehouse.intent import TxnIntent
@@ -187,22 +187,25 @@ class AutoCompactor:
                     return
                 job = self._queue.pop(0)
                 self._running = True
-            removed: int | None = None
+            res: CompactResult | None = None
             try:
-                removed = self._run(job)
+                res = self._run(job)
             except BaseException as exc:  # nothing above this thread to raise to
                 log.error("automatic compaction of %s stopped: %r", job.table, exc)
             finally:
                 with self._cond:
                     self._running = False
                     self._queued.discard(job.key)
-                    if removed or (removed == 0 and not job.check):
-                        self._counts.pop(job.key, None)  # count afresh
+                    if res is not None and res.files_removed:
+                        # what it wrote may be small too (a tier up): counted afresh
+                        self._counts[job.key] = res.files_added
+                    elif res is not None and not job.check:
+                        self._counts.pop(job.key, None)  # nothing to do: count afresh
                     self._cond.notify_all()
 
-    def _run(self, job: _Job) -> int | None:
-        """Compact one partition: the files it removed (0: nothing to do), None when
-        it failed (the count stays)."""
+    def _run(self, job: _Job) -> CompactResult | None:
+        """Compact one partition: what it did (nothing removed: nothing to do), None
+        when it failed (the count stays)."""
 
         def progress(_done: int, _total: int) -> None:
             if self._closed:
@@ -214,7 +217,7 @@ class AutoCompactor:
                 d = txn.describe_table(job.table)
                 s = settings(d)
                 if d.table_id != job.table_id or not s.auto:
-                    return 0  # dropped and re-created, or turned off meanwhile
+                    return CompactResult()  # dropped and re-created, or turned off meanwhile
                 res = txn.compact(
                     job.table, partition=job.partition, progress=progress, min_files=s.min_files
                 )
@@ -227,11 +230,11 @@ class AutoCompactor:
                     res.files_added,
                     txn.committed_version,
                 )
-            return res.files_removed
+            return res
         except _Stop:
             return None
         except NotFound:
-            return 0  # the table was dropped or renamed: nothing to compact
+            return CompactResult()  # the table was dropped or renamed: nothing to compact
         except RetryableConflict as exc:
             log.info("automatic compaction of %s deferred: %s", job.table, exc)
         except Exception as exc:  # never raised to the user: the writer goes on

@@ -595,3 +595,25 @@ def test_a_new_writer_compacts_small_files_earlier_writers_left(tmp_path):
         assert h.wait_for_compaction(60)
         assert len(h.list_data_files("ns.t")) == 1
         assert [i for i, _ in content(h)] == [0, 1, 2, 3]
+
+
+@pytest.mark.parametrize("matching", [False, True])
+def test_overwrite_checks_rows_a_later_compaction_moved(lh, matching):
+    """Rows appended concurrently with an overwrite and then compacted are checked
+    where the compaction put them: an overwrite commits when none match its
+    predicate, and conflicts (because of those rows) when one does."""
+    create(lh, props={"compaction.min-files": "2"})
+    lh.append("ns.t", rows([1, 2]))
+    assert lh.wait_for_compaction(60)
+    mine = lh.begin()
+    mine.overwrite("ns.t", rows([3]), where="id < 100")
+    lh.append("ns.t", rows([50 if matching else 500]))
+    lh.append("ns.t", rows([600]))
+    assert lh.wait_for_compaction(60)
+    assert lh.version_info(lh.version).data[0].ops == (DataOp.COMPACT,)
+    if matching:
+        with pytest.raises(lakehouse.RetryableConflict, match="inserted rows matching"):
+            mine.commit()
+    else:
+        mine.commit()
+        assert [i for i, _ in content(lh)] == [3, 500, 600]

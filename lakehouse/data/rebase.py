@@ -159,11 +159,21 @@ def check_rows(
 
 def _inserted_files(checks: RowChecks, v: VersionRows, record_of: _RecordOf) -> list[FileState]:
     out: list[FileState] = []
+    moved: dict[str, list[tuple[str, BitMap]]] = {}
+    for fid, tgt, pos in v.moved:  # rewritten by a later compaction: read where they are
+        moved.setdefault(fid, []).append((tgt, BitMap(pos)))
     for fid in v.inserted:
         f = record_of(fid)
-        if f is None:
+        if f is not None:
+            out.append((f, BitMap()))
+            continue
+        if fid not in moved:
             raise _conflict(checks, v, f"added data file {fid}, since removed,")
-        out.append((f, BitMap()))
+        for tgt, kept in moved[fid]:
+            g = record_of(tgt)
+            if g is None:
+                raise _conflict(checks, v, f"added data file {fid}, since removed,")
+            out.append((g, BitMap(range(g.record_count)) - kept))
     return out
 
 

@@ -36,6 +36,7 @@ The steps, in the order their conflicts are reported:
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
@@ -51,6 +52,8 @@ from lakehouse.data.rebase_head import (
     Rebased,
     Unrebasable,
     compacted_by,
+    consumed_by,
+    follow,
     rebase_at_head,
     translate,
     untranslate,
@@ -93,6 +96,10 @@ class VersionRows:
     #: compaction): matched against SERIALIZABLE reads (empty without reads)
     deleted: tuple[tuple[str, FrozenBitMap], ...] = ()
     removed: tuple[str, ...] = ()
+    #: of ``inserted``, files a later concurrent compaction rewrote: where their
+    #: rows are at the head, ``(file, head file, positions in it)`` (rows a
+    #: compaction moved are the same rows, so they are read there)
+    moved: tuple[tuple[str, str, FrozenBitMap], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -149,7 +156,24 @@ def plan(
         result = rebase_at_head(w, head, theirs)
     except Unrebasable as stop:
         result = stop.conflict
+    versions = [_moved(v, head, theirs) for v in versions]
     return RebasePlan(_row_checks(w, reads, versions), result)
+
+
+def _moved(v: VersionRows, head: Mapping[str, FileState], theirs: Concurrent) -> VersionRows:
+    """``v`` with where the rows of its inserted files that later concurrent
+    compactions rewrote are at the head."""
+    later = [(u, c) for u, c in theirs if u > v.version]
+    consumed = consumed_by(later)
+    moved = []
+    for fid in v.inserted:
+        if fid not in consumed or fid in head:
+            continue
+        rows = next(n for s, n, _ in consumed[fid][1].sources if s == fid)
+        for tgt, pos, _ in follow(fid, BitMap(range(rows)), None, head, consumed):
+            if tgt and pos:
+                moved.append((fid, tgt, FrozenBitMap(pos)))
+    return dataclasses.replace(v, moved=tuple(moved)) if moved else v
 
 
 def plan_reads(ns: str, name: str, theirs: Concurrent, reads: Sequence[Predicate]) -> RowChecks:

@@ -179,6 +179,22 @@ def test_write_already_grouped_is_not_shuffled(spark, lh):
     assert len(layout) == 5  # fr, us, dé, 日本, null
 
 
+def test_distribution_mode_none_writes_the_tasks_as_they_are(spark, lh):
+    with lh.begin() as txn:
+        txn.create_table(
+            "ns.t", SCHEMA, {"write.distribution-mode": "none"}, partition_by=["country"]
+        )
+    lhs.write(lh, frame(spark, 0, 120, parts=3), "ns.t")
+    layout = check_layout(lh, "ns.t")  # still one partition per file ...
+    assert sorted(layout.values()) == [3] * 5  # ... but one file per partition per task
+    assert rows_by_partition(lh, "ns.t") == expected_partitions(lh, "ns.t")
+    with lh.begin() as txn:
+        txn.alter_table("ns.t", set_properties={"write.distribution-mode": "range"})
+    with pytest.raises(ValueError, match="write.distribution-mode"):
+        lhs.write(lh, frame(spark, 0, 10), "ns.t")
+    assert lh.table_stats("ns.t").rows == 120
+
+
 def test_sort_keys_order_each_file(spark, lh):
     create(lh, "ns.t", ["bucket(2, id)"])
     with lh.begin() as txn:

@@ -16,6 +16,10 @@ goes first alternates), so load on the machine hits both alike. Measured:
   of the rows (deletion vectors, applied by the broadcast anti-join) vs the
   plain read of the same files (which returns the deleted rows too).
 
+With ``--partitioned`` (:func:`run_partitioned`): a write into a table
+partitioned by ``day(placed_at)`` vs plain ``partitionBy("day")`` Parquet, and
+a read of one day (pruned on the driver) vs plain Spark's partition-pruned read.
+
 Reports the median, min and max seconds of each and the ratio of medians
 (plus the spread of per-repeat ratios), and with psutil installed the ratio
 of the median CPU seconds (JVM and driver), which moves far less than wall
@@ -194,6 +198,103 @@ def run(
             spark.stop()
 
 
+def run_partitioned(
+    rows: int = 3_000_000, repeats: int = 3, root: str | None = None, spark: Any = None
+) -> dict[str, Any]:
+    """Partitioned tables (see ``--partitioned``): a write of ``rows`` orders into a
+    table partitioned by ``day(placed_at)`` (90 days) vs plain
+    ``df.withColumn("day", to_date(placed_at)).write.partitionBy("day").parquet``,
+    and a read of one day (``where`` on ``placed_at``, pruned on the driver) vs
+    plain Spark's partition-pruned read (``where day = ...``), both materialised."""
+    import datetime as dt
+
+    import pyarrow as pa
+    from pyspark.sql import functions as F
+
+    import lakehouse
+    import lakehouse.spark as lhs
+    from lakehouse.spark.types import arrow_schema
+
+    own_spark = spark is None
+    if spark is None:
+        spark = lhs.local_session("lakehouse-spark-bench")
+    zone = spark.conf.get("spark.sql.session.timeZone")
+    spark.conf.set("spark.sql.session.timeZone", "UTC")
+    tmp = root or tempfile.mkdtemp(prefix="lh-spark-bench-")
+    try:
+        df = orders_frame(spark, rows).cache()
+        df.count()
+        plain_df = df.withColumn("day", F.to_date("placed_at"))
+        lh = lakehouse.open(os.path.join(tmp, "lh"))
+        schema = arrow_schema(df.schema)
+        schema = schema.set(0, pa.field("order_id", pa.int64(), nullable=False))
+        day = dt.date(2025, 1, 2)  # orders_frame: one row a second from 2025-01-01
+        where = f"placed_at >= '{day}' AND placed_at < '{day + dt.timedelta(days=1)}'"
+
+        def noop(frame: Any) -> None:
+            frame.write.format("noop").mode("overwrite").save()
+
+        clock = _Clock(spark)
+        w_plain: list[tuple[float, float]] = []
+        w_lake: list[tuple[float, float]] = []
+        r_plain: list[tuple[float, float]] = []
+        r_lake: list[tuple[float, float]] = []
+        files = {"plain": 0, "lakehouse": 0}
+        day_rows = 0
+        for i in range(repeats + 1):  # round 0 warms the JVM up and is not counted
+            table = f"bench.days{i}"
+            with lh.begin() as txn:
+                if i == 0:
+                    txn.create_namespace("bench")
+                txn.create_table(table, schema, partition_by=["day(placed_at)"])
+            plain_dir = os.path.join(tmp, f"plain{i}")
+            flip = i % 2 == 1
+            wp, wl = clock.pair(
+                lambda: plain_df.write.partitionBy("day").parquet(plain_dir),  # noqa: B023
+                lambda: lhs.write(lh, df, table),  # noqa: B023
+                flip,
+            )
+            rp, rl = clock.pair(
+                lambda: noop(spark.read.parquet(plain_dir).where(F.col("day") == day)),  # noqa: B023
+                lambda: noop(lhs.read(lh, spark, table, where=where)),  # noqa: B023
+                flip,
+            )
+            if i:
+                w_plain.append(wp)
+                w_lake.append(wl)
+                r_plain.append(rp)
+                r_lake.append(rl)
+                files["lakehouse"] = len(lh.list_data_files(table))
+                files["plain"] = sum(
+                    n.endswith(".parquet") for _, _, names in os.walk(plain_dir) for n in names
+                )
+                day_rows = lhs.read(lh, spark, table, where=where).count()
+                plain_day = spark.read.parquet(plain_dir).where(F.col("day") == day).count()
+                if day_rows != plain_day:
+                    raise AssertionError(f"one day: {day_rows} rows vs plain {plain_day}")
+            shutil.rmtree(plain_dir, ignore_errors=True)
+            with lh.begin() as txn:
+                txn.drop_table(table)
+        lh.expire_versions(keep_last=1, grace=timedelta(0))
+        lh.close()
+        df.unpersist()
+        return {
+            "rows": rows,
+            "repeats": repeats,
+            "cores": spark.sparkContext.defaultParallelism,
+            "files": files,
+            "day_rows": day_rows,
+            "write": _summary(w_plain, w_lake),
+            "read": _summary(r_plain, r_lake),
+        }
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", zone)
+        if root is None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        if own_spark:
+            spark.stop()
+
+
 def format_table(res: dict[str, Any]) -> str:
     lines = [
         f"{res['rows']:,} rows, {res['repeats']} repeats, local[{res['cores']}]",
@@ -205,6 +306,8 @@ def format_table(res: dict[str, Any]) -> str:
         ("read", "read"),
         ("read_1pct_deleted", "read, 1% deleted"),
     ):
+        if key not in res:
+            continue
         r = res[key]
         p, q = r["plain_s"], r["lakehouse_s"]
         lo, hi = r["ratio_range"]
@@ -222,8 +325,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--rows", type=int, default=3_000_000)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--json", help="also write the results to this file")
+    ap.add_argument(
+        "--partitioned",
+        action="store_true",
+        help="the partitioned-table benchmark (day-partitioned write, read of one day)",
+    )
     args = ap.parse_args(argv)
-    res = run(args.rows, args.repeats)
+    res = (run_partitioned if args.partitioned else run)(args.rows, args.repeats)
     print(format_table(res))
     if args.json:
         with open(args.json, "w") as f:

@@ -24,9 +24,11 @@ uses only ``[0-9a-z_-]``, so Spark never escapes it in a directory name::
               float -> "f" + 16 hex of the IEEE double
     key       the fields joined by "_"     e.g. day(ts), country: "i19723_x5553"
 
-Rows are repartitioned by the key before the write unless the DataFrame's
-partitioning already keeps each partition in one task (hash- or
-range-partitioned by identity-partition columns only, or one task).
+Rows are repartitioned by the key before the write (a rebalancing exchange:
+adaptive execution splits a huge partition over several tasks) unless the
+DataFrame's partitioning already keeps each partition in one task (hash- or
+range-partitioned by identity-partition columns only, or one task), or the
+table property ``write.distribution-mode`` is ``"none"``.
 """
 
 from __future__ import annotations
@@ -260,17 +262,42 @@ def grouped(df: DataFrame, columns: set[str]) -> bool:
         return False
 
 
+#: table property choosing how a Spark write distributes rows (Iceberg's name):
+#: ``"hash"`` (the default) repartitions by partition unless the DataFrame keeps
+#: each partition in one task already; ``"none"`` writes the DataFrame's tasks as
+#: they are (each still writes one file per partition it holds)
+DISTRIBUTION_PROPERTY = "write.distribution-mode"
+
+
+def distribution(d: TableDef) -> str:
+    """The table's write distribution mode (ValueError for an unknown one)."""
+    mode = str(d.properties.get(DISTRIBUTION_PROPERTY, "hash")).lower()
+    if mode not in ("hash", "none"):
+        raise ValueError(
+            f"table property {DISTRIBUTION_PROPERTY}={mode!r} of {d.qualified_name}: "
+            "use 'hash' or 'none'"
+        )
+    return mode
+
+
+def distribute(df: DataFrame) -> DataFrame:
+    """``df`` with the rows of each partition key together: a hash exchange by the
+    key that adaptive execution rebalances (a partition far above the advisory
+    size is split over several tasks instead of one task writing it all; small
+    ones are coalesced)."""
+    return df.hint("rebalance", PART_COL)
+
+
 def with_key(df: DataFrame, d: TableDef, sort_first: Sequence[str] = ()) -> DataFrame:
     """``df`` (shaped as the table) plus :data:`PART_COL`, distributed so each
-    partition's rows are in one task, sorted by ``sort_first``, the key and the
-    table's sort keys within each task."""
+    partition's rows are in one task (see :func:`distribution`), sorted by
+    ``sort_first``, the key and the table's sort keys within each task."""
     key = key_column(d)
     order = [*sort_first]
     if key is not None:
-        if not grouped(df, identity_columns(d)):
-            df = df.withColumn(PART_COL, key).repartition(F.col(PART_COL))
-        else:
-            df = df.withColumn(PART_COL, key)
+        df = df.withColumn(PART_COL, key)
+        if distribution(d) == "hash" and not grouped(df, identity_columns(d)):
+            df = distribute(df)
         order.append(PART_COL)
     order += [_q(k) for k in d.sort_keys]
     if order:

@@ -103,6 +103,15 @@ class MemKtx:
             if k.startswith(prefix) and v is not None:
                 yield k, v
 
+    def scan(
+        self, start: bytes, end: bytes | None = None, *, reverse: bool = False
+    ) -> Iterator[tuple[bytes, bytes]]:
+        merged = {**self.view, **self.writes}
+        for k in sorted(merged, reverse=reverse):
+            v = merged[k]
+            if k >= start and (end is None or k < end) and v is not None:
+                yield k, v
+
     def commit(self, durable: bool = True) -> int:
         assert not self.closed
         db = self.db

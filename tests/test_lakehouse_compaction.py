@@ -617,3 +617,20 @@ def test_overwrite_checks_rows_a_later_compaction_moved(lh, matching):
     else:
         mine.commit()
         assert [i for i, _ in content(lh)] == [3, 500, 600]
+
+
+def test_clustered_files_have_small_row_groups(lh):
+    """A point read of a clustered file decodes one row group (the dataset scan skips
+    the others by their statistics), so a clustered file has many small ones."""
+    import pyarrow.parquet as pq
+
+    create(lh, sort_keys=["id"])
+    n = compaction.CLUSTERED_ROW_GROUP_ROWS
+    lh.append("ns.t", rows(range(3 * n, 0, -1)))
+    lh.append("ns.t", rows([0]))
+    with lh.begin() as t:
+        t.compact("ns.t")
+    (f,) = lh.list_data_files("ns.t")
+    meta = pq.ParquetFile(os.path.join(lh.data_url.removeprefix("file://"), f.path)).metadata
+    assert meta.num_row_groups == 4
+    assert content(lh, where=f"id = {n + 5}") == [(n + 5, f"a{n + 5}")]

@@ -174,11 +174,17 @@ class TableData:
 
     # -- files (owned from the moment their name is chosen) ----------------------------
     def write_file(
-        self, d: TableDef, rows: Any, w: TableWrite, partition: tuple[Any, ...] = ()
+        self,
+        d: TableDef,
+        rows: Any,
+        w: TableWrite,
+        partition: tuple[Any, ...] = (),
+        row_group_rows: int | None = None,
     ) -> DataFile:
         """Write ``rows`` as a new Parquet file of table ``d`` (durable before this
-        returns); ``partition``: the values of the current spec all rows have."""
-        data, footer = datafiles.encode_parquet(rows)
+        returns); ``partition``: the values of the current spec all rows have;
+        ``row_group_rows``: rows per row group (default: Arrow's)."""
+        data, footer = datafiles.encode_parquet(rows, row_group_rows)
         _, path = self.ctx.new_file_name(d.table_id)
         f = datafiles.describe_footer(path, len(data), footer, rows.schema, d.columns, data)
         f = partitioning.name_file(d, f, partition)

@@ -181,7 +181,9 @@ def read(
     schema = output_schema(d, wanted)
     if not todo:
         return schema.empty_table()
-    plain, rest = _split_plain(store, d, todo)
+    # with a where, even one plain file goes through the dataset scan, which skips
+    # row groups by their statistics (a clustered file's point read decodes one)
+    plain, rest = _split_plain(store, d, todo, 1 if pred is not None else 2)
     parts = [_read_plain(store, d, plain, wanted, read_cols, pred, schema)] if plain else []
     runner: Callable[..., Any] = _pool().map if len(rest) > 1 else map
     parts += runner(lambda fs: read_one(store, d, fs, read_cols, pred, wanted), rest)
@@ -190,7 +192,7 @@ def read(
 
 
 def _split_plain(
-    store: ObjectStore, d: TableDef, files: Sequence[FileState]
+    store: ObjectStore, d: TableDef, files: Sequence[FileState], least: int = 2
 ) -> tuple[list[FileState], list[FileState]]:
     """Files Arrow's dataset reader can read as they are (``plain``) and the rest.
 
@@ -199,7 +201,7 @@ def _split_plain(
     (Arrow then reads nulls; it also widens types). Renamed columns, and a
     column dropped and added again under the same name, need the id mapping.
     """
-    if not hasattr(store, "arrow_filesystem") or len(files) < 2:
+    if not hasattr(store, "arrow_filesystem") or len(files) < least:
         return [], list(files)
     plain: list[FileState] = []
     rest: list[FileState] = []
@@ -214,7 +216,7 @@ def _split_plain(
                 for c in d.columns
             )
         (plain if ok else rest).append(fs)
-    return (plain, rest) if len(plain) > 1 else ([], list(files))
+    return (plain, rest) if len(plain) >= least else ([], list(files))
 
 
 def _read_plain(

@@ -161,22 +161,23 @@ def test_crash_sweep_data_operation_local(tmp_path, op):
 AUTO_APPENDS = [batch([15, 1], "n"), batch([25, 2], "m")]
 
 
-def build_auto(lh) -> None:
+def build_auto(lh, partition_by: list[str] | None = None) -> None:
     with lh.begin() as txn:
         txn.create_namespace("ns")
-        txn.create_table(T, SCHEMA, {"compaction.min-files": "2"}, sort_keys=["k"])
+        props = {"compaction.min-files": "2"}
+        txn.create_table(T, SCHEMA, props, sort_keys=["k"], partition_by=partition_by)
     with lh.begin() as txn:
         txn.append(T, batch([30, 5, 20], "a"))
 
 
-def sweep_auto(backend) -> dict[str, int]:
+def sweep_auto(backend, partition_by: list[str] | None = None) -> dict[str, int]:
     """Two small appends by a fresh writer, each followed by the automatic
     (clustering) compaction it queues (waited for, so the order is fixed); at
     every crash point of the appends and the background compactions the store
     holds a version of that sequence with exactly its rows, and every
     acknowledged append."""
     with lakehouse.open(backend.fresh(), kv_options=KV) as lh:
-        build_auto(lh)
+        build_auto(lh, partition_by)
         v0 = lh.version
     probe = FaultyStore(backend.copy())
     lh = lakehouse.open(probe, kv_options=KV)
@@ -224,8 +225,9 @@ def sweep_auto(backend) -> dict[str, int]:
     return outcomes
 
 
-def test_crash_sweep_auto_compaction_memory(tmp_path):
-    outcomes = sweep_auto(MemoryBackend(tmp_path))
+@pytest.mark.parametrize("partition_by", [None, ["truncate(20, k)"]], ids=["flat", "partitioned"])
+def test_crash_sweep_auto_compaction_memory(tmp_path, partition_by):
+    outcomes = sweep_auto(MemoryBackend(tmp_path), partition_by)
     assert outcomes["appended"] >= 1 and outcomes["compacted"] >= 1
 
 

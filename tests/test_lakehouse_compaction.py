@@ -634,3 +634,23 @@ def test_clustered_files_have_small_row_groups(lh):
     meta = pq.ParquetFile(os.path.join(lh.data_url.removeprefix("file://"), f.path)).metadata
     assert meta.num_row_groups == 4
     assert content(lh, where=f"id = {n + 5}") == [(n + 5, f"a{n + 5}")]
+
+
+def test_overwrite_over_a_chain_of_compactions(lh):
+    """An overwrite begun before two compactions in a row, the second merging the
+    first's outputs: it removes the last output (every row in it came from files
+    the overwrite removes) and commits."""
+    create(lh)
+    for i in range(4):
+        lh.append("ns.t", rows([i, 10 + i]))
+    size = max(f.size for f in lh.list_data_files("ns.t"))
+    mine = lh.begin()
+    mine.overwrite("ns.t", rows([100]))
+    with lh.begin() as t:  # two files per group: two outputs
+        r = t.compact("ns.t", target_file_bytes=2 * size + size // 2)
+    assert (r.files_removed, r.files_added) == (4, 2)
+    with lh.begin() as t:  # the two outputs into one
+        assert t.compact("ns.t").files_removed == 2
+    mine.commit()
+    assert content(lh) == [(100, "a100")]
+    assert len(lh.list_data_files("ns.t")) == 1

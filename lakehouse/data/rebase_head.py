@@ -83,7 +83,7 @@ def rebase_at_head(w: TableIntent, head: Mapping[str, FileState], theirs: Concur
     consumed = consumed_by(theirs)
     last = theirs[-1][0] if theirs else 0
     dvs, deleted, updated = merge_deletes(w, head, consumed, last)
-    removed = removed_at_head(w, head, consumed)
+    removed = removed_at_head(w, head, consumed, theirs)
     sources, extra = own_compactions(w, head, consumed)
     removed |= sources
     added_dvs, cleared = initial_dvs(w, head, extra)
@@ -160,14 +160,23 @@ def merge_deletes(
     return dvs, deleted, updated
 
 
-def removed_at_head(w: TableIntent, head: Mapping[str, FileState], consumed: Consumed) -> set[str]:
-    """Head files ``w`` removes: its own removals, or the output of a concurrent
-    compaction of files it all removes (an overwrite over a compaction)."""
+def removed_at_head(
+    w: TableIntent, head: Mapping[str, FileState], consumed: Consumed, theirs: Concurrent
+) -> set[str]:
+    """Head files ``w`` removes: its own removals, or the outputs of concurrent
+    compactions of files it all removes (an overwrite over a compaction; through
+    chains of them: a compaction of another one's output and of files ``w``
+    removes)."""
     mine_moved = compacted_by(w.rewrites)
+    gone = set(w.removed) - mine_moved
+    for _, c in theirs:  # in version order: an output of removed files is removed too
+        for r in c.rewrites:
+            if all(s in gone for s, _, _ in r.sources):
+                gone.update(new for new, _ in outputs(r))
     out: set[str] = set()
-    for fid in w.removed:
-        if fid in mine_moved:
-            continue
+    todo = [fid for fid in w.removed if fid not in mine_moved]
+    while todo:
+        fid = todo.pop()
         if fid in head:
             out.add(fid)
             continue
@@ -175,12 +184,12 @@ def removed_at_head(w: TableIntent, head: Mapping[str, FileState], consumed: Con
         if hit is None:
             continue  # already removed by someone else (a pure removal overlap was checked)
         u, r = hit
-        if not all(s in w.removed for s, _, _ in r.sources):
+        if not all(s in gone for s, _, _ in r.sources):
             raise Unrebasable(
                 u,
                 _at_head(u, f"compacted data file {fid} together with files this overwrite keeps"),
             )
-        out.update(new for new, _ in outputs(r) if new in head)
+        todo.extend(new for new, _ in outputs(r) if new not in out)
     return out
 
 

@@ -4,8 +4,8 @@ After each commit of a :class:`~lakehouse.Lakehouse` (the writer; readers
 never compact), :meth:`AutoCompactor.note` counts, per table partition, the
 small files the commit added (below half the table's target file size). A
 partition whose count reaches the table's ``compaction.min-files`` is queued
-(and so is a partition the first time this writer adds a small file to it:
-earlier writers may have left small files there), and one background thread
+(and the whole table, once, the first time this writer adds a small file to
+it: earlier writers may have left small files), and one background thread
 compacts it in a transaction of its own
 (``txn.compact(table, partition=..., min_files=...)``: only small files, merged
 within size tiers, see :mod:`lakehouse.data.compaction`)::
@@ -104,10 +104,9 @@ def settings(d: TableDef) -> Settings:
 class _Job:
     table: str
     table_id: str
-    partition: Mapping[str, Any]
-    key: tuple[str, compaction.PartKey]
-    #: queued by the first small file of this writer (not by the count)
-    check: bool = False
+    #: None: every partition (the first look at a table)
+    partition: Mapping[str, Any] | None
+    key: tuple[str, compaction.PartKey | None]
 
 
 class AutoCompactor:
@@ -116,11 +115,11 @@ class AutoCompactor:
     def __init__(self, begin: Callable[[], Transaction]) -> None:
         self._begin = begin
         self._cond = threading.Condition()
-        self._counts: dict[tuple[str, compaction.PartKey], int] = {}
-        #: partitions a commit of this writer touched already
-        self._seen: set[tuple[str, compaction.PartKey]] = set()
+        self._counts: dict[tuple[str, compaction.PartKey | None], int] = {}
+        #: tables this writer added small files to already (by table id)
+        self._seen: set[str] = set()
         self._queue: list[_Job] = []
-        self._queued: set[tuple[str, compaction.PartKey]] = set()
+        self._queued: set[tuple[str, compaction.PartKey | None]] = set()
         self._running = False
         self._closed = False
         self._thread: threading.Thread | None = None
@@ -156,18 +155,21 @@ class AutoCompactor:
                     counts[k] = counts.get(k, 0) + 1
                     small.setdefault(k, f)
             with self._cond:
+                if counts and d.table_id not in self._seen:  # small files of earlier writers?
+                    self._seen.add(d.table_id)
+                    self._enqueue(_Job(d.qualified_name, d.table_id, None, (d.table_id, None)))
                 for k, n in counts.items():
                     key = (d.table_id, k)
                     total = self._counts[key] = self._counts.get(key, 0) + n
-                    first = key not in self._seen  # small files of earlier writers?
-                    self._seen.add(key)
-                    due = first or total >= s.min_files
-                    if due and key not in self._queued and not self._closed:
+                    if total >= s.min_files:
                         part = partitioning.partition_dict(d, small[k])
-                        job = _Job(d.qualified_name, d.table_id, part, key, check=first)
-                        self._queue.append(job)
-                        self._queued.add(key)
-                        self._start()
+                        self._enqueue(_Job(d.qualified_name, d.table_id, part, key))
+
+    def _enqueue(self, job: _Job) -> None:
+        if job.key not in self._queued and not self._closed:
+            self._queue.append(job)
+            self._queued.add(job.key)
+            self._start()
 
     def _start(self) -> None:
         if self._thread is None or not self._thread.is_alive():
@@ -196,10 +198,12 @@ class AutoCompactor:
                 with self._cond:
                     self._running = False
                     self._queued.discard(job.key)
-                    if res is not None and res.files_removed:
+                    if res is None or job.partition is None:
+                        pass  # failed (the count stays), or the first look at a table
+                    elif res.files_removed:
                         # what it wrote may be small too (a tier up): counted afresh
                         self._counts[job.key] = res.files_added
-                    elif res is not None and not job.check:
+                    else:
                         self._counts.pop(job.key, None)  # nothing to do: count afresh
                     self._cond.notify_all()
 
@@ -225,7 +229,7 @@ class AutoCompactor:
                 log.info(
                     "automatic compaction of %s %s: %d files -> %d (version %s)",
                     job.table,
-                    dict(job.partition),
+                    "(every partition)" if job.partition is None else dict(job.partition),
                     res.files_removed,
                     res.files_added,
                     txn.committed_version,

@@ -235,39 +235,63 @@ def run_partitioned(
             frame.write.format("noop").mode("overwrite").save()
 
         clock = _Clock(spark)
-        w_plain: list[tuple[float, float]] = []
-        w_lake: list[tuple[float, float]] = []
+        # (label, plain writer, the lakehouse table's write.distribution-mode)
+        variants: list[tuple[str, Callable[[str], Any], str]] = [
+            ("write", lambda d: plain_df.write.partitionBy("day").parquet(d), "hash"),
+            (
+                "write_distribution_none",
+                lambda d: plain_df.write.partitionBy("day").parquet(d),
+                "none",
+            ),
+            (
+                "write_vs_plain_repartition",
+                lambda d: plain_df.repartition("day").write.partitionBy("day").parquet(d),
+                "hash",
+            ),
+        ]
+        writes: dict[str, tuple[list[tuple[float, float]], list[tuple[float, float]]]] = {
+            label: ([], []) for label, _, _ in variants
+        }
         r_plain: list[tuple[float, float]] = []
         r_lake: list[tuple[float, float]] = []
-        files = {"plain": 0, "lakehouse": 0}
+        files: dict[str, int] = {}
         day_rows = 0
         for i in range(repeats + 1):  # round 0 warms the JVM up and is not counted
-            table = f"bench.days{i}"
-            with lh.begin() as txn:
-                if i == 0:
-                    txn.create_namespace("bench")
-                txn.create_table(table, schema, partition_by=["day(placed_at)"])
-            plain_dir = os.path.join(tmp, f"plain{i}")
             flip = i % 2 == 1
-            wp, wl = clock.pair(
-                lambda: plain_df.write.partitionBy("day").parquet(plain_dir),  # noqa: B023
-                lambda: lhs.write(lh, df, table),  # noqa: B023
-                flip,
-            )
+            for n, (label, plain_write, mode) in enumerate(variants):
+                table = f"bench.days{i}_{n}"
+                with lh.begin() as txn:
+                    if i == 0 and n == 0:
+                        txn.create_namespace("bench")
+                    props = {"write.distribution-mode": mode}
+                    txn.create_table(table, schema, props, partition_by=["day(placed_at)"])
+                plain_dir = os.path.join(tmp, f"plain{i}_{n}")
+                wp, wl = clock.pair(
+                    lambda: plain_write(plain_dir),  # noqa: B023
+                    lambda: lhs.write(lh, df, table),  # noqa: B023
+                    flip,
+                )
+                if i:
+                    writes[label][0].append(wp)
+                    writes[label][1].append(wl)
+                    files[f"{label}_plain"] = sum(
+                        f.endswith(".parquet") for _, _, fs in os.walk(plain_dir) for f in fs
+                    )
+                    files[f"{label}_lakehouse"] = len(lh.list_data_files(table))
+                if n:
+                    shutil.rmtree(plain_dir, ignore_errors=True)
+                    with lh.begin() as txn:
+                        txn.drop_table(table)
+            table = f"bench.days{i}_0"
+            plain_dir = os.path.join(tmp, f"plain{i}_0")
             rp, rl = clock.pair(
                 lambda: noop(spark.read.parquet(plain_dir).where(F.col("day") == day)),  # noqa: B023
                 lambda: noop(lhs.read(lh, spark, table, where=where)),  # noqa: B023
                 flip,
             )
             if i:
-                w_plain.append(wp)
-                w_lake.append(wl)
                 r_plain.append(rp)
                 r_lake.append(rl)
-                files["lakehouse"] = len(lh.list_data_files(table))
-                files["plain"] = sum(
-                    n.endswith(".parquet") for _, _, names in os.walk(plain_dir) for n in names
-                )
                 day_rows = lhs.read(lh, spark, table, where=where).count()
                 plain_day = spark.read.parquet(plain_dir).where(F.col("day") == day).count()
                 if day_rows != plain_day:
@@ -284,7 +308,7 @@ def run_partitioned(
             "cores": spark.sparkContext.defaultParallelism,
             "files": files,
             "day_rows": day_rows,
-            "write": _summary(w_plain, w_lake),
+            **{label: _summary(*w) for label, w in writes.items()},
             "read": _summary(r_plain, r_lake),
         }
     finally:
@@ -305,6 +329,8 @@ def format_table(res: dict[str, Any]) -> str:
         ("write", "write"),
         ("read", "read"),
         ("read_1pct_deleted", "read, 1% deleted"),
+        ("write_distribution_none", "write, dist. none"),
+        ("write_vs_plain_repartition", "write vs repart."),
     ):
         if key not in res:
             continue

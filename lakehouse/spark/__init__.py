@@ -25,6 +25,8 @@ module                 what it does
 ``types``              Arrow <-> Spark types, safe widening, DataFrame-vs-table matching
 ``writer``             executors write Parquet files (Spark's writer on local disk,
                        pyarrow in Python tasks elsewhere); retries leave no duplicate
+``partitions``         partitioned tables: each row's partition as a hidden column
+                       (Spark expressions, an Arrow UDF for bucket), the rebalance
 ``reader``             a scan plan as a DataFrame: deletion vectors by broadcast
                        anti-join, or Python tasks on S3
 ``views``              temporary views ``ns.table`` / ``ns.table@vN`` for Spark SQL

@@ -561,7 +561,7 @@ def _merge(
         outputs.append("U")
     if when_not_matched == "insert":
         outputs.append("I")
-    written: dict[str, list[str]] = {}
+    written: dict[str, list[Written]] = {}
     if outputs:
         # the matched keys came back with job 2: a small relation with exact statistics
         # (joining the whole target's keys here made Spark broadcast 3M keys and fail)

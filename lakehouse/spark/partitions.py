@@ -62,7 +62,7 @@ def _q(name: str) -> str:
 
 
 def _is_int_like(t: pa.DataType) -> bool:
-    return (
+    return bool(
         pa.types.is_integer(t)
         or pa.types.is_boolean(t)
         or pa.types.is_date(t)
@@ -170,7 +170,9 @@ def _udf(tr: Transform, source: pa.DataType) -> Any:
         arr = values.cast(source) if values.type != source else values
         return encode_array(tr.apply(arr), result)
 
-    return F.arrow_udf(run, "string")
+    from pyspark.sql.pandas.functions import ArrowUDFType, arrow_udf
+
+    return arrow_udf(run, "string", ArrowUDFType.SCALAR)
 
 
 def key_column(d: TableDef) -> Column | None:

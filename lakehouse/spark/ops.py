@@ -44,7 +44,7 @@ from lakehouse.spark.partitions import PART_COL, decode_key, with_key
 from lakehouse.spark.reader import FILE_COL, ROW_COL, base_name, scan_frame
 from lakehouse.spark.session import configure
 from lakehouse.spark.types import jvm_writable, match_columns
-from lakehouse.spark.writer import col, prepare, write_files
+from lakehouse.spark.writer import GROUP_SEP, col, prepare, write_files
 
 log = logging.getLogger("lakehouse.spark")
 
@@ -216,8 +216,9 @@ class _Table:
         out: dict[str, list[Written]] = {}
         try:
             for group, paths in written.items():
-                values = decode_key(self.d, group[-1]) if self.partitioned else ()
-                out.setdefault(group[0] if split is not None else "", []).extend(
+                parts = group.split(GROUP_SEP)
+                values = decode_key(self.d, parts[-1]) if self.partitioned else ()
+                out.setdefault(parts[0] if split is not None else "", []).extend(
                     (p, values) for p in paths
                 )
         except BaseException:

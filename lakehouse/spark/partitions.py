@@ -170,9 +170,11 @@ def _udf(tr: Transform, source: pa.DataType) -> Any:
         arr = values.cast(source) if values.type != source else values
         return encode_array(tr.apply(arr), result)
 
-    from pyspark.sql.pandas.functions import ArrowUDFType, arrow_udf
+    from pyspark.sql.pandas.functions import arrow_udf
 
-    return arrow_udf(run, "string", ArrowUDFType.SCALAR)
+    # the type hints of ``run`` make it a scalar Arrow UDF (pyspark's stubs
+    # want the type spelled out instead, which pyspark then warns about)
+    return arrow_udf(run, "string")  # type: ignore[call-overload]
 
 
 def key_column(d: TableDef) -> Column | None:

@@ -61,8 +61,18 @@ ROW_GROUP_ROWS = 1 << 20
 #: a Python task starts a new file after this many rows
 MAX_FILE_ROWS = 16 << 20
 
-#: joins a file's group values (split columns) in a Python task's result row
+#: joins a file's values of the split columns into its group (``""`` without any)
 GROUP_SEP = "/"
+
+Split = str | Sequence[str] | None
+
+
+def _columns(split: Split) -> tuple[str, ...]:
+    """The split columns: none, one (a str) or several."""
+    if split is None:
+        return ()
+    return (split,) if isinstance(split, str) else tuple(split)
+
 
 _RESULT_SCHEMA = pa.schema(
     [("grp", pa.string()), ("path", pa.string()), ("rows", pa.int64()), ("bytes", pa.int64())]
@@ -112,14 +122,15 @@ def write_jvm(
     table_dir: str,
     new_path: Callable[[], str],
     what: str,
-    split: Sequence[str] = (),
-) -> dict[tuple[str, ...], list[str]]:
+    split: Split = None,
+) -> dict[str, list[str]]:
     """Write ``df`` with Spark's Parquet writer; returns the relative paths of the
-    non-empty files, renamed into the table's directory (see module doc), by the
-    values of the ``split`` columns (``()`` without any; Spark's ``partitionBy``
-    drops them from the files)."""
+    non-empty files, renamed into the table's directory (see module doc), by their
+    values of the ``split`` columns joined by :data:`GROUP_SEP` (``""`` without
+    any; Spark's ``partitionBy`` drops them from the files)."""
+    split = _columns(split)
     staging = f"{table_dir}/{time.time_ns() // 1_000_000:013d}-spark-{uuid.uuid4().hex}"
-    done: dict[tuple[str, ...], list[str]] = {}
+    done: dict[str, list[str]] = {}
     moved: list[str] = []
     try:
         with spark_job(what):
@@ -148,7 +159,7 @@ def write_jvm(
                 dst = new_path()
                 loc.rename(rel, dst)
                 moved.append(dst)
-                done.setdefault(group, []).append(dst)
+                done.setdefault(GROUP_SEP.join(group), []).append(dst)
     except BaseException:
         loc.delete(moved)
         raise
@@ -208,12 +219,13 @@ def _task_writer(
     table_dir: str,
     job: str,
     schema: pa.Schema,
-    split: Sequence[str],
+    split: Split,
     ordered: bool = False,
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The function each ``mapInArrow`` task runs (pickled to the executors).
     ``ordered``: rows arrive sorted by the ``split`` columns, so a group's file is
     closed as soon as a later group starts (one open file at a time)."""
+    split = _columns(split)
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
@@ -287,24 +299,23 @@ def write_python(
     table_dir: str,
     schema: pa.Schema,
     what: str,
-    split: Sequence[str] = (),
+    split: Split = None,
     job: str | None = None,
     ordered: bool = False,
-) -> dict[tuple[str, ...], list[str]]:
+) -> dict[str, list[str]]:
     """Write ``df`` through pyarrow in Python tasks; returns the relative paths of the
     files of the successful attempts by the values of the ``split`` columns
     (everything else the job wrote is deleted). ``job``: the job id (default: a
     fresh uuid4 hex); ``ordered``: rows arrive sorted by ``split``."""
     job = job or uuid.uuid4().hex
     fn = _task_writer(loc, table_dir, job, schema, split, ordered)
-    done: dict[tuple[str, ...], list[str]] = {}
+    done: dict[str, list[str]] = {}
     try:
         with spark_job(what):
             rows = df.mapInArrow(fn, "grp string, path string, rows long, bytes long").collect()
         for r in rows:
             if r["rows"] > 0:
-                group = tuple(r["grp"].split(GROUP_SEP)) if split else ()
-                done.setdefault(group, []).append(r["path"])
+                done.setdefault(r["grp"], []).append(r["path"])
     finally:
         keep = {p for paths in done.values() for p in paths}
         stray = [p for p in loc.list(table_dir) if f"-{job}-" in p and p not in keep]
@@ -323,9 +334,9 @@ def write_files(
     what: str,
     *,
     jvm: bool,
-    split: Sequence[str] = (),
+    split: Split = None,
     ordered: bool = False,
-) -> dict[tuple[str, ...], list[str]]:
+) -> dict[str, list[str]]:
     """Write ``df`` (already shaped as the table, plus the ``split`` columns) as data
     files of the table; returns their relative paths by the ``split`` values."""
     if jvm:

@@ -443,3 +443,22 @@ def test_partitioned_write_replace_and_pruned_read_on_s3(spark, s3_bucket, s3_op
         assert [(r.id, r.amount) for r in got] == [(5, -1.0)]
     finally:
         h.close()
+
+
+@pytest.mark.parametrize(
+    "spec", [["year(ts)", "hour(local)"], ["month(local)", "day(ts)"], ["hour(ts)", "year(d)"]]
+)
+def test_time_transforms_around_the_epoch(spark, lh, spec):
+    # floor, not truncation toward zero, for instants before 1970 (Iceberg's rule)
+    micros = [-1, 0, 1, -86_400_000_000, -3_600_000_001, -31_536_000_000_001, 1_709_251_199_999_999]
+    create(lh, "ns.e", spec)
+    df = spark.createDataFrame([(i, m) for i, m in enumerate(micros)], "id long, m long").select(
+        "id",
+        F.timestamp_micros("m").alias("ts"),
+        F.timestamp_micros("m").cast("timestamp_ntz").alias("local"),
+        F.date_from_unix_date((F.col("m") / 86_400_000_000).cast("int") - 1).alias("d"),
+    )
+    lhs.write(lh, df, "ns.e")
+    layout = check_layout(lh, "ns.e")
+    assert rows_by_partition(lh, "ns.e") == expected_partitions(lh, "ns.e")
+    assert sum(layout.values()) == len(expected_partitions(lh, "ns.e"))

@@ -168,7 +168,8 @@ def _udf(tr: Transform, source: pa.DataType) -> Any:
 
     def run(values: pa.Array) -> pa.Array:
         arr = values.cast(source) if values.type != source else values
-        return encode_array(tr.apply(arr), result)
+        out = tr.apply(arr)
+        return encode_array(out if out.type == result else out.cast(result), result)
 
     from pyspark.sql.pandas.functions import arrow_udf
 

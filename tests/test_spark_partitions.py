@@ -333,6 +333,20 @@ def test_read_where_prunes_files_before_spark(spark, lh):
     assert sorted(r.id for r in got.collect()) == want
 
 
+def test_delete_scans_only_the_partitions_its_condition_needs(spark, lh):
+    create(lh, "ns.t", ["country"])
+    lhs.write(lh, frame(spark, 0, 200), "ns.t")
+    rows = lh.read("ns.t").to_pylist()
+    fr = [r["id"] for r in rows if r["country"] == "fr"]
+    for f in lh.list_data_files("ns.t"):  # black box: only fr's file stays on disk
+        if f.partition["country"] != "fr":
+            os.remove(os.path.join(data_dir(lh), f.path))
+    n = lhs.delete(lh, spark, "ns.t", "country = 'fr' AND id % 2 = 0")
+    assert n == sum(1 for i in fr if i % 2 == 0) > 0
+    left = lhs.read(lh, spark, "ns.t", where="country = 'fr'").collect()
+    assert sorted(r.id for r in left) == [i for i in sorted(fr) if i % 2]
+
+
 def test_read_where_without_pruning_is_still_filtered(spark, lh):
     create(lh, "ns.t", ["bucket(4, id)"])
     lhs.write(lh, frame(spark, 0, 200), "ns.t")

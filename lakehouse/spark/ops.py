@@ -188,8 +188,12 @@ class _Table:
         self.partitioned = not d.spec.is_unpartitioned
         self.jvm_write = self.loc.jvm and all(jvm_writable(f.type) for f in self.schema)
 
-    def frame(self, spark: SparkSession, *, positions: bool) -> tuple[DataFrame, dict[str, str]]:
-        plan = self.txn.scan_plan(self.name)
+    def frame(
+        self, spark: SparkSession, *, positions: bool, where: Any = None
+    ) -> tuple[DataFrame, dict[str, str]]:
+        """The table's rows (with ``where``: of the files that may hold a row matching
+        that Spark SQL condition, pruned on the driver; see :func:`_prunable`)."""
+        plan = self.txn.scan_plan(self.name, where=_prunable(spark, where, self.schema))
         by_name = {base_name(f.path): f.path for f in plan}
         return scan_frame(spark, plan, self.schema, self.loc, positions=positions), by_name
 
@@ -445,7 +449,8 @@ def delete(lh: Any, spark: SparkSession, table: str, condition: Any, *, txn: Any
     with _joined(lh, txn) as (t, own):
         tbl = _Table(lh, t, table)
         _check_names(condition, tbl.schema, table, "condition")
-        frame, by_name = tbl.frame(spark, positions=True)
+        # only the files that may hold a matching row are scanned (partitions, bounds)
+        frame, by_name = tbl.frame(spark, positions=True, where=condition)
         hits = _analysed(frame, lambda f: f.where(cond), condition, "condition")
         found = _positions(hits, by_name, f"finding the rows of {table} to delete")
         n = int(t.delete_rows(table, found)) if found else 0

@@ -476,3 +476,33 @@ def test_time_transforms_around_the_epoch(spark, lh, spec):
     layout = check_layout(lh, "ns.e")
     assert rows_by_partition(lh, "ns.e") == expected_partitions(lh, "ns.e")
     assert sum(layout.values()) == len(expected_partitions(lh, "ns.e"))
+
+
+def test_add_files_with_known_partitions_and_replace(lh):
+    """The driver-side seam the Spark calls use: ``txn.add_files(partitions=...,
+    replace_partitions=True)``, with files written by someone else (pyarrow here)."""
+    small = pa.schema([pa.field("id", pa.int64(), nullable=False), ("country", pa.string())])
+
+    def put(txn, table, ids, country):
+        path = txn.new_data_path(table)
+        sink = pa.BufferOutputStream()
+        pq.write_table(pa.table({"id": ids, "country": [country] * len(ids)}, schema=small), sink)
+        lh.data_store.put(path, sink.getvalue().to_pybytes())
+        return path
+
+    with lh.begin() as txn:
+        txn.create_table("ns.p", small, partition_by=["country"])
+        txn.create_table("ns.u", small)
+    with lh.begin() as txn:
+        paths = [put(txn, "ns.p", [1, 2], "fr"), put(txn, "ns.p", [3], "us")]
+        with pytest.raises(ValueError, match="2 files"):
+            txn.add_files("ns.p", paths, partitions=[("fr",)])
+        assert txn.add_files("ns.p", paths, partitions=[("fr",), ("us",)]) == 3
+        txn.append("ns.u", pa.table({"id": [1, 2], "country": ["fr", "us"]}, schema=small))
+    assert {f.partition["country"] for f in lh.list_data_files("ns.p")} == {"fr", "us"}
+    with lh.begin() as txn:
+        new = [put(txn, "ns.p", [10], "fr")]
+        txn.add_files("ns.p", new, partitions=[("fr",)], replace_partitions=True)
+        txn.add_files("ns.u", [put(txn, "ns.u", [7], "de")], replace_partitions=True)
+    assert sorted(lh.read("ns.p").column("id").to_pylist()) == [3, 10]
+    assert lh.read("ns.u").to_pylist() == [{"id": 7, "country": "de"}]

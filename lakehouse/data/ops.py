@@ -448,8 +448,15 @@ def add_files(
             targets.add(tuple(partitioning.file_values(d, f) or ()))
     if updates:
         w.post |= set(w.added) - before
-    if replace and targets and not d.spec.is_unpartitioned:
-        _clear_partitions(buf, d, w, sorted(targets, key=repr), keep=set(w.added) - before)
+    new = set(w.added) - before
+    if replace and d.spec.is_unpartitioned:  # as overwrite: every other row goes
+        for f, _ in buf.files(d.namespace, d.name):
+            if file_key_id(f) not in new:
+                w.remove(file_key_id(f), f)
+        w.guards.append(parse_where("TRUE", d.schema))
+        buf.note_read(d, None)
+    elif replace and targets:
+        _clear_partitions(buf, d, w, sorted(targets, key=repr), keep=new)
     return n
 
 

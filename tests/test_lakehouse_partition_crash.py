@@ -251,14 +251,29 @@ def test_crash_sweep_partitioned_operation(op: str) -> None:
 #: compaction on (compaction.min-files 2: a compaction after nearly every commit),
 #: acknowledging each committed append on one line of the ack log
 WRITER = r"""
-import json, os, sys
+import json, os, sys, time
 import pyarrow as pa
 import lakehouse
+from lakehouse.data import compaction
 
-url, acklog, run = sys.argv[1], sys.argv[2], int(sys.argv[3])
+url, acklog, run, pause = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "pause"
 schema = pa.schema(
     [pa.field("k", pa.int64(), nullable=False), ("v", pa.string()), ("p", pa.string())]
 )
+compact = compaction.compact
+
+
+def compact_then_report(*args, **kwargs):
+    # the compaction's files are written, its transaction not committed yet
+    result = compact(*args, **kwargs)
+    if result.files_added:
+        print("COMPACTION-WRITTEN", flush=True)
+        if pause:
+            time.sleep(60)  # killed here, before the commit
+    return result
+
+
+compaction.compact = compact_then_report
 lh = lakehouse.open(url)
 if not lh.list_namespaces():
     with lh.begin() as txn:
@@ -287,10 +302,12 @@ def read_acks(path: Path) -> list[tuple[int, str]]:
 
 
 def test_kill_during_automatic_compaction_loses_nothing(tmp_path: Path) -> None:
-    """Runs of the writer on one lakehouse, each SIGKILLed 0.3-1.5 s after it is
-    ready (compactions run in its background thread all the while). After each
-    kill: every acknowledged row is there exactly once with its value, no row
-    appears that was never written, verify is clean; the next run goes on."""
+    """Runs of the writer on one lakehouse, each SIGKILLed: odd runs once an automatic
+    compaction has written its files but not committed (the writer reports it and
+    waits), even runs 0.3-1.5 s after it is ready (compactions run in its background
+    thread all the while). After each kill: every acknowledged row is there exactly
+    once with its value, no row appears that was never written, verify is clean, the
+    killed compaction's files are orphans; the next run goes on."""
     url = str(tmp_path / "lh")
     acklog = tmp_path / "acks"
     script = tmp_path / "writer.py"
@@ -299,15 +316,22 @@ def test_kill_during_automatic_compaction_loses_nothing(tmp_path: Path) -> None:
     runs = 6
     compactions = 0
     for run in range(1, runs + 1):
+        mid_compaction = run % 2 == 1
+        mode = "pause" if mid_compaction else "run"
         proc = subprocess.Popen(
-            [sys.executable, str(script), url, str(acklog), str(run)],
+            [sys.executable, str(script), url, str(acklog), str(run), mode],
             stdout=subprocess.PIPE,
             text=True,
         )
         try:
             assert proc.stdout is not None
             assert proc.stdout.readline().strip() == "READY"
-            time.sleep(rng.uniform(0.3, 1.5))
+            if mid_compaction:  # the writer waits after this line until killed
+                while (line := proc.stdout.readline()) and line.strip() != "COMPACTION-WRITTEN":
+                    pass
+                assert line, "the writer died before a compaction wrote its files"
+            else:
+                time.sleep(rng.uniform(0.3, 1.5))
         finally:
             proc.send_signal(signal.SIGKILL)
             proc.wait()
@@ -329,5 +353,18 @@ def test_kill_during_automatic_compaction_loses_nothing(tmp_path: Path) -> None:
                 assert s.min == s.max == f.partition["p"]
         report = verify(Target(url), all_versions=True)
         assert report.ok, [str(p) for p in report.problems]
+        if mid_compaction:  # the killed compaction's files: written, never committed
+            with lakehouse.open(url) as lh:
+                referenced = set()
+                for v in range(lh.oldest_version, lh.version + 1):
+                    try:
+                        referenced |= {f.path for f in lh.at_version(v).list_data_files(T)}
+                    except lakehouse.NotFound:  # before the table was created
+                        continue
+                orphans = set(lh.data_store.list("")) - referenced
+                assert orphans, f"run {run}: the killed compaction left no file"
+                removed = set(lh.remove_orphan_files(older_than=dt.timedelta(0)))
+                assert removed == orphans
+                assert lh.read(T).num_rows == len(keys)
     assert read_acks(acklog), "the writer acknowledged nothing"
     assert compactions >= 1, "no automatic compaction ran in any run"

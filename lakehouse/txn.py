@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 import kvstore
 from kvstore.objstore import ObjectStore
 from lakehouse import keys
-from lakehouse.data import ops, txnfiles
+from lakehouse.data import compaction, ops, txnfiles
 from lakehouse.data.buffer import Definitions, TableData
 from lakehouse.data.predicate import Predicate
 from lakehouse.data.table import FileState, LazyFiles
@@ -314,7 +314,7 @@ class Transaction(DefinitionOps):
         runs it (only small files are merged, N or more of one size tier at a time;
         ranges may still overlap). ``progress(done, total)`` is called as the files
         being rewritten are read (bytes read so far, bytes of those files in all)."""
-        return ops.compact(
+        return compaction.compact(
             self._tables, table, target_file_bytes, progress, where, partition, min_files
         )
 

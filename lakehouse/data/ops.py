@@ -30,7 +30,7 @@ matrix) and :mod:`lakehouse.data.rebase` (the per-row checks).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence, Set
+from collections.abc import Iterable, Mapping, Sequence, Set
 from typing import Any, cast
 
 import numpy as np
@@ -38,14 +38,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from pyroaring import BitMap
 
-from lakehouse.data import compaction, partitioning, scan
 from lakehouse.data import dv as dvfmt
+from lakehouse.data import partitioning, scan
 from lakehouse.data.buffer import TableData
 from lakehouse.data.conform import conform, to_table
 from lakehouse.data.literals import ARROW_ERRORS, first_line
 from lakehouse.data.predicate import Predicate, evaluate, matches, parse_value, parse_where
 from lakehouse.data.table import Origins, TableWrite, concat_origins, file_key_id
-from lakehouse.model import CompactResult, DataOp, MergeResult, TableDef
+from lakehouse.model import DataOp, MergeResult, TableDef
 
 #: the operations ``delete_rows`` can record (those that delete rows by position)
 ROW_DELETING = (DataOp.DELETE, DataOp.UPDATE, DataOp.MERGE, DataOp.OVERWRITE)
@@ -397,19 +397,6 @@ def _key_predicate(keys: pa.Table, on: list[str]) -> Predicate:
             expr = part if expr is None else expr & part
     assert expr is not None
     return Predicate(expr, frozenset(on), f"merge keys on {on}")
-
-
-def compact(
-    buf: TableData,
-    table: str,
-    target_file_bytes: int | None = None,
-    progress: Callable[[int, int], None] | None = None,
-    where: Any = None,
-    partition: Any = None,
-    min_files: int | None = None,
-) -> CompactResult:
-    """See :mod:`lakehouse.data.compaction`."""
-    return compaction.compact(buf, table, target_file_bytes, progress, where, partition, min_files)
 
 
 def add_files(

@@ -221,8 +221,9 @@ class DefinitionOps(ReadOps):
             ipc = schema_to_ipc(schema)
         sk = cur.sort_keys
         if sort_keys is not None:
-            names = [c.name for c in cols]
-            sk = _check_names(names, check_keys(sort_keys, "sort_keys"), "sort_keys")
+            sk = _check_columns(
+                schema_from_ipc(ipc), check_keys(sort_keys, "sort_keys"), "sort_keys"
+            )
         specs, spec_id = cur.partition_specs, cur.spec_id
         if partition_by is not None:
             previous = specs or (cur.spec,)
@@ -323,15 +324,6 @@ def _check_columns(schema: Any, names: tuple[str, ...], what: str) -> tuple[str,
     if len(set(names)) != len(names):
         raise ValueError(f"{what} lists a column twice")
     return names
-
-
-def _check_names(names: list[str], keys: tuple[str, ...], what: str) -> tuple[str, ...]:
-    for n in keys:
-        if n not in names:
-            raise ValueError(f"{what} column {n!r} is not a column of the table")
-    if len(set(keys)) != len(keys):
-        raise ValueError(f"{what} lists a column twice")
-    return keys
 
 
 def _check_flag(if_not_exists: Any) -> None:

@@ -32,11 +32,10 @@ import pyarrow.compute as pc
 from lakehouse import keys
 from lakehouse import partition as part
 from lakehouse.data.predicate import Predicate
+from lakehouse.data.table import FileState
 from lakehouse.model import DataFile, TableDef
 from lakehouse.partition import PartitionSpec
 from lakehouse.terms import Term
-
-FileState = Any  # tuple[DataFile, BitMap]
 
 
 def is_partitioned(d: TableDef) -> bool:

@@ -35,11 +35,14 @@ which files a predicate can match at all. Only those are opened.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import itertools
 import logging
 import math
-from collections.abc import Iterable, Iterator, Sequence
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from typing import Any, Protocol
 
@@ -53,6 +56,7 @@ from pyroaring import BitMap
 from lakehouse.data.stats import footer_stats, stat_scalar
 from lakehouse.errors import CorruptionError
 from lakehouse.model import Column, DataFile
+from lakehouse.terms import Term
 
 log = logging.getLogger("lakehouse")
 
@@ -270,14 +274,8 @@ def read_file(
     appended.
     """
     pf = open_parquet(data, f.path, f)
-    in_file = dict(f.columns) if f.columns else None
-    wanted: list[tuple[Column, str | None]] = []
     try:
-        file_names = set(pf.schema_arrow.names)
-        for c in columns:
-            name = in_file.get(c.id) if in_file is not None else c.name
-            wanted.append((c, name if name in file_names else None))
-        names = [n for _, n in wanted if n is not None]
+        wanted, names = _in_file(pf.schema_arrow, f, columns)
         raw = pf.read(columns=names, use_threads=False)
     except READ_ERRORS as exc:
         raise CorruptionError(f"data file {f.path} could not be read: {exc}") from None
@@ -285,9 +283,43 @@ def read_file(
         raise CorruptionError(
             f"data file {f.path} holds {raw.num_rows} rows; its record says {f.record_count}"
         )
+    return _shaped(raw, wanted, names, columns, schema, deleted, with_positions, None, f)
+
+
+def _in_file(
+    file_schema: pa.Schema, f: DataFile, columns: Sequence[Column]
+) -> tuple[list[tuple[Column, str | None]], list[str]]:
+    """Each of ``columns`` with its name in the file (None: absent), and the names to read."""
+    in_file = dict(f.columns) if f.columns else None
+    file_names = set(file_schema.names)
+    wanted: list[tuple[Column, str | None]] = []
+    for c in columns:
+        name = in_file.get(c.id) if in_file is not None else c.name
+        wanted.append((c, name if name in file_names else None))
+    return wanted, [n for _, n in wanted if n is not None]
+
+
+def _shaped(
+    raw: pa.Table,
+    wanted: list[tuple[Column, str | None]],
+    names: list[str],
+    columns: Sequence[Column],
+    schema: pa.Schema,
+    deleted: BitMap | None,
+    with_positions: bool,
+    positions: np.ndarray | None,
+    f: DataFile,
+) -> pa.Table:
+    """Rows ``raw`` read from ``f`` as the table's ``columns``, deleted rows dropped.
+    ``positions``: each row's position in the file (None: all rows, in order)."""
+    if positions is None:
+        mask = keep_mask(raw.num_rows, deleted)
+    elif deleted:
+        mask = pa.array(~np.isin(positions, np.frombuffer(deleted.to_array(), dtype=np.uint32)))
+    else:
+        mask = None
     if not with_positions and names == [c.name for c in columns]:  # no renames, none missing
         direct = raw.cast(schema) if raw.schema != schema else raw
-        mask = keep_mask(raw.num_rows, deleted)
         return direct if mask is None else direct.filter(mask)
     arrays = []
     fields = []
@@ -302,11 +334,208 @@ def read_file(
         arrays.append(arr)
         fields.append(field.with_nullable(True))
     if with_positions:
-        arrays.append(pa.array(np.arange(raw.num_rows, dtype=np.uint32)))
+        pos = np.arange(raw.num_rows, dtype=np.uint32) if positions is None else positions
+        arrays.append(pa.array(pos.astype(np.uint32, copy=False)))
         fields.append(pa.field("_pos", pa.uint32()))
     out = pa.Table.from_arrays(arrays, schema=pa.schema(fields))
-    mask = keep_mask(raw.num_rows, deleted)
     return out if mask is None else out.filter(mask)
+
+
+# -- reading by byte ranges ---------------------------------------------------------------
+#: files larger than this are read by byte ranges when a read's terms can skip row
+#: groups (:func:`read_ranges`); smaller ones are fetched whole. Measured on a
+#: clustered file of 1M rows (20 MB, 16Ki-row groups, local disk): fetching and
+#: checking it whole costs ~4 ms, its tail and one row group ~1 ms.
+RANGED_READ_BYTES = 4 << 20
+
+#: column chunks at most this far apart are fetched by one range
+COALESCE_GAP = 64 << 10
+
+#: reads ``length`` bytes of a file at ``start``
+GetRange = Callable[[int, int], bytes]
+
+
+class _RowGroupView:
+    """One row group of a footer, shaped as a footer (what footer_stats reads)."""
+
+    def __init__(self, meta: Any, r: int) -> None:
+        self.schema = meta.schema
+        self.num_columns = meta.num_columns
+        self.num_row_groups = 1
+        self._rg = meta.row_group(r)
+
+    def row_group(self, r: int) -> Any:
+        return self._rg
+
+
+def read_ranges(
+    get: GetRange,
+    f: DataFile,
+    columns: Sequence[Column],
+    schema: pa.Schema,
+    deleted: BitMap | None,
+    terms: Sequence[Term],
+    table_columns: Sequence[Column],
+    table_schema: pa.Schema,
+    *,
+    with_positions: bool = False,
+) -> pa.Table | None:
+    """The live rows of ``f`` (as :func:`read_file`) in the row groups whose footer
+    statistics allow every one of ``terms``, reading only the bytes they use.
+
+    The tail is fetched and checked against the record (:func:`check_tail`),
+    then only the chosen row groups' column chunks (adjacent ones coalesced)
+    are fetched and decoded with page checksums verified. Rows of the other
+    row groups may be left out: no row of theirs can match the terms.
+    ``table_columns`` and ``table_schema``: the table's current columns the
+    terms name. None when ranges would read (nearly) the whole file or the
+    decoding failed: the caller reads the file whole, whose checks then name
+    the damage.
+    """
+    n = tail_length(f)
+    if n is None or f.size <= n:
+        return None
+    tail = get(f.size - n, n)
+    if len(tail) != n:
+        raise CorruptionError(
+            f"data file {f.path} is damaged: it holds fewer bytes than recorded ({f.size})"
+        )
+    check_tail(tail, f)
+    footer = _footer(tail, f)
+    meta, file_schema, counts = footer.meta, footer.schema, footer.counts
+    if sum(counts) != f.record_count:
+        raise CorruptionError(
+            f"data file {f.path} holds {sum(counts)} rows; its record says {f.record_count}"
+        )
+    keep = _row_groups(footer, f, terms, table_columns, table_schema)
+    if len(keep) > len(counts) // 2:
+        return None  # most of the file: read it whole
+    wanted, names = _in_file(file_schema, f, columns)
+    paths = [meta.schema.column(j).path for j in range(meta.num_columns)]
+    leaves = [j for j, p in enumerate(paths) if any(p == m or p.startswith(m + ".") for m in names)]
+    chunks = []
+    for r in keep:
+        rg = meta.row_group(r)
+        for j in leaves:
+            col = rg.column(j)
+            start = col.data_page_offset
+            if col.has_dictionary_page and col.dictionary_page_offset is not None:
+                start = min(start, col.dictionary_page_offset)
+            chunks.append((start, start + col.total_compressed_size))
+    # a buffer of the file's size holding the bytes fetched (the rest is never read:
+    # not zeroed, as its pages are then only mapped where written)
+    whole = pa.allocate_buffer(f.size)
+    buf = np.frombuffer(whole, dtype=np.uint8)
+    buf[f.size - n :] = np.frombuffer(tail, dtype=np.uint8)
+    for start, end in _coalesced(chunks):
+        if start < 0 or end > f.size - n:
+            raise CorruptionError(f"data file {f.path} is damaged: a column chunk lies outside it")
+        got = get(start, end - start)
+        if len(got) != end - start:
+            raise CorruptionError(
+                f"data file {f.path} is damaged: it holds fewer bytes than recorded ({f.size})"
+            )
+        buf[start:end] = np.frombuffer(got, dtype=np.uint8)
+    try:
+        pf = pq.ParquetFile(whole, metadata=meta, page_checksum_verification=VERIFY)
+        raw = pf.read_row_groups(keep, columns=names, use_threads=False)
+    except READ_ERRORS as exc:  # damage in the bytes read (or bytes we did not fetch)
+        log.debug("data file %s: ranged read failed, reading it whole: %s", f.path, exc)
+        return None
+    starts = np.concatenate([[0], np.cumsum(counts)])
+    if raw.num_rows != sum(counts[r] for r in keep):
+        return None
+    positions = (
+        np.concatenate([np.arange(starts[r], starts[r + 1], dtype=np.int64) for r in keep])
+        if keep
+        else np.zeros(0, dtype=np.int64)
+    )
+    return _shaped(raw, wanted, names, columns, schema, deleted, with_positions, positions, f)
+
+
+@dataclasses.dataclass
+class _Footer:
+    """A parsed footer, kept by the record's footer checksum (a tail that passed
+    :func:`check_tail` holds exactly these bytes)."""
+
+    meta: Any
+    schema: pa.Schema
+    counts: list[int]
+    #: per set of (name in the file, column id): one record per row group, its bounds
+    groups: dict[tuple[tuple[str, int], ...], list[DataFile]] = dataclasses.field(
+        default_factory=dict
+    )
+
+
+#: parsed footers of recently range-read files, by (path, footer length, footer CRC)
+_FOOTERS: OrderedDict[tuple[str, int | None, int | None], _Footer] = OrderedDict()
+_FOOTERS_KEPT = 64
+_FOOTERS_LOCK = threading.Lock()
+
+
+def _footer(tail: bytes, f: DataFile) -> _Footer:
+    key = (f.path, f.footer_size, f.footer_crc)
+    with _FOOTERS_LOCK:
+        found = _FOOTERS.get(key)
+        if found is not None:
+            _FOOTERS.move_to_end(key)
+            return found
+    try:
+        meta = pq.read_metadata(pa.BufferReader(tail))
+        schema = meta.schema.to_arrow_schema()
+    except READ_ERRORS as exc:
+        raise CorruptionError(f"data file {f.path} is not readable Parquet: {exc}") from None
+    counts = [meta.row_group(r).num_rows for r in range(meta.num_row_groups)]
+    footer = _Footer(meta, schema, counts)
+    with _FOOTERS_LOCK:
+        _FOOTERS[key] = footer
+        while len(_FOOTERS) > _FOOTERS_KEPT:
+            _FOOTERS.popitem(last=False)
+    return footer
+
+
+def _row_groups(
+    footer: _Footer,
+    f: DataFile,
+    terms: Sequence[Term],
+    table_columns: Sequence[Column],
+    table_schema: pa.Schema,
+) -> list[int]:
+    """Row groups whose statistics allow every term (as files are pruned by their
+    records' bounds: :func:`lakehouse.data.bounds.prune`, on one record per row
+    group, kept with the footer so their decoded bounds are too)."""
+    from lakehouse.data import bounds
+
+    named = {t.column for t in terms}
+    cols = [c for c in table_columns if c.name in named]
+    in_file = dict(f.columns) if f.columns else {c.id: c.name for c in cols}
+    ids = {in_file[c.id]: c.id for c in cols if in_file.get(c.id) in footer.schema.names}
+    key = tuple(sorted(ids.items()))
+    groups = footer.groups.get(key)
+    if groups is None:
+        types = {name: footer.schema.field(name).type for name in ids}
+        meta = footer.meta
+        groups = footer.groups[key] = [
+            DataFile(
+                f.path,
+                record_count=meta.row_group(r).num_rows,
+                columns=f.columns,
+                raw_stats=footer_stats(_RowGroupView(meta, r), ids, types),
+            )
+            for r in range(meta.num_row_groups)
+        ]
+    return bounds.prune(groups, terms, cols, table_schema)
+
+
+def _coalesced(chunks: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Byte ranges covering ``chunks``, those at most COALESCE_GAP apart merged."""
+    out: list[tuple[int, int]] = []
+    for start, end in sorted(chunks):
+        if out and start - out[-1][1] <= COALESCE_GAP:
+            out[-1] = (out[-1][0], max(out[-1][1], end))
+        else:
+            out.append((start, end))
+    return out
 
 
 # -- pruning ---------------------------------------------------------------------------

@@ -81,6 +81,33 @@ def fetch(store: ObjectStore, path: str) -> bytes:
         raise storage_failed(path, exc) from exc
 
 
+def fetch_range(store: ObjectStore, path: str, start: int, length: int) -> bytes:
+    """``length`` bytes of a data file at ``start`` (as :func:`fetch`)."""
+    try:
+        if "://" in path or path.startswith("/"):
+            parent, name = path.rsplit("/", 1)
+            return open_store(parent, create=False).get_range(name, start, length)
+        return store.get_range(path, start, length)
+    except FileNotFoundError:
+        raise DataFileMissing(
+            f"data file {path} is referenced by the table but missing from storage", path
+        ) from None
+    except OSError as exc:
+        raise storage_failed(path, exc) from exc
+
+
+def ranged(f: DataFile, pred: Predicate | None) -> bool:
+    """Whether ``f`` is read by byte ranges (:func:`lakehouse.data.files.read_ranges`):
+    larger than RANGED_READ_BYTES, its footer recorded, and terms to skip row groups by."""
+    return (
+        pred is not None
+        and bool(pred.terms)
+        and f.size > datafiles.RANGED_READ_BYTES
+        and f.footer_size is not None
+        and f.footer_crc is not None
+    )
+
+
 def storage_failed(path: str, exc: OSError) -> StorageError:
     """The error of a data file the storage failed to read (not damage: the bytes
     were never seen), naming the file."""
@@ -145,15 +172,30 @@ def read_one(
     pred: Predicate | None,
     wanted: list[Column],
     with_positions: bool = False,
+    skip_by: Predicate | None = None,
 ) -> pa.Table:
     """The live rows of one file (``fs``: its record and deleted positions): columns
     ``read_cols`` read by column id, filtered by ``pred``, projected to ``wanted``
-    (plus ``_pos``, each row's position in the file, when ``with_positions``)."""
+    (plus ``_pos``, each row's position in the file, when ``with_positions``).
+    ``skip_by`` (default ``pred``): rows that cannot match it may be left out."""
     f, dv = fs
     schema = pa.schema([d.schema.field(c.name) for c in read_cols])
-    t = datafiles.read_file(
-        fetch(store, f.path), f, read_cols, schema, dv, with_positions=with_positions
-    )
+    t = None
+    by = pred if skip_by is None else skip_by
+    if ranged(f, by):  # a large file and terms that may skip row groups: only those bytes
+        assert by is not None
+
+        def get(start: int, length: int) -> bytes:
+            return fetch_range(store, f.path, start, length)
+
+        t = datafiles.read_ranges(
+            get, f, read_cols, schema, dv, by.terms, d.columns, d.schema,
+            with_positions=with_positions,
+        )  # fmt: skip
+    if t is None:
+        t = datafiles.read_file(
+            fetch(store, f.path), f, read_cols, schema, dv, with_positions=with_positions
+        )
     if pred is not None:
         t = t.filter(matches(t, pred))
     names = [c.name for c in wanted] + (["_pos"] if with_positions else [])
@@ -183,7 +225,11 @@ def read(
         return schema.empty_table()
     # with a where, even one plain file goes through the dataset scan, which skips
     # row groups by their statistics (a clustered file's point read decodes one)
+    ranges = [fs for fs in todo if ranged(fs[0], pred)]  # large files: read_one reads ranges
+    if ranges:
+        todo = [fs for fs in todo if not ranged(fs[0], pred)]
     plain, rest = _split_plain(store, d, todo, 1 if pred is not None else 2)
+    rest += ranges
     parts = [_read_plain(store, d, plain, wanted, read_cols, pred, schema)] if plain else []
     runner: Callable[..., Any] = _pool().map if len(rest) > 1 else map
     parts += runner(lambda fs: read_one(store, d, fs, read_cols, pred, wanted), rest)
@@ -378,7 +424,7 @@ def matching_positions(
     names = [c.name for c in wanted] + ["_pos"]
 
     def one(fs: FileState) -> pa.Table:
-        return read_one(store, d, fs, read_cols, None, read_cols, with_positions=True)
+        return read_one(store, d, fs, read_cols, None, read_cols, with_positions=True, skip_by=pred)
 
     runner: Callable[..., Any] = _pool().map if pool and len(todo) > 1 else map
     parts = list(runner(one, todo))

@@ -318,3 +318,26 @@ def test_shorter_file_is_corruption(clustered: Any) -> None:
     with pytest.raises(lakehouse.CorruptionError, match=f.path):
         clustered.read(T, where=f"k = {k}")
     path.write_bytes(data)
+
+
+def test_external_files_are_read_by_ranges_through_their_store(
+    clustered: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A minimal export references the source's files by absolute URL."""
+    path, _ = the_file(clustered)
+    dest = str(tmp_path / "export")
+    clustered.export(dest, kind="minimal")
+    ks = clustered.read(T, columns=["k"]).column("k")
+    with lakehouse.open(dest) as ex:
+        (f,) = ex.list_data_files(T)
+        assert f.is_external
+        count = Counting(monkeypatch)
+        for i in (0, 1400, 2700):
+            where = f"k = {ks[i].as_py()}"
+            assert same(ex.read(T, where=where), whole(clustered, where, monkeypatch))
+        assert count.served == 3
+        data = path.read_bytes()
+        path.write_bytes(flipped(data, len(data) - 20, 2))  # in the footer
+        with pytest.raises(lakehouse.CorruptionError, match=f.path):
+            ex.read(T, where=f"k = {ks[0].as_py()}")
+        path.write_bytes(data)

@@ -75,11 +75,13 @@ def rows(rng: random.Random, start: int, n: int, nulls: bool) -> pa.Table:
     )
 
 
-def build(root: str, seed: int, batches: int, nulls: bool, deletes: list[str]) -> Any:
+def build(
+    root: str, seed: int, batches: int, nulls: bool, deletes: list[str], **options: Any
+) -> Any:
     """A table compacted into one file clustered by ``k``, then ``deletes`` applied
     (a delete's point or range reads the file by ranges too)."""
     rng = random.Random(seed)
-    lh = lakehouse.open(root)
+    lh = lakehouse.open(root, **options)
     with lh.begin() as txn:
         txn.create_namespace("n")
         txn.create_table(T, SCHEMA, {"compaction.auto": "false"})
@@ -341,3 +343,28 @@ def test_external_files_are_read_by_ranges_through_their_store(
         with pytest.raises(lakehouse.CorruptionError, match=f.path):
             ex.read(T, where=f"k = {ks[0].as_py()}")
         path.write_bytes(data)
+
+
+@pytest.mark.s3
+def test_s3_files_are_read_by_ranges(
+    s3_url: tuple[str, dict[str, Any]], s3_client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url, options = s3_url
+    lh = build(url, 11, 3, True, ["k BETWEEN 100 AND 300"], storage_options=options)
+    try:
+        (f,) = lh.list_data_files(T)
+        ks = lh.read(T, columns=["k"]).column("k").drop_null()
+        count = Counting(monkeypatch)
+        for i in (3, 1300, 2400):
+            where = f"k = {ks[i].as_py()}"
+            assert same(lh.read(T, where=where), whole(lh, where, monkeypatch))
+        assert count.served == 3
+        bucket, _, prefix = lh.data_location()[0].removeprefix("s3://").partition("/")
+        key = f"{prefix.rstrip('/')}/{f.path}".lstrip("/")
+        data = s3_client.get_object(Bucket=bucket, Key=key)["Body"].read()
+        assert len(data) == f.size
+        s3_client.put_object(Bucket=bucket, Key=key, Body=flipped(data, len(data) - 20, 1))
+        with pytest.raises(lakehouse.CorruptionError, match=f.path):
+            lh.read(T, where=f"k = {ks[3].as_py()}")
+    finally:
+        lh.close()

@@ -16,8 +16,8 @@ a prefix scan can list::
     V/<ns> 00 <view>                      view definition
     S/<ns> 00 <table> 00 F/<file id>      data file record (data/record.py)
     S/<ns> 00 <table> 00 D/<file id>      its deletion vector (data/dv.py)
-    S/<ns> 00 <table> 00 M                the largest file id not starting with "p"
-                                          ever committed (bounds time-travel scans)
+    S/<ns> 00 <table> 00 M                the smallest live and the largest committed
+                                          plain file id (bound scans of plain ids)
     A/<app id>                            idempotent writes: latest app version
     R/<version, 20 decimal digits>        version record
 
@@ -166,29 +166,51 @@ def file_bound_key(ns: str, table: str) -> bytes:
     """The state key bounding the table's plain (unpartitioned) file ids.
 
     Plain file ids start with their creation time, so the files visible at an old
-    version sort before those written after it. This key holds the largest plain
-    id committed so far (it never decreases, except when rollback copies an older
-    state whole, bound included); a read at any version scans plain ids only up to
-    the bound it sees, so time travel skips the keys of files written later.
+    version sort before those written after it, and files compaction replaced sort
+    before what it wrote. This key holds the smallest live plain id and the largest
+    plain id ever committed (:func:`encode_file_bounds`); a read at any version
+    scans plain ids only between the bounds it sees, so time travel skips the keys
+    of files written later, and a read after compaction the keys of the files it
+    removed (which the kvstore keeps for older versions). The high bound never
+    decreases, except when rollback copies an older state whole, bounds included.
     Partitioned ids (``p...``) are found by partition ranges instead.
     """
     return table_state_prefix(ns, table) + b"M"
 
 
+def encode_file_bounds(low: str, high: str) -> bytes:
+    """``low`` and ``high`` plain file ids, NUL-separated (ids never hold NUL)."""
+    return _utf8(low) + SEP + _utf8(high)
+
+
+def decode_file_bounds(raw: bytes) -> tuple[str, str]:
+    low, sep, high = raw.partition(SEP)
+    if not sep:
+        raise ValueError(f"bad file-id bounds {raw!r}")
+    return low.decode("utf-8"), high.decode("utf-8")
+
+
 def plain_file_ranges(
-    ns: str, table: str, kind: bytes, bound: str | None
+    ns: str, table: str, kind: bytes, bounds: tuple[str, str] | None
 ) -> list[tuple[bytes, bytes | None]]:
     """Key ranges ``[start, end)`` of the ``kind`` (``b"F/"`` or ``b"D/"``) keys of a
-    table's plain file ids up to ``bound`` (None: unbounded)."""
+    table's plain file ids, between ``bounds`` (low and high, both included; None:
+    unbounded)."""
     base = table_state_prefix(ns, table) + kind
-    low = (base, base + b"p")
-    high = (base + b"q", prefix_end(base))
-    if bound is None:
-        return [low, high]
-    stop = base + _utf8(bound) + b"\x00"
-    if stop <= low[1]:
-        return [(base, stop)]
-    return [low, (high[0], stop)] if stop > high[0] else [low]
+    ranges: list[tuple[bytes, bytes | None]] = [
+        (base, base + b"p"),
+        (base + b"q", prefix_end(base)),
+    ]
+    if bounds is None:
+        return ranges
+    start, stop = base + _utf8(bounds[0]), base + _utf8(bounds[1]) + SEP
+    out: list[tuple[bytes, bytes | None]] = []
+    for lo, hi in ranges:
+        lo2 = max(lo, start)
+        hi2 = stop if hi is None else min(hi, stop)
+        if lo2 < hi2:
+            out.append((lo2, hi2))
+    return out
 
 
 def state_file_id(prefix: bytes, key: bytes) -> tuple[str, str] | None:

@@ -167,7 +167,7 @@ class ReadOps:
         else:  # plain ids up to the bound this version sees, partitioned ids whole
             items = []
             for kind in (b"D/", b"F/"):
-                ranges = keys.plain_file_ranges(ns, t, kind, bound.decode("utf-8"))
+                ranges = keys.plain_file_ranges(ns, t, kind, keys.decode_file_bounds(bound))
                 ranges.append((prefix + kind + b"p", prefix + kind + b"q"))
                 for start, end in ranges:
                     items.extend(self._scan_range(start, end))
@@ -181,7 +181,8 @@ class ReadOps:
         bound = None
         if pred is not None and partitioning.is_partitioned(d):
             bound = self._fetch(keys.file_bound_key(d.namespace, d.name))
-        ranges = partitioning.key_ranges(d, pred, None if bound is None else bound.decode())
+        bounds = None if bound is None else keys.decode_file_bounds(bound)
+        ranges = partitioning.key_ranges(d, pred, bounds)
         if ranges is None:
             files = self._table_files(d.namespace, d.name)
         else:

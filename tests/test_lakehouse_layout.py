@@ -117,7 +117,32 @@ def test_bound_key_covers_plain_ids(lh):
     raw = lh.kvstore.get(keys.file_bound_key("ns", "t"))
     assert raw is not None
     ids = [f.file_id for f in lh.list_data_files("ns.t")]
-    assert raw.decode() == max(ids)
+    assert keys.decode_file_bounds(raw) == (min(ids), max(ids))
+
+
+def test_bounds_skip_files_compaction_removed(lh):
+    create(lh)
+    for i in range(5):
+        lh.append("ns.t", rows([i]))
+        if i == 0:
+            first = lh.version
+    old = {f.file_id for f in lh.list_data_files("ns.t")}
+    with lh.begin() as t:
+        t.compact("ns.t")
+    (new,) = [f.file_id for f in lh.list_data_files("ns.t")]
+    assert new not in old
+    low, high = keys.decode_file_bounds(lh.kvstore.get(keys.file_bound_key("ns", "t")))
+    assert low == new and high == new
+    assert sorted(lh.read("ns.t").column("id").to_pylist()) == list(range(5))
+    lh.delete("ns.t", "id = 0")  # a deletion vector of the compacted file is read too
+    assert sorted(lh.read("ns.t").column("id").to_pylist()) == [1, 2, 3, 4]
+    with lh.at_version(first) as view:  # the first append's file, below the bounds now
+        assert view.read("ns.t").column("id").to_pylist() == [0]
+    with lh.begin() as t:  # no plain file left
+        t.remove_files("ns.t", [f.path for f in lh.list_data_files("ns.t")])
+    assert lh.read("ns.t").num_rows == 0
+    lh.append("ns.t", rows([9]))
+    assert lh.read("ns.t").column("id").to_pylist() == [9]
 
 
 def test_bound_first_written_over_files_with_larger_ids(lh):
@@ -134,7 +159,8 @@ def test_bound_first_written_over_files_with_larger_ids(lh):
     # forget the bound, as in a lakehouse written before bounds existed
     lh.kvstore.delete(keys.file_bound_key("ns", "t"))
     lh.append("ns.t", rows([1]))
-    assert lh.kvstore.get(keys.file_bound_key("ns", "t")) == b"zzz-adopted"
+    raw = lh.kvstore.get(keys.file_bound_key("ns", "t"))
+    assert keys.decode_file_bounds(raw)[1] == "zzz-adopted"
     assert sorted(lh.read("ns.t").column("id").to_pylist()) == [1, 100]
 
 
@@ -162,12 +188,14 @@ def test_plain_file_ranges():
         (p, p + b"p"),
         (p + b"q", keys.prefix_end(p)),
     ]
-    assert keys.plain_file_ranges("ns", "t", b"F/", "17") == [(p, p + b"17\x00")]
-    assert keys.plain_file_ranges("ns", "t", b"F/", "zz") == [
-        (p, p + b"p"),
+    assert keys.plain_file_ranges("ns", "t", b"F/", ("10", "17")) == [(p + b"10", p + b"17\x00")]
+    assert keys.plain_file_ranges("ns", "t", b"F/", ("1", "zz")) == [
+        (p + b"1", p + b"p"),
         (p + b"q", p + b"zz\x00"),
     ]
-    assert keys.plain_file_ranges("ns", "t", b"F/", "pa") == [(p, p + b"p")]
+    assert keys.plain_file_ranges("ns", "t", b"F/", ("r", "zz")) == [(p + b"r", p + b"zz\x00")]
+    assert keys.plain_file_ranges("ns", "t", b"F/", ("1", "pa")) == [(p + b"1", p + b"p")]
+    assert keys.decode_file_bounds(keys.encode_file_bounds("a", "b")) == ("a", "b")
 
 
 # -- partitioned tables ----------------------------------------------------------------------

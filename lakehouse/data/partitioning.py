@@ -269,11 +269,11 @@ def prune(d: TableDef, files: Sequence[FileState], pred: Predicate | None) -> li
 
 
 def key_ranges(
-    d: TableDef, pred: Predicate | None, bound: str | None = None
+    d: TableDef, pred: Predicate | None, bound: tuple[str, str] | None = None
 ) -> list[tuple[bytes, bytes | None]] | None:
     """Ranges ``[start, end)`` of the table's ``F/`` state keys that hold every file a
     read restricted by ``pred`` needs (None: the whole table); ``bound``: the
-    table's plain-file-id bound at the version read (see
+    table's plain-file-id bounds at the version read (see
     :func:`lakehouse.keys.file_bound_key`). The matching ``D/`` ranges are the
     same with ``D/`` for ``F/`` (:func:`dv_ranges`)."""
     exact = pred if isinstance(pred, PartitionMatch) else None

@@ -76,31 +76,63 @@ def rebase(
     if isinstance(p.result, Conflict):
         raise _error(p.result, w.qualified)
     writes = kv_writes(w.ns, w.name, p.result)
-    writes += bound_writes(ktx, w.ns, w.name, p.result.added)
+    writes += bound_writes(ktx, w.ns, w.name, p.result.added, p.result.removed)
     return writes, p.result.change
 
 
 def bound_writes(
-    ktx: kvstore.Transaction, ns: str, name: str, added: Mapping[str, DataFile]
+    ktx: kvstore.Transaction,
+    ns: str,
+    name: str,
+    added: Mapping[str, DataFile],
+    removed: Sequence[str] = (),
 ) -> KvWrites:
-    """The table's plain-file-id bound (:func:`lakehouse.keys.file_bound_key`),
-    raised to cover the plain files this commit adds."""
+    """The table's plain-file-id bounds (:func:`lakehouse.keys.file_bound_key`) moved
+    to cover the plain files this commit adds and to skip those it removes."""
     plain = [fid for fid in added if not fid.startswith("p")]
-    if not plain:
+    gone = {fid for fid in removed if not fid.startswith("p")}
+    if not (plain or gone):
         return []
     key = keys.file_bound_key(ns, name)
     raw = ktx.get(key)
-    if raw is not None:
-        cur = raw.decode("utf-8")
-    else:  # first bound of this table: the largest plain id it already has
-        cur = ""
-        fprefix = keys.table_state_prefix(ns, name) + b"F/"
-        for start, end in keys.plain_file_ranges(ns, name, b"F/", None):
-            for k, _ in ktx.scan(start, end, reverse=True):  # the last key only
-                cur = max(cur, k[len(fprefix) :].decode("utf-8"))
-                break
-    new = max(cur, *plain)
-    return [] if raw is not None and new == cur else [(key, new.encode("utf-8"))]
+    if raw is None:
+        if not plain:
+            return []  # a table without bounds yet stays unbounded until it adds a file
+        low, high = _first_live(ktx, ns, name, "", gone), _last_plain(ktx, ns, name)
+    else:
+        low, high = keys.decode_file_bounds(raw)
+        if low in gone:  # the smallest live file goes: find the next one
+            low = _first_live(ktx, ns, name, low, gone)
+    if plain:
+        high = max(high, *plain)
+        low = min(plain) if low is None else min(low, *plain)
+    new = keys.encode_file_bounds(high if low is None else low, high)
+    return [] if new == raw else [(key, new)]
+
+
+def _first_live(
+    ktx: kvstore.Transaction, ns: str, name: str, start: str, gone: set[str]
+) -> str | None:
+    """The smallest plain file id at or after ``start`` at the head, other than
+    those this commit removes (None: no plain file is left)."""
+    fprefix = keys.table_state_prefix(ns, name) + b"F/"
+    for lo, hi in keys.plain_file_ranges(ns, name, b"F/", None):
+        for k, _ in ktx.scan(max(lo, fprefix + start.encode("utf-8")), hi):
+            fid = k[len(fprefix) :].decode("utf-8")
+            if fid not in gone:
+                return fid
+    return None
+
+
+def _last_plain(ktx: kvstore.Transaction, ns: str, name: str) -> str:
+    """The largest plain file id at the head ("" when there is none)."""
+    fprefix = keys.table_state_prefix(ns, name) + b"F/"
+    last = ""
+    for lo, hi in keys.plain_file_ranges(ns, name, b"F/", None):
+        for k, _ in ktx.scan(lo, hi, reverse=True):  # the last key only
+            last = max(last, k[len(fprefix) :].decode("utf-8"))
+            break
+    return last
 
 
 def check_reads(

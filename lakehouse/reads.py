@@ -160,14 +160,22 @@ class ReadOps:
         return self._data_url()
 
     def _table_files(self, ns: str, t: str) -> list[FileState]:
+        return self._files_within(ns, t, self._file_bounds(ns, t))
+
+    def _file_bounds(self, ns: str, t: str) -> tuple[str, str] | None:
+        """The table's plain-file-id bounds at this version (see keys.file_bound_key)."""
+        raw = self._fetch(keys.file_bound_key(ns, t))
+        return None if raw is None else keys.decode_file_bounds(raw)
+
+    def _files_within(self, ns: str, t: str, bounds: tuple[str, str] | None) -> list[FileState]:
+        """Every file of the table: plain ids between ``bounds``, partitioned ids whole."""
         prefix = keys.table_state_prefix(ns, t)
-        bound = self._fetch(keys.file_bound_key(ns, t))
-        if bound is None:
+        if bounds is None:
             items: list[tuple[bytes, bytes]] = self._state_items(ns, t)
-        else:  # plain ids up to the bound this version sees, partitioned ids whole
+        else:
             items = []
             for kind in (b"D/", b"F/"):
-                ranges = keys.plain_file_ranges(ns, t, kind, keys.decode_file_bounds(bound))
+                ranges = keys.plain_file_ranges(ns, t, kind, bounds)
                 ranges.append((prefix + kind + b"p", prefix + kind + b"q"))
                 for start, end in ranges:
                     items.extend(self._scan_range(start, end))
@@ -178,13 +186,10 @@ class ReadOps:
         """The files a read of ``d`` restricted by ``pred`` may need: found by partition
         first (a few key ranges of table state, see lakehouse.data.partitioning), so
         planning costs what the matching partitions' files cost."""
-        bound = None
-        if pred is not None and partitioning.is_partitioned(d):
-            bound = self._fetch(keys.file_bound_key(d.namespace, d.name))
-        bounds = None if bound is None else keys.decode_file_bounds(bound)
+        bounds = self._file_bounds(d.namespace, d.name)
         ranges = partitioning.key_ranges(d, pred, bounds)
         if ranges is None:
-            files = self._table_files(d.namespace, d.name)
+            files = self._files_within(d.namespace, d.name, bounds)
         else:
             items: list[tuple[bytes, bytes]] = []
             for start, end in ranges + partitioning.dv_ranges(ranges, d):

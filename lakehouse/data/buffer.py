@@ -146,7 +146,6 @@ class TableData:
         ranges = None
         if pred is not None and (ns, t) not in self._base:
             ranges = partitioning.key_ranges(d, pred)
-        items = None
         if ranges is not None:
             key = (ns, t, tuple(ranges))
             base = self._partial.get(key)

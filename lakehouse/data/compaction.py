@@ -381,13 +381,8 @@ def _write(
     per_file = max(1, int(target * rows.num_rows / max(nbytes, 1)))
     outs: list[DataFile] = []
     orders: list[np.ndarray] = []
-    for values, idx in partitioning.split(d, rows):
+    for values, part, idx in partitioning.arrange(d, rows, sort=sort):
         index = np.arange(rows.num_rows, dtype=np.int64) if idx is None else idx
-        part = rows if idx is None else rows.take(idx)
-        if sort:
-            o = partitioning.sort_order(d, part)
-            if o is not None:
-                part, index = part.take(o), index[o]
         cuts = _cuts(part, d.sort_keys[0] if sort else None, per_file)
         groups = CLUSTERED_ROW_GROUP_ROWS if sort else None
         for start, end in zip(cuts, cuts[1:], strict=False):

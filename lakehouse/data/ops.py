@@ -66,13 +66,8 @@ def _write_rows(
     update or merge replaced (the change feed's post-images), one base row each."""
     w = buf.write(d.namespace, d.name)
     w.note(op)
-    for values, idx in partitioning.split(d, rows):
-        part = rows if idx is None else rows.take(idx)
+    for values, part, idx in partitioning.arrange(d, rows):
         porig = origins if origins is None or idx is None else (origins[0][idx], origins[1][idx])
-        order = partitioning.sort_order(d, part)
-        if order is not None:
-            part = part.take(order)
-            porig = None if porig is None else (porig[0][order], porig[1][order])
         for start in range(0, part.num_rows, ROWS_PER_FILE):
             f = buf.write_file(d, part.slice(start, ROWS_PER_FILE), w, values)
             if porig is not None:

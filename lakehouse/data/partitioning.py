@@ -80,6 +80,23 @@ def split(d: TableDef, rows: pa.Table) -> list[tuple[tuple[Any, ...], np.ndarray
     return list(groups)
 
 
+def arrange(
+    d: TableDef, rows: pa.Table, *, sort: bool = True
+) -> list[tuple[tuple[Any, ...], pa.Table, np.ndarray | None]]:
+    """``rows`` as they are written: per partition of the current spec, its rows
+    (sorted by the sort keys unless ``sort`` is False), with the positions in
+    ``rows`` they came from (None: all of ``rows``, in order)."""
+    out = []
+    for values, idx in split(d, rows):
+        part = rows if idx is None else rows.take(idx)
+        order = sort_order(d, part) if sort else None
+        if order is not None:
+            part = part.take(order)
+            idx = order if idx is None else idx[order]
+        out.append((values, part, idx))
+    return out
+
+
 def sort_order(d: TableDef, rows: pa.Table) -> np.ndarray | None:
     """Row order of a file sorted by the table's sort keys (ascending, nulls
     first; None: no sort keys, or already in order)."""
@@ -220,7 +237,7 @@ def partition_match(d: TableDef, targets: Iterable[tuple[Any, ...]]) -> Partitio
         else:
             terms.append(Term(col, "in", tuple(vals)))
         expr = expr & cond
-    spelled = ", ".join(str(values_dict(spec, t)) for t in sorted(targets, key=repr)[:3])
+    spelled = ", ".join(str(part.values_dict(spec, t)) for t in sorted(targets, key=repr)[:3])
     return PartitionMatch(
         expr,
         frozenset(names[pf.source_id] for pf in spec.fields),
@@ -230,10 +247,6 @@ def partition_match(d: TableDef, targets: Iterable[tuple[Any, ...]]) -> Partitio
         targets=targets,
         names=names,
     )
-
-
-def values_dict(spec: PartitionSpec, values: Sequence[Any]) -> dict[str, Any]:
-    return part.values_dict(spec, values)
 
 
 def prune(d: TableDef, files: Sequence[FileState], pred: Predicate | None) -> list[FileState]:

@@ -8,10 +8,15 @@
 * ``scale`` (:mod:`lakehouse.bench.scale`): tables of up to 10,000 small
   files (appends, reads of the latest and the first version, ``id = x``, a
   day-partitioned table) against pylance and DuckLake; a few minutes, so
-  only with ``--only scale``.
+  only with ``--only scale``;
+* ``keys`` (:mod:`lakehouse.bench.keys`): merges of 1,000 keyed rows into
+  tables of 1M and 10M rows, appends to a table with a primary key, and
+  small appends against DuckLake with and without its data inlining
+  (against pylance, deltalake and DuckLake); minutes, so only with
+  ``--only keys``.
 
-``meta`` and ``data`` run by default; ``--only meta``, ``--only data`` or
-``--only scale`` picks one, and ``--quick`` shrinks every size to a smoke
+``meta`` and ``data`` run by default; ``--only meta``, ``--only data``,
+``--only scale`` or ``--only keys`` picks one, and ``--quick`` shrinks every size to a smoke
 run of a few seconds. Everything is written under ``--root`` (default: a
 new temporary directory under /tmp, local disk), which is removed at the
 end.
@@ -28,11 +33,11 @@ import sys
 import tempfile
 from typing import Any
 
-from lakehouse.bench import data, meta, report, scale
+from lakehouse.bench import data, keys, meta, report, scale
 
 __all__ = ["main", "parser"]
 
-PARTS = ("meta", "data", "scale")
+PARTS = ("meta", "data", "scale", "keys")
 DEFAULT_PARTS = ("meta", "data")
 
 
@@ -50,6 +55,7 @@ def parser() -> argparse.ArgumentParser:
     meta.add_arguments(p.add_argument_group("metadata commits (meta)"))
     data.add_arguments(p.add_argument_group("table data (data)"))
     scale.add_arguments(p.add_argument_group("many small files (scale)"))
+    keys.add_arguments(p.add_argument_group("merges by key, keyed and small appends (keys)"))
     return p
 
 
@@ -72,6 +78,9 @@ def main(argv: list[str] | None = None) -> int:
         if "scale" in parts:
             res["scale"] = scale.run(args, os.path.join(root, "scale"))
             print(scale.report(res["scale"]), flush=True)
+        if "keys" in parts:
+            res["keys"] = keys.run(args, os.path.join(root, "keys"))
+            print(keys.report(res["keys"]), flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     if args.json:

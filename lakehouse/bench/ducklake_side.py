@@ -28,6 +28,24 @@ failed). Commands:
   each id, and of every row as of the first snapshot;
 * ``{"op": "quit"}``.
 
+The keys benchmark (:mod:`lakehouse.bench.keys`) uses commands of its own,
+on catalogs attached by root directory (rows come from Arrow IPC files the
+parent wrote, so both sides use the same rows and nothing here needs numpy):
+
+* ``{"op": "k_attach", "root": dir, "inline": n | null}``: attach a catalog
+  (``DATA_INLINING_ROW_LIMIT n`` on the ``ATTACH`` when ``n`` is given,
+  DuckLake's default otherwise);
+* ``{"op": "k_table", "root": dir, "table": t, "files": [...]}``: create
+  ``t (id BIGINT NOT NULL, name VARCHAR, amount DOUBLE)`` and insert each
+  file's rows, one ``INSERT`` (one commit) per file;
+* ``{"op": "k_load", "file": f}``: read a file of record batches, kept for
+  ``k_insert``; ``{"op": "k_insert", "root", "table", "file", "index": i}``
+  inserts its batch ``i`` in one ``INSERT`` and answers the seconds;
+* ``{"op": "k_merge", "root", "table", "file"}``: ``MERGE INTO`` the table
+  from the file's rows on ``id`` (update all columns when matched, insert
+  when not), answering the seconds of that statement and the rows after;
+* ``{"op": "k_count", "root", "table"}``: rows and Parquet files of the table.
+
 This module imports only the standard library and pyarrow at the top (the
 main project imports :func:`batch` from it, so both sides append the same
 rows); duckdb is imported when the table is created.
@@ -165,8 +183,95 @@ class Side:
         }
 
 
+class Keys:
+    """The DuckLake catalogs of the keys benchmark (the ``k_*`` commands above)."""
+
+    def __init__(self) -> None:
+        self.con: Any = None
+        self.lakes: dict[str, str] = {}
+        self.loaded: dict[str, list[pa.Table]] = {}
+
+    def attach(self, root: str, inline: int | None) -> dict[str, Any]:
+        import duckdb
+
+        if self.con is None:
+            self.con = duckdb.connect(
+                config={
+                    "allow_unsigned_extensions": "true",
+                    "autoinstall_known_extensions": "false",
+                    "autoload_known_extensions": "false",
+                }
+            )
+            self.con.execute(f"LOAD '{extension_path()}'")
+        os.makedirs(root, exist_ok=True)
+        alias = f"k{len(self.lakes)}"
+        meta, data = os.path.join(root, "meta.ducklake"), os.path.join(root, "data") + os.sep
+        opts = f"DATA_PATH '{data}'" + (
+            "" if inline is None else f", DATA_INLINING_ROW_LIMIT {inline}"
+        )
+        self.con.execute(f"ATTACH 'ducklake:{meta}' AS {alias} ({opts})")
+        self.lakes[root] = alias
+        return {"duckdb": duckdb.__version__, "extension": extension_path(), "alias": alias}
+
+    def _name(self, root: str, table: str) -> str:
+        return f"{self.lakes[root]}.{table}"
+
+    def _insert(self, name: str, rows: pa.Table) -> float:
+        self.con.register("incoming", rows)
+        try:
+            t0 = time.perf_counter()
+            self.con.execute(f"INSERT INTO {name} SELECT id, name, amount FROM incoming")
+            return time.perf_counter() - t0
+        finally:
+            self.con.unregister("incoming")
+
+    def table(self, root: str, table: str, files: list[str]) -> dict[str, Any]:
+        name = self._name(root, table)
+        self.con.execute(f"CREATE TABLE {name} (id BIGINT NOT NULL, name VARCHAR, amount DOUBLE)")
+        for f in files:
+            with pa.memory_map(f) as src:
+                self._insert(name, pa.ipc.open_file(src).read_all())
+        return self.count(root, table)
+
+    def load(self, file: str) -> dict[str, Any]:
+        with pa.memory_map(file) as src:
+            r = pa.ipc.open_file(src)
+            self.loaded[file] = [
+                pa.Table.from_batches([r.get_batch(i)]) for i in range(r.num_record_batches)
+            ]
+        return {"batches": len(self.loaded[file])}
+
+    def insert(self, root: str, table: str, file: str, index: int) -> dict[str, Any]:
+        return {"seconds": self._insert(self._name(root, table), self.loaded[file][index])}
+
+    def merge(self, root: str, table: str, file: str) -> dict[str, Any]:
+        name = self._name(root, table)
+        with pa.memory_map(file) as f:
+            src = pa.ipc.open_file(f).read_all()
+        self.con.register("source", src)
+        try:
+            t0 = time.perf_counter()
+            self.con.execute(
+                f"MERGE INTO {name} AS tgt USING source AS src ON tgt.id = src.id "
+                "WHEN MATCHED THEN UPDATE SET name = src.name, amount = src.amount "
+                "WHEN NOT MATCHED THEN INSERT VALUES (src.id, src.name, src.amount)"
+            )
+            seconds = time.perf_counter() - t0
+        finally:
+            self.con.unregister("source")
+        return {"seconds": seconds, **self.count(root, table)}
+
+    def count(self, root: str, table: str) -> dict[str, Any]:
+        rows = int(
+            self.con.execute(f"SELECT count(*) FROM {self._name(root, table)}").fetchone()[0]
+        )
+        files = len(glob.glob(os.path.join(root, "data", "**", "*.parquet"), recursive=True))
+        return {"rows": rows, "parquet_files": files}
+
+
 def serve(lines: Any, out: Any) -> None:
     side = Side()
+    keys = Keys()
     for line in lines:
         cmd = json.loads(line)
         op = cmd.pop("op")
@@ -179,6 +284,18 @@ def serve(lines: Any, out: Any) -> None:
                 res = side.appends(cmd["start"], cmd["stop"])
             elif op == "measure":
                 res = side.measure(cmd["files"], cmd["reads"], cmd["ids"])
+            elif op == "k_attach":
+                res = keys.attach(cmd["root"], cmd["inline"])
+            elif op == "k_table":
+                res = keys.table(cmd["root"], cmd["table"], cmd["files"])
+            elif op == "k_load":
+                res = keys.load(cmd["file"])
+            elif op == "k_insert":
+                res = keys.insert(cmd["root"], cmd["table"], cmd["file"], cmd["index"])
+            elif op == "k_merge":
+                res = keys.merge(cmd["root"], cmd["table"], cmd["file"])
+            elif op == "k_count":
+                res = keys.count(cmd["root"], cmd["table"])
             else:
                 raise ValueError(f"unknown command {op!r}")
         except Exception as exc:

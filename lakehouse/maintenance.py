@@ -147,7 +147,7 @@ def export(
             if not keys.is_data_file_key(key):
                 continue
             f = codec.decode_data_file(value)
-            if f.is_external:
+            if f.is_external or f.is_inline:  # an inline file rides in its record
                 continue
             if kind == "full":
                 data = fetch(ctx.data, f.path)
@@ -178,7 +178,7 @@ def export(
         "source_version": version,
         "dest_version": dest_version,
         "kind": kind,
-        "objects": sum(1 for k in state if not k.startswith(keys.STATE_PREFIX)),
+        "objects": sum(1 for k in state if k[:2] in keys.KIND_PREFIX.values()),
         "files_copied": copied,
         "bytes_copied": copied_bytes,
     }

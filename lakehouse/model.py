@@ -381,10 +381,18 @@ class DataFile:
     #: the partition values by Iceberg field name, as Python values (filled by
     #: ``list_data_files``, like ``stats``)
     partition: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    #: an inlined batch's bytes (Arrow IPC, see lakehouse.data.inline), kept in the
+    #: file's own kvstore record instead of storage; None for a file in storage
+    inline: bytes | None = field(default=None, repr=False, compare=False)
 
     @property
     def is_external(self) -> bool:
         return "://" in self.path or self.path.startswith("/")
+
+    @property
+    def is_inline(self) -> bool:
+        """Whether the rows live in the file's record (no bytes in storage)."""
+        return self.inline is not None
 
     @property
     def rows(self) -> int:
@@ -410,6 +418,8 @@ class TableStats:
     files: int
     deleted_rows: int
     bytes: int
+    #: of ``rows``, those in inlined batches (kept in the kvstore until compaction)
+    inlined_rows: int = 0
 
 
 @dataclass(frozen=True)

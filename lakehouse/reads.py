@@ -232,7 +232,9 @@ class ReadOps:
         reader = scan.scan_batches(self._data_store(), d, files, columns, pred)
         # the stream outlives this call (and the head view of lh.scan_batches):
         # its files stay pinned against expiry until it ends or is dropped
-        pin = StreamPin(self.version, (f.path for f, _ in files if not f.is_external))
+        pin = StreamPin(
+            self.version, (f.path for f, _ in files if not (f.is_external or f.is_inline))
+        )
         if self._pins is not None:
             self._pins.add(pin)
         return pa.RecordBatchReader.from_batches(reader.schema, self._stream(reader, pin))

@@ -35,6 +35,7 @@ import pyarrow as pa
 from kvstore.objstore import ObjectStore
 from lakehouse import keys
 from lakehouse.data import files as datafiles
+from lakehouse.data import inline as inline_files
 from lakehouse.data import partitioning
 from lakehouse.data.conform import conform
 from lakehouse.data.pages import check_pages
@@ -179,10 +180,22 @@ class TableData:
         w: TableWrite,
         partition: tuple[Any, ...] = (),
         row_group_rows: int | None = None,
+        *,
+        inline: bool = False,
     ) -> DataFile:
         """Write ``rows`` as a new Parquet file of table ``d`` (durable before this
         returns); ``partition``: the values of the current spec all rows have;
-        ``row_group_rows``: rows per row group (default: Arrow's)."""
+        ``row_group_rows``: rows per row group (default: Arrow's). ``inline``: an
+        inline file instead (:mod:`lakehouse.data.inline`), its rows in its record:
+        nothing is written to storage, so nothing is owned."""
+        if inline:
+            payload = inline_files.encode(rows)
+            file_id, _ = self.ctx.new_file_name(d.table_id)
+            path = inline_files.path_of(d.table_id, file_id)
+            f = inline_files.describe(path, payload, rows, d.columns)
+            f = partitioning.name_file(d, f, partition)
+            w.add(f, owned=False)
+            return f
         data, footer = datafiles.encode_parquet(rows, row_group_rows)
         _, path = self.ctx.new_file_name(d.table_id)
         f = datafiles.describe_footer(path, len(data), footer, rows.schema, d.columns, data)

@@ -53,6 +53,7 @@ import pyarrow.parquet as pq
 from crc32c import crc32c
 from pyroaring import BitMap
 
+from lakehouse.data import inline
 from lakehouse.data.stats import footer_stats, stat_scalar
 from lakehouse.errors import CorruptionError
 from lakehouse.model import Column, DataFile
@@ -91,7 +92,10 @@ def created_ms(path: str) -> int | None:
 
 def file_id_of(path: str) -> str:
     base = path.rsplit("/", 1)[-1]
-    return base[: -len(SUFFIX)] if base.endswith(SUFFIX) else base
+    for suffix in (SUFFIX, inline.SUFFIX):
+        if base.endswith(suffix):
+            return base[: -len(suffix)]
+    return base
 
 
 # -- writing ---------------------------------------------------------------------------
@@ -271,8 +275,19 @@ def read_file(
 
     ``schema`` holds the current fields of ``columns``. With
     ``with_positions`` a ``_pos`` column (uint32 row position in the file) is
-    appended.
+    appended. For an inline file, ``data`` is its payload (``f.inline``).
     """
+    if f.is_inline:
+        check_bytes(data, f)
+        rows = inline.decode(data, f.path)
+        wanted, names = _in_file(rows.schema, f, columns)
+        if rows.num_rows != f.record_count:
+            raise CorruptionError(
+                f"inline data file {f.path} holds {rows.num_rows} rows; its record says "
+                f"{f.record_count}"
+            )
+        raw = rows.select(names)
+        return _shaped(raw, wanted, names, columns, schema, deleted, with_positions, None, f)
     pf = open_parquet(data, f.path, f)
     try:
         wanted, names = _in_file(pf.schema_arrow, f, columns)

@@ -63,13 +63,18 @@ def _write_rows(
     origins: Origins | None = None,
 ) -> int:
     """Write ``rows`` as new data files; ``origins``: they are new versions of rows an
-    update or merge replaced (the change feed's post-images), one base row each."""
+    update or merge replaced (the change feed's post-images), one base row each.
+    A write of at most the table's ``inline.max_rows`` rows is inlined: its files
+    are inline files, kept in the kvstore (:mod:`lakehouse.data.inline`)."""
+    from lakehouse.data import inline
+
     w = buf.write(d.namespace, d.name)
     w.note(op)
+    small = 0 < rows.num_rows <= inline.max_rows(d)
     for values, part, idx in partitioning.arrange(d, rows):
         porig = origins if origins is None or idx is None else (origins[0][idx], origins[1][idx])
         for start in range(0, part.num_rows, ROWS_PER_FILE):
-            f = buf.write_file(d, part.slice(start, ROWS_PER_FILE), w, values)
+            f = buf.write_file(d, part.slice(start, ROWS_PER_FILE), w, values, inline=small)
             if porig is not None:
                 fid = file_key_id(f)
                 w.post.add(fid)

@@ -14,6 +14,15 @@ A file written under a partitioned spec also has ``"spec"`` (the
 spec id) and ``"part"`` (its partition values, one per field of the spec, as
 :func:`lakehouse.partition.encode_values` stores them).
 
+An inline data file (rows kept in the kvstore, :mod:`lakehouse.data.inline`)
+has a record of its own format, the same JSON (plus ``"inline":true``) as a
+head followed by the rows' bytes, whose length and CRC-32C are ``size`` and
+``crc``::
+
+    +------+--------------------+-----------------------------------+---------+
+    | 0x02 | u32 BE JSON length | {"kind":"file","inline":true,...} | payload |
+    +------+--------------------+-----------------------------------+---------+
+
 ``flen``/``fcrc`` are the length and CRC-32C of the file's Thrift footer,
 ``crc`` the CRC-32C of the whole file (integrity; absent in older records,
 which decode with None and skip those checks).
@@ -37,6 +46,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+from dataclasses import replace
 from typing import Any
 
 from lakehouse.data.stats import encode_stat, footer_stats, stat_scalar, user_stats
@@ -45,23 +55,28 @@ from lakehouse.model import DataFile, DataOp, Rewrite, TableChange
 
 FORMAT = 1
 _FORMAT_BYTE = bytes([FORMAT])
+#: the format byte of an inline data file's record (JSON head, then the payload)
+INLINE_FORMAT = 2
+_INLINE_BYTE = bytes([INLINE_FORMAT])
 
 
 # -- data file records -------------------------------------------------------------
 def encode_file(f: DataFile) -> bytes:
-    return _dump(
-        {
-            "kind": "file",
-            "id": f.file_id,
-            "path": f.path,
-            "size": f.size,
-            "rows": f.record_count,
-            "cols": [[cid, name] for cid, name in f.columns],
-            "stats": [list(s) for s in f.raw_stats],
-            **_checksums(f),
-            **_partition(f),
-        }
-    )
+    obj = {
+        "kind": "file",
+        "id": f.file_id,
+        "path": f.path,
+        "size": f.size,
+        "rows": f.record_count,
+        "cols": [[cid, name] for cid, name in f.columns],
+        "stats": [list(s) for s in f.raw_stats],
+        **_checksums(f),
+        **_partition(f),
+    }
+    if f.inline is None:
+        return _dump(obj)
+    head = json.dumps({**obj, "inline": True}, separators=(",", ":")).encode()
+    return b"".join((_INLINE_BYTE, len(head).to_bytes(4, "big"), head, f.inline))
 
 
 def _checksums(f: DataFile) -> dict[str, int]:
@@ -86,7 +101,10 @@ _FILE_CACHE_MAX = 65536
 
 
 def decode_file(data: bytes) -> DataFile:
-    """Decode a data-file record (cached by its bytes: records never change)."""
+    """Decode a data-file record (cached by its bytes: records never change; an
+    inline file's record, which holds its rows, is decoded each time instead)."""
+    if data[:1] == _INLINE_BYTE:
+        return _decode_inline(data)
     f = _FILE_CACHE.get(data)
     if f is None:
         f = _decode_file(data)
@@ -96,8 +114,22 @@ def decode_file(data: bytes) -> DataFile:
     return f
 
 
+def _decode_inline(data: bytes) -> DataFile:
+    """An inline file's record: ``0x02 | u32 BE length | JSON | payload``."""
+    n = int.from_bytes(data[1:5], "big")
+    if len(data) < 5 or n > len(data) - 5:
+        raise CorruptionError(f"inline data file record: head of {n} bytes in {len(data)}")
+    o = _parse(data[5 : 5 + n], "inline data file record")
+    if o.get("inline") is not True or "id" not in o:
+        raise CorruptionError("inline data file record: not marked inline")
+    return replace(_file_of(o), inline=bytes(data[5 + n :]))
+
+
 def _decode_file(data: bytes) -> DataFile:
-    o = _load(data, "data file record")
+    return _file_of(_load(data, "data file record"))
+
+
+def _file_of(o: dict[str, Any]) -> DataFile:
     try:
         if o.get("kind") != "file":
             raise ValueError(f"kind {o.get('kind')!r}")
@@ -190,8 +222,12 @@ def _dump(obj: dict[str, Any]) -> bytes:
 def _load(data: bytes, what: str) -> dict[str, Any]:
     if not data or data[0] != FORMAT:
         raise CorruptionError(f"{what}: unknown format byte {bytes(data[:1])!r}")
+    return _parse(data[1:], what)
+
+
+def _parse(text: bytes, what: str) -> dict[str, Any]:
     try:
-        obj = json.loads(bytes(data[1:]))
+        obj = json.loads(bytes(text))
     except (ValueError, RecursionError) as exc:
         raise CorruptionError(f"{what}: bad JSON: {exc}") from None
     if not isinstance(obj, dict):

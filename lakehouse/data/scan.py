@@ -81,6 +81,12 @@ def fetch(store: ObjectStore, path: str) -> bytes:
         raise storage_failed(path, exc) from exc
 
 
+def data_of(store: ObjectStore, f: DataFile) -> bytes:
+    """The bytes of data file ``f`` as :func:`lakehouse.data.files.read_file` takes
+    them: an inline file's payload (from its record), else fetched from storage."""
+    return f.inline if f.inline is not None else fetch(store, f.path)
+
+
 def fetch_range(store: ObjectStore, path: str, start: int, length: int) -> bytes:
     """``length`` bytes of a data file at ``start`` (as :func:`fetch`)."""
     try:
@@ -102,6 +108,7 @@ def ranged(f: DataFile, pred: Predicate | None) -> bool:
     return (
         pred is not None
         and bool(pred.terms)
+        and not f.is_inline
         and f.size > datafiles.RANGED_READ_BYTES
         and f.footer_size is not None
         and f.footer_crc is not None
@@ -194,7 +201,7 @@ def read_one(
         )  # fmt: skip
     if t is None:
         t = datafiles.read_file(
-            fetch(store, f.path), f, read_cols, schema, dv, with_positions=with_positions
+            data_of(store, f), f, read_cols, schema, dv, with_positions=with_positions
         )
     if pred is not None:
         t = t.filter(matches(t, pred))
@@ -253,7 +260,7 @@ def _split_plain(
     rest: list[FileState] = []
     for fs in files:
         f, dv = fs
-        ok = not dv and not f.is_external and bool(f.columns)
+        ok = not dv and not f.is_external and not f.is_inline and bool(f.columns)
         if ok:
             by_name = {name: cid for cid, name in f.columns}
             by_id = dict(f.columns)
@@ -348,7 +355,7 @@ def _read_small(
 
 def _checked(store: ObjectStore, f: DataFile) -> bytes:
     """The bytes of data file ``f``, checked against its record (size, footer, CRC)."""
-    data = fetch(store, f.path)
+    data = data_of(store, f)
     datafiles.check_bytes(data, f)
     return data
 
@@ -369,7 +376,7 @@ def _culprit(
     that failed on the rows (a division by zero, a bad cast): a ValueError."""
     for f, _ in files:
         try:
-            pf = datafiles.open_parquet(fetch(store, f.path), f.path, f)
+            pf = datafiles.open_parquet(data_of(store, f), f.path, f)
             for i in range(pf.num_row_groups):
                 pf.read_row_group(i, use_threads=False)
         except CorruptionError as found:
@@ -452,6 +459,7 @@ def stats(files: Sequence[FileState]) -> TableStats:
         files=len(files),
         deleted_rows=deleted,
         bytes=sum(f.size for f, _ in files),
+        inlined_rows=sum(f.record_count - len(dv) for f, dv in files if f.is_inline),
     )
 
 

@@ -46,6 +46,7 @@ import struct
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lakehouse.model import ColumnStats, DataFile
 
@@ -203,6 +204,97 @@ def footer_stats(
             hi = None
         out.append((cid, _encode_bound(lo, typ, False), _encode_bound(hi, typ, True), nulls))
     return tuple(out)
+
+
+#: a Parquet writer drops a column chunk's min and max when either is longer than
+#: this many bytes (Arrow's default ``max_statistics_size``)
+MAX_STATISTICS_BYTES = 4096
+
+
+def arrow_stats(
+    table: pa.Table, ids: dict[str, int]
+) -> tuple[tuple[int, Any, Any, int | None], ...]:
+    """What :func:`footer_stats` gives for the Parquet file
+    :func:`lakehouse.data.files.encode_parquet` writes of ``table``, computed from
+    the Arrow columns (inlined batches have no footer; their bounds prune alike).
+
+    The footer's rules, followed here: NaN is never a bound, a zero minimum is
+    -0.0 and a zero maximum +0.0, an infinite bound is none, a string or binary
+    bound longer than :data:`MAX_STATISTICS_BYTES` drops both bounds, a date64 is
+    stored as whole days (truncated), and nested and null-typed columns get
+    nothing (not even a null count).
+    """
+    out: list[tuple[int, Any, Any, int | None]] = []
+    for name, cid in ids.items():
+        col = table.column(name)
+        typ = col.type
+        if pa.types.is_nested(typ) or pa.types.is_null(typ):
+            out.append((cid, None, None, None))
+            continue
+        nulls = col.null_count
+        try:
+            lo, hi = _arrow_bounds(col.combine_chunks() if col.num_chunks != 1 else col.chunk(0))
+        except _BAD:
+            lo = hi = None
+        out.append((cid, _encode_bound(lo, typ, False), _encode_bound(hi, typ, True), nulls))
+    return tuple(out)
+
+
+def _arrow_bounds(arr: pa.Array) -> tuple[Any, Any]:
+    """The footer's min and max of ``arr`` as :func:`_typed` reads them (None: none)."""
+    typ = arr.type
+    if _is_temporal(typ):
+        wide = pa.int32() if typ.bit_width == 32 else pa.int64()
+        mm = pc.min_max(arr.view(wide))
+        lo, hi = mm["min"].as_py(), mm["max"].as_py()
+        if lo is None or hi is None:
+            return None, None
+        if pa.types.is_date64(typ):  # written as date32: whole days, toward zero
+            return _days(lo) * _NS_PER_DAY, _days(hi) * _NS_PER_DAY
+        per = _ns_per(typ)
+        return lo * per, hi * per
+    if pa.types.is_floating(typ):
+        if pa.types.is_float16(typ):
+            arr = arr.cast(pa.float32())
+        arr = arr.filter(pc.invert(pc.is_nan(arr)))
+        mm = pc.min_max(arr)
+        lo, hi = mm["min"].as_py(), mm["max"].as_py()
+        if lo is None or hi is None:
+            return None, None
+        lo = -0.0 if lo == 0 else lo
+        hi = 0.0 if hi == 0 else hi
+        return (lo if math.isfinite(lo) else None), (hi if math.isfinite(hi) else None)
+    if pa.types.is_string_view(typ):
+        arr = arr.cast(pa.large_string())
+    elif pa.types.is_binary_view(typ):
+        arr = arr.cast(pa.large_binary())
+    elif pa.types.is_decimal32(typ) or pa.types.is_decimal64(typ):
+        arr = arr.cast(pa.decimal128(typ.precision, typ.scale))
+    elif not (
+        pa.types.is_integer(typ)
+        or pa.types.is_boolean(typ)
+        or pa.types.is_decimal(typ)
+        or _is_string(typ)
+        or _is_binary(typ)
+    ):
+        return None, None
+    mm = pc.min_max(arr)
+    lo, hi = mm["min"].as_py(), mm["max"].as_py()
+    if lo is None or hi is None:
+        return None, None
+    if isinstance(lo, (str, bytes)):
+        size = len(lo.encode()) if isinstance(lo, str) else len(lo)
+        hsize = len(hi.encode()) if isinstance(hi, str) else len(hi)
+        if max(size, hsize) > MAX_STATISTICS_BYTES:
+            return None, None
+    if isinstance(lo, decimal.Decimal) and not (lo.is_finite() and hi.is_finite()):
+        return None, None
+    return lo, hi
+
+
+def _days(ms: int) -> int:
+    """Whole days of ``ms`` milliseconds, truncated toward zero (as Arrow writes date64)."""
+    return ms // 86_400_000 if ms >= 0 else -(-ms // 86_400_000)
 
 
 def _typed(st: Any, type_: pa.DataType, which: str) -> Any:

@@ -179,3 +179,92 @@ def test_scale_bench_without_ducklake_venv(tmp_path, capsys):
     assert code == 0
     text = capsys.readouterr().out
     assert "ducklake: not available" in text and "make .venv-ducklake" in text
+
+
+def test_keys_bench_small(tmp_path, capsys):
+    """The keys bench at toy sizes: every system that is there (DuckLake only with its
+    virtualenv) has its merges measured, the row counts checked, and the ratios and
+    targets are the per-round figures."""
+    from lakehouse.bench import keys
+
+    systems = ["ours"]
+    for mod, name in (("lance", "pylance"), ("deltalake", "deltalake")):
+        if importlib.util.find_spec(mod) is not None:
+            systems.append(name)
+    systems.append("ducklake")
+    out = tmp_path / "res.json"
+    root = tmp_path / "b"
+    code = bench.main(
+        [
+            "--only", "keys", "--root", str(root), "--json", str(out),
+            "--keys-small-rows", "4000", "--keys-big-rows", "12000", "--keys-batch-rows", "4000",
+            "--keys-merge-rows", "100", "--keys-rounds", "1", "--keys-pk-appends", "2",
+            "--keys-appends", "6", "--keys-append-rows", "50",
+            "--keys-systems", ",".join(systems),
+        ]
+    )  # fmt: skip
+    assert code == 0
+    text = capsys.readouterr().out
+    assert not root.exists()
+    res = json.loads(out.read_text())["keys"]
+    sz = res["sizes"]
+    assert (sz["small_rows"], sz["big_rows"], sz["merge_rows"]) == (4000, 12000, 100)
+    measured = [n for n in systems if n not in res["missing"]]
+    if keys.scale.ducklake_python() is None:
+        assert "make .venv-ducklake" in res["missing"]["ducklake"]
+    assert res["systems"] == measured and "ours" in measured
+    (r,) = res["rounds"]
+    for table in (keys.SMALL, keys.BIG):
+        assert set(r["merge_s"][table]) == set(measured)
+        assert all(_positive(v) for v in r["merge_s"][table].values())
+    assert all(_positive(r["pk_append_s"][t]) for t in (keys.BIG, keys.NOPK))
+    per_s = r["appends"]["per_s"]
+    want = {"ours"} | ({"pylance"} & set(measured))
+    if "ducklake" in measured:
+        want |= {keys.DUCK_INLINE, keys.DUCK_PLAIN}
+        # with the inlining limit at the append size DuckLake writes no Parquet file
+        files = r["appends"]["ducklake_parquet_files"]
+        assert files[keys.DUCK_INLINE] == 0 and files[keys.DUCK_PLAIN] >= 7
+    assert set(per_s) == want and all(_positive(v) for v in per_s.values())
+    ratios = res["summary"]["ratios"]
+    m = r["merge_s"]
+    assert ratios["merge_growth"]["median"] == pytest.approx(
+        m[keys.BIG]["ours"] / m[keys.SMALL]["ours"]
+    )
+    assert ratios["pk_append"]["median"] == pytest.approx(
+        r["pk_append_s"][keys.BIG] / r["pk_append_s"][keys.NOPK]
+    )
+    if "pylance" in measured:
+        assert ratios["merge_vs_lance"]["median"] == pytest.approx(
+            m[keys.SMALL]["ours"] / m[keys.SMALL]["pylance"]
+        )
+        assert ratios["append_vs_lance"]["median"] == pytest.approx(
+            per_s["ours"] / per_s["pylance"]
+        )
+    if "ducklake" in measured:
+        best = max(per_s[keys.DUCK_INLINE], per_s[keys.DUCK_PLAIN])
+        assert ratios["append_vs_ducklake"]["median"] == pytest.approx(per_s["ours"] / best)
+    else:
+        assert ratios["merge_vs_ducklake"] is None
+    targets = {t["key"]: t for t in res["targets"]}
+    assert list(targets) == [key for key, *_ in keys.TARGETS]
+    for t in targets.values():
+        assert (t["value"] is None) == (t["pass"] is None), t
+    g = targets["merge_growth"]
+    assert g["pass"] == (g["value"] <= 1.5)
+    assert f"- {g['what']}: {g['value']:.3g}x (target <= 1.5x): " in text
+    assert "| merge into 12,000 rows, ms | " in text
+
+
+def test_keys_bench_without_ducklake_venv(tmp_path, capsys):
+    missing = tmp_path / "no-such-venv" / "bin" / "python"
+    code = bench.main(
+        ["--only", "keys", "--root", str(tmp_path / "b"), "--keys-systems", "ours,ducklake",
+         "--ducklake-python", str(missing), "--keys-small-rows", "2000", "--keys-big-rows",
+         "4000", "--keys-batch-rows", "2000", "--keys-merge-rows", "20", "--keys-rounds", "1",
+         "--keys-appends", "2", "--keys-append-rows", "10"]
+    )  # fmt: skip
+    assert code == 0
+    text = capsys.readouterr().out
+    assert "ducklake: not available" in text and "make .venv-ducklake" in text
+    assert "merge_vs_ducklake" not in text and "ours / DuckLake: n/a" in text

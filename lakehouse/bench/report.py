@@ -57,7 +57,41 @@ def summarise(rounds: list[dict[str, Any]], names: list[str]) -> dict[str, Any]:
                 s["ratios"][a]["append_nofsync"] = summary(
                     r["append_per_s"][NOFSYNC] / r["append_per_s"][a] for r in rounds
                 )
+    s["targets"] = targets(rounds, names)
     return s
+
+
+#: issue 22's targets for this workload: (key, what, numerator, denominator, bound, op);
+#: numerator and denominator are (measurement, system), the ratio is taken per round
+TARGETS = (
+    ("append_vs_lance", "appends: ours commits/s / pylance commits/s",
+     ("append_per_s", "ours"), ("append_per_s", "pylance"), 3.0, ">="),
+    ("read_latest_vs_lance", "read latest after the appends: ours time / pylance time",
+     ("latest", "ours"), ("latest", "pylance"), 0.5, "<="),
+    ("delete_vs_lance", "delete 1%: ours time / pylance time",
+     ("delete_s", "ours"), ("delete_s", "pylance"), 0.5, "<="),
+    ("delete_vs_deltalake", "delete 1%: ours time / deltalake time",
+     ("delete_s", "ours"), ("delete_s", "deltalake"), 1.0, "<="),
+)  # fmt: skip
+
+
+def _figure(r: dict[str, Any], what: tuple[str, str]) -> float:
+    kind, name = what
+    return float(r["read_s"][kind][name] if kind == "latest" else r[kind][name])
+
+
+def targets(rounds: list[dict[str, Any]], names: list[str]) -> list[dict[str, Any]]:
+    """Issue 22's ratios in its direction (ours over the anchor), each summarised over
+    the rounds, with pass/fail on the median (None: a system was not measured)."""
+    out = []
+    for key, what, num, den, bound, op in TARGETS:
+        ok = num[1] in names and den[1] in names
+        spread = summary(_figure(r, num) / _figure(r, den) for r in rounds) if ok else None
+        v = None if spread is None else spread["median"]
+        passed = None if v is None else (v <= bound if op == "<=" else v >= bound)
+        out.append({"key": key, "what": what, "value": v, "spread": spread,
+                    "target": f"{op} {bound:g}x", "pass": passed})  # fmt: skip
+    return out
 
 
 # ---------------------------------------------------------------------------
@@ -136,6 +170,12 @@ def report(res: dict[str, Any]) -> str:
                     f"\nround {r_i + 1}, {n}: {c['errors']} rows match commits: {c['rows_match']}"
                     + "".join(f"\n  {k}: {v}" for k, v in c["error_examples"].items())
                 )
+    if "targets" in s:
+        lines.append("\ntargets (issue 22; ratios per round, median (min-max)):")
+        for t in s["targets"]:
+            v = "n/a" if t["spread"] is None else _v(t["spread"], fmt=".3g") + "x"
+            verdict = {True: "pass", False: "FAIL", None: "not measured"}[t["pass"]]
+            lines.append(f"- {t['what']}: {v} (target {t['target']}): {verdict}")
     for n, why in res["missing"].items():
         lines.append(f"\n{n}: {why}")
     return "\n".join(lines) + "\n"

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from lakehouse.data import inline, keyindex
 from lakehouse.data.conform import evolve
 from lakehouse.defbuffer import Pending
 from lakehouse.errors import AlreadyExists, NamespaceNotEmpty, NotFound, one_hierarchy
@@ -53,6 +54,10 @@ class DefinitionOps(ReadOps):
 
     def _clear_state(self, state_keys: Iterable[bytes]) -> None:
         """Delete raw table-state keys at commit (a dropped table's)."""
+        raise NotImplementedError
+
+    def _index_primary_key(self, d: TableDef) -> None:
+        """Check ``d``'s rows against its (new) primary key and index them at commit."""
         raise NotImplementedError
 
     def _require(self, kind: str, ns: str, name: str) -> Definition:
@@ -148,7 +153,9 @@ class DefinitionOps(ReadOps):
         ns, t = self._qualified(name, "table name")
         schema = check_schema(schema, self._name_limit)
         props = check_properties(properties)
+        _check_table_properties(props)
         pk = _check_columns(schema, check_keys(primary_key, "primary_key"), "primary_key")
+        keyindex.check_key_columns(schema, pk, f"{ns}.{t}")
         sk = _check_columns(schema, check_keys(sort_keys, "sort_keys"), "sort_keys")
         if not isinstance(format, str) or not format:
             raise TypeError("format must be a non-empty str such as 'parquet'")
@@ -191,8 +198,10 @@ class DefinitionOps(ReadOps):
         rename_columns: Mapping[str, str] | None = None,
         partition_by: list[str] | None = None,
         sort_keys: list[str] | None = None,
+        primary_key: list[str] | None = None,
     ) -> None:
-        """Change properties, the schema, the partition spec or the sort keys.
+        """Change properties, the schema, the partition spec, the sort keys or the
+        primary key.
 
         ``schema`` adds and drops columns by name and widens types (int32 ->
         int64, float -> double); ``rename_columns={"old": "new"}`` renames.
@@ -200,13 +209,16 @@ class DefinitionOps(ReadOps):
         ``partition_by`` starts a new partition spec for data written from now
         on (``[]``: unpartitioned); files keep the spec they were written with
         and are still pruned by it. ``sort_keys`` applies to files written from
-        now on (and to compaction).
+        now on (and to compaction). ``primary_key`` (``[]``: none) is checked
+        against the rows (:class:`~lakehouse.DuplicateKey` if two live rows share a
+        key) and indexed in the same commit.
         """
         self._check_usable()
         ns, t = self._qualified(name, "table name")
         cur = self._require("table", ns, t)
         assert isinstance(cur, TableDef)
         props = evolve_properties(cur.properties, set_properties, remove_properties)
+        _check_table_properties(props)
         cols, last, ipc = cur.columns, cur.last_column_id, cur.schema_ipc
         renames = dict(check_properties(rename_columns, "rename_columns"))
         if renames and schema is None:
@@ -224,6 +236,14 @@ class DefinitionOps(ReadOps):
             sk = _check_columns(
                 schema_from_ipc(ipc), check_keys(sort_keys, "sort_keys"), "sort_keys"
             )
+        pk = tuple(renames.get(k, k) for k in cur.primary_key)
+        if primary_key is not None:
+            pk = _check_columns(
+                schema_from_ipc(ipc) if schema is None else schema,
+                check_keys(primary_key, "primary_key"),
+                "primary_key",
+            )
+            keyindex.check_key_columns(schema_from_ipc(ipc), pk, f"{ns}.{t}")
         specs, spec_id = cur.partition_specs, cur.spec_id
         if partition_by is not None:
             previous = specs or (cur.spec,)
@@ -239,7 +259,8 @@ class DefinitionOps(ReadOps):
         if schema is not None:
             names_left = {c.name for c in cols}
             ids_left = {c.id for c in cols}
-            for what, ks in (("primary_key", cur.primary_key), ("sort_keys", sk)):
+            pk_now = tuple(renames.get(k, k) for k in cur.primary_key)
+            for what, ks in (("primary_key", pk_now), ("sort_keys", sk)):
                 gone = [k for k in ks if k not in names_left]
                 if gone:
                     raise ValueError(f"the new schema drops {what} column(s) {gone}")
@@ -252,7 +273,7 @@ class DefinitionOps(ReadOps):
                     f"the new schema drops the source column of partition field(s) {gone_src}; "
                     "change partition_by first"
                 )
-        self._touch("table", ns, t).final = TableDef(
+        final = TableDef(
             ns,
             t,
             cur.table_id,
@@ -260,12 +281,16 @@ class DefinitionOps(ReadOps):
             last,
             ipc,
             props,
-            cur.primary_key,
+            pk,
             sk,
             cur.format,
             partition_specs=specs,
             spec_id=spec_id,
         )
+        if pk and (not cur.primary_key or keyindex.prefix(final) != keyindex.prefix(cur)):
+            # a new key: DuplicateKey leaves the table as it was
+            self._index_primary_key(final)
+        self._touch("table", ns, t).final = final
 
     # -- views ------------------------------------------------------------------------------
     def create_view(
@@ -314,6 +339,12 @@ class DefinitionOps(ReadOps):
         self._touch("view", ns, v).final = ViewDef(
             ns, v, new_sql, cur.referenced, props, cur.dialect
         )
+
+
+def _check_table_properties(props: Mapping[str, str]) -> None:
+    """The table properties that are checked when set (ValueError naming the property)."""
+    if inline.PROPERTY in props:
+        inline.check_property(props[inline.PROPERTY])
 
 
 def _check_columns(schema: Any, names: tuple[str, ...], what: str) -> tuple[str, ...]:

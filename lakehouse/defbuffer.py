@@ -164,6 +164,9 @@ class DefinitionBuffer:
             if old == new:
                 continue
             changed += 1
+            if key.startswith(keys.KEY_INDEX_PREFIX):  # a key index entry: no object
+                self._state_writes[key] = new
+                continue
             if key.startswith(keys.STATE_PREFIX):
                 ns, table, _ = keys.parse_state_key(key)
                 self._state_writes[key] = new

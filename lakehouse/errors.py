@@ -62,6 +62,11 @@ class NamespaceNotEmpty(LakehouseError):
     """The namespace still holds tables or views."""
 
 
+class DuplicateKey(LakehouseError, ValueError):
+    """A write would give two live rows of a table the same primary key (the
+    message names the key); nothing of the write was applied."""
+
+
 class CommitConflict(LakehouseError):
     """A concurrent commit conflicts with this transaction; nothing of it was committed.
 

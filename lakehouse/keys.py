@@ -18,6 +18,8 @@ a prefix scan can list::
     S/<ns> 00 <table> 00 D/<file id>      its deletion vector (data/dv.py)
     S/<ns> 00 <table> 00 M                the smallest live and the largest committed
                                           plain file id (bound scans of plain ids)
+    K/<table id>/<key column ids>/<key>   primary-key index: the location of the row
+                                          with that key (data/keyindex.py)
     A/<app id>                            idempotent writes: latest app version
     R/<version, 20 decimal digits>        version record
 
@@ -62,6 +64,7 @@ VIEW_PREFIX = b"V/"
 STATE_PREFIX = b"S/"
 RECORD_PREFIX = b"R/"
 APP_PREFIX = b"A/"
+KEY_INDEX_PREFIX = b"K/"
 
 SEP = b"\x00"
 _VERSION_DIGITS = 20
@@ -72,7 +75,7 @@ KIND_PREFIX = {"namespace": NAMESPACE_PREFIX, "table": TABLE_PREFIX, "view": VIE
 
 #: prefixes of every key that makes up a version's state (what rollback and
 #: export copy); the version history and system keys are not state
-STATE_PREFIXES = (NAMESPACE_PREFIX, TABLE_PREFIX, VIEW_PREFIX, STATE_PREFIX)
+STATE_PREFIXES = (NAMESPACE_PREFIX, TABLE_PREFIX, VIEW_PREFIX, STATE_PREFIX, KEY_INDEX_PREFIX)
 
 
 def _utf8(name: str) -> bytes:
@@ -219,6 +222,33 @@ def state_file_id(prefix: bytes, key: bytes) -> tuple[str, str] | None:
     if rest[:2] in (b"F/", b"D/"):
         return rest[:1].decode(), rest[2:].decode("utf-8")
     return None
+
+
+def key_index_prefix(table_id: str, column_ids: tuple[int, ...]) -> bytes:
+    """Prefix of a table's primary-key index entries (:mod:`lakehouse.data.keyindex`).
+
+    Keyed by the table id, which renames keep, and by the ids of the key
+    columns, so the entries of an earlier primary key can never be mistaken
+    for those of the current one. Not under ``S/``: listing a table's files
+    never reads its index.
+    """
+    cols = ",".join(str(c) for c in column_ids)
+    return KEY_INDEX_PREFIX + _utf8(table_id) + b"/" + cols.encode("ascii") + b"/"
+
+
+_LOCATION = struct.Struct(">I")
+
+
+def encode_key_location(file_id: str, position: int) -> bytes:
+    """An index entry's value: the row's position (4 bytes, big-endian), then its
+    file id."""
+    return _LOCATION.pack(position) + _utf8(file_id)
+
+
+def decode_key_location(raw: bytes) -> tuple[str, int]:
+    if len(raw) < _LOCATION.size:
+        raise ValueError(f"bad key location {raw!r}")
+    return raw[_LOCATION.size :].decode("utf-8"), int(_LOCATION.unpack_from(raw)[0])
 
 
 def app_key(app_id: str) -> bytes:

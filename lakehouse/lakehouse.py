@@ -221,7 +221,9 @@ class Lakehouse(LakehouseReads):
         with self.begin() as txn:
             return txn.update(table, where, values)
 
-    def merge(self, table: str, data: Any, on: Sequence[str] | str, **kw: Any) -> MergeResult:
+    def merge(
+        self, table: str, data: Any, on: Sequence[str] | str | None = None, **kw: Any
+    ) -> MergeResult:
         """``txn.merge`` (``when_matched=``, ``when_not_matched=``) in a transaction of its
         own, committed; returns its :class:`MergeResult`."""
         with self.begin() as txn:

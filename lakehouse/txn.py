@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 import kvstore
 from kvstore.objstore import ObjectStore
 from lakehouse import keys
-from lakehouse.data import compaction, ops, txnfiles
+from lakehouse.data import compaction, keyindex, ops, txnfiles
 from lakehouse.data.buffer import Definitions, TableData
 from lakehouse.data.predicate import Predicate
 from lakehouse.data.table import FileState, LazyFiles
@@ -143,6 +143,8 @@ class Transaction(DefinitionOps):
                     describe_table=self.describe_table,
                     state_items=self._state_items,
                     state_ranges=self._state_ranges,
+                    get=self._snap.get,
+                    scan=self._snap.scan,
                 ),
                 serializable=self._serializable,
             )
@@ -258,40 +260,51 @@ class Transaction(DefinitionOps):
     def _note_data_read(self, d: TableDef, pred: Predicate | None) -> None:
         self._tables.note_read(d, pred)
 
+    def _index_primary_key(self, d: TableDef) -> None:
+        with self._tables.atomic():
+            keyindex.rebuild(self._tables, d, self._tables.write(d.namespace, d.name))
+
     # -- table data: public operations (see lakehouse.data.ops) ---------------------------------
     def append(self, table: str, data: Any) -> int:
         """Add rows (a pyarrow Table/RecordBatch/RecordBatchReader or pandas DataFrame)."""
-        return ops.append(self._tables, table, data)
+        with self._tables.atomic():
+            return ops.append(self._tables, table, data)
 
     def overwrite(self, table: str, data: Any, *, where: Any = None) -> int:
         """Replace all rows, or only those matching ``where`` (new rows must match it)."""
-        return ops.overwrite(self._tables, table, data, where)
+        with self._tables.atomic():
+            return ops.overwrite(self._tables, table, data, where)
 
     def replace_partitions(self, table: str, data: Any) -> int:
         """Replace every row of each partition ``data`` has rows in; other partitions
         are untouched (Spark's dynamic partition overwrite). On an unpartitioned
         table it is :meth:`overwrite`. Returns the rows written."""
-        return ops.replace_partitions(self._tables, table, data)
+        with self._tables.atomic():
+            return ops.replace_partitions(self._tables, table, data)
 
     def delete(self, table: str, where: Any) -> int:
         """Delete the rows matching ``where`` (deletion vectors; no file is rewritten)."""
-        return ops.delete(self._tables, table, where)
+        with self._tables.atomic():
+            return ops.delete(self._tables, table, where)
 
     def update(self, table: str, where: Any, values: Mapping[str, Any]) -> int:
         """Set ``values`` ({column: SQL expression or literal}) on the rows matching ``where``."""
-        return ops.update(self._tables, table, where, values)
+        with self._tables.atomic():
+            return ops.update(self._tables, table, where, values)
 
     def merge(
         self,
         table: str,
         data: Any,
-        on: Sequence[str] | str,
+        on: Sequence[str] | str | None = None,
         *,
         when_matched: str = "update",
         when_not_matched: str = "insert",
     ) -> MergeResult:
-        """Upsert ``data`` by the key columns ``on``."""
-        return ops.merge(self._tables, table, data, on, when_matched, when_not_matched)
+        """Upsert ``data`` by the key columns ``on`` (default: the table's primary key,
+        whose index then finds the matched rows without reading the table)."""
+        with self._tables.atomic():
+            return ops.merge(self._tables, table, data, on, when_matched, when_not_matched)
 
     def compact(
         self,
@@ -314,9 +327,10 @@ class Transaction(DefinitionOps):
         runs it (only small files are merged, N or more of one size tier at a time;
         ranges may still overlap). ``progress(done, total)`` is called as the files
         being rewritten are read (bytes read so far, bytes of those files in all)."""
-        return compaction.compact(
-            self._tables, table, target_file_bytes, progress, where, partition, min_files
-        )
+        with self._tables.atomic():
+            return compaction.compact(
+                self._tables, table, target_file_bytes, progress, where, partition, min_files
+            )
 
     def add_files(
         self,
@@ -339,15 +353,16 @@ class Transaction(DefinitionOps):
         replace every row of the partitions they hold, as :meth:`replace_partitions`."""
         if isinstance(paths, str) or not hasattr(paths, "__iter__"):
             raise TypeError(f"paths must be a list of str, not {type(paths).__name__}")
-        return ops.add_files(
-            self._tables,
-            table,
-            list(paths),
-            on,
-            bool(updates),
-            None if partitions is None else [tuple(p) for p in partitions],
-            bool(replace_partitions),
-        )
+        with self._tables.atomic():
+            return ops.add_files(
+                self._tables,
+                table,
+                list(paths),
+                on,
+                bool(updates),
+                None if partitions is None else [tuple(p) for p in partitions],
+                bool(replace_partitions),
+            )
 
     def delete_rows(
         self,
@@ -364,13 +379,15 @@ class Transaction(DefinitionOps):
         then an overlap with a concurrent delete is a conflict, not a union).
         ``updated=True``: the rows are replaced by new versions (``add_files(...,
         updates=True)``), which the change feed reports as update pre-images."""
-        return ops.delete_rows(self._tables, table, positions, op, bool(updated))
+        with self._tables.atomic():
+            return ops.delete_rows(self._tables, table, positions, op, bool(updated))
 
     def remove_files(self, table: str, paths: Iterable[str]) -> int:
         """Drop whole data files from the table."""
         if isinstance(paths, str) or not hasattr(paths, "__iter__"):
             raise TypeError(f"paths must be a list of str, not {type(paths).__name__}")
-        return ops.remove_files(self._tables, table, paths)
+        with self._tables.atomic():
+            return ops.remove_files(self._tables, table, paths)
 
     def data_dir(self, table: str) -> str:
         """The directory (relative to the data directory) of ``table``'s new files."""

@@ -24,13 +24,15 @@ older versions and are never deleted by it.
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+from pyroaring import BitMap
 
 from kvstore.objstore import ObjectStore
 from lakehouse import keys
@@ -41,7 +43,7 @@ from lakehouse.data.conform import conform
 from lakehouse.data.pages import check_pages
 from lakehouse.data.predicate import Predicate, parse_where
 from lakehouse.data.scan import fetch
-from lakehouse.data.table import FileState, TableIntent, TableWrite, load
+from lakehouse.data.table import FileState, LazyFiles, TableIntent, TableWrite, load
 from lakehouse.errors import CorruptionError
 from lakehouse.intent import frozen_copy
 from lakehouse.model import Column, DataFile, Definition, TableDef
@@ -80,6 +82,10 @@ class Definitions:
     state_ranges: Callable[
         [str, str, Sequence[tuple[bytes, bytes | None]]], list[tuple[bytes, bytes]] | None
     ]
+    #: one raw key at the begin version (the primary-key index), and the keys
+    #: ``start <= key < end`` there
+    get: Callable[[bytes], bytes | None]
+    scan: Callable[[bytes, bytes | None], Iterator[tuple[bytes, bytes]]]
 
 
 class TableData:
@@ -95,6 +101,8 @@ class TableData:
         #: files of some partitions only, by (namespace, table, key ranges)
         self._partial: dict[tuple[str, str, tuple[Any, ...]], dict[str, FileState]] = {}
         self._reads: dict[tuple[str, str], list[Predicate]] = {}
+        #: single files of the begin version looked up by id (the key index's hits)
+        self._lazy: dict[tuple[str, str], LazyFiles] = {}
 
     # -- tables -----------------------------------------------------------------------
     def table(self, name: str) -> TableDef:
@@ -116,6 +124,35 @@ class TableData:
     @property
     def writes(self) -> Mapping[tuple[str, str], TableWrite]:
         return MappingProxyType(self._writes)
+
+    @contextlib.contextmanager
+    def atomic(self) -> Iterator[None]:
+        """One operation: if it raises, the buffer is as it was before it (files it
+        wrote already are deleted when the transaction ends), so a failed
+        operation changes nothing the transaction sees or commits."""
+        saved = {k: w.copy() for k, w in self._writes.items()}
+        reads = {k: list(v) for k, v in self._reads.items()}
+        try:
+            yield
+        except BaseException:
+            for k, w in self._writes.items():
+                old = saved.get(k)
+                kept = set(old.owned) if old is not None else set()
+                orphans = [p for p in w.owned if p not in kept]
+                if old is None:
+                    if not orphans:
+                        continue
+                    old = TableWrite(w.ns, w.name)
+                    old.owned, old.superseded = orphans, list(orphans)
+                else:
+                    old.owned += orphans
+                    old.superseded += orphans
+                saved[k] = old
+            self._writes.clear()
+            self._writes.update(saved)
+            self._reads.clear()
+            self._reads.update(reads)
+            raise
 
     def base_files(self, ns: str, t: str) -> dict[str, FileState]:
         """The table's files at the begin version, by file id (loaded once)."""
@@ -159,6 +196,30 @@ class TableData:
                 files = [base[k] for k in sorted(base)] if w is None else w.overlay(base)
                 return partitioning.prune(d, files, pred)
         return partitioning.prune(d, self.files(ns, t), pred)
+
+    def file_state(self, d: TableDef, fid: str) -> FileState | None:
+        """File ``fid`` of ``d`` and its deleted positions as this transaction sees
+        it (None: not a live file), without listing the table."""
+        ns, t = d.namespace, d.name
+        w = self._writes.get((ns, t))
+        if w is not None:
+            if fid in w.removed:
+                return None
+            if fid in w.added:
+                dv = w.added_dvs.get(fid, BitMap()) | w.deletes.get(fid, BitMap())
+                return w.added[fid], dv
+        base = self._base.get((ns, t))
+        if base is not None:
+            fs = base.get(fid)
+        else:
+            lazy = self._lazy.get((ns, t))
+            if lazy is None:
+                lazy = self._lazy[(ns, t)] = LazyFiles(self.defs.get, ns, t)
+            fs = lazy.get(fid)
+        if fs is None:
+            return None
+        extra = w.deletes.get(fid) if w is not None else None
+        return (fs[0], fs[1] | extra) if extra else fs
 
     # -- reads ----------------------------------------------------------------------------
     def note_read(self, d: TableDef, pred: Predicate | None) -> None:

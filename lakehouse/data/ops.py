@@ -30,7 +30,7 @@ matrix) and :mod:`lakehouse.data.rebase` (the per-row checks).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence, Set
+from collections.abc import Iterable, Iterator, Mapping, Sequence, Set
 from typing import Any, cast
 
 import numpy as np
@@ -39,7 +39,7 @@ import pyarrow.compute as pc
 from pyroaring import BitMap
 
 from lakehouse.data import dv as dvfmt
-from lakehouse.data import partitioning, scan
+from lakehouse.data import keyindex, partitioning, scan
 from lakehouse.data.buffer import TableData
 from lakehouse.data.conform import conform, to_table
 from lakehouse.data.literals import ARROW_ERRORS, first_line
@@ -70,11 +70,19 @@ def _write_rows(
 
     w = buf.write(d.namespace, d.name)
     w.note(op)
+    keyed = bool(d.primary_key)
+    if keyed:  # unique keys, or DuplicateKey before anything is written
+        keyindex.check_new(buf, d, w, rows)
+        w.keys = d.primary_key  # a concurrent insert of one of them conflicts
+        w.inserted.append(rows.select(list(d.primary_key)))
     small = 0 < rows.num_rows <= inline.max_rows(d)
     for values, part, idx in partitioning.arrange(d, rows):
         porig = origins if origins is None or idx is None else (origins[0][idx], origins[1][idx])
         for start in range(0, part.num_rows, ROWS_PER_FILE):
-            f = buf.write_file(d, part.slice(start, ROWS_PER_FILE), w, values, inline=small)
+            chunk = part.slice(start, ROWS_PER_FILE)
+            f = buf.write_file(d, chunk, w, values, inline=small)
+            if keyed:
+                keyindex.note_rows(w, d, file_key_id(f), chunk)
             if porig is not None:
                 fid = file_key_id(f)
                 w.post.add(fid)
@@ -246,11 +254,17 @@ def merge(
     buf: TableData,
     table: str,
     data: Any,
-    on: Sequence[str] | str,
+    on: Sequence[str] | str | None,
     when_matched: str = "update",
     when_not_matched: str = "insert",
 ) -> MergeResult:
     d = buf.table(table)
+    if on is None:
+        if not d.primary_key:
+            raise ValueError(
+                f"{d.qualified_name} has no primary key: name the merge key columns with on="
+            )
+        on = d.primary_key
     if isinstance(on, str):
         on = [on]
     on = list(on)
@@ -284,8 +298,6 @@ def merge(
         raise ValueError(f"the merge source has duplicate keys on {on}; each key may appear once")
     key_pred = _key_predicate(src_keys, on)
     buf.note_read(d, key_pred)
-    files = buf.files(d.namespace, d.name)
-    by_path = {f.path: file_key_id(f) for f, _ in files}
     fill = kept if when_matched == "update" else []
     key_cols = [c for c in d.columns if c.name in on or c in fill]
     src_idx = src_keys.append_column("_src", pa.array(range(src.num_rows), pa.int64()))
@@ -297,28 +309,24 @@ def merge(
     # the committed rows matched, with the source row each matched
     src_origin: list[tuple[np.ndarray, Origins]] = []
     own_src: list[int] = []  # matched rows this transaction added (their update is an insert)
-    for f, hit in scan.matching_positions(buf.ctx.data, d, files, key_pred, columns=key_cols):
-        if not hit.num_rows:
-            continue
-        j = hit.join(src_idx, keys=on, join_type="inner")
-        if not j.num_rows:
-            continue
+    if d.primary_key and set(on) == set(d.primary_key):  # by the key index: no target scan
+        found = _index_matches(buf, d, w0, src, fill)
+    else:
+        found = _scan_matches(buf, d, on, key_pred, key_cols, src_idx)
+    for fid, j in found:
         if j.num_rows != len(set(j.column("_pos").to_pylist())):  # defensive
             raise ValueError("a target row matched two source rows")
         matched_src.extend(j.column("_src").to_pylist())
-        if by_path[f.path] in own_files:
+        if fid in own_files:
             own_src.extend(j.column("_src").to_pylist())
         else:
             src_origin.append(
-                (
-                    j.column("_src").to_numpy(),
-                    w0.origins_of(by_path[f.path], j.column("_pos").to_numpy()),
-                )
+                (j.column("_src").to_numpy(), w0.origins_of(fid, j.column("_pos").to_numpy()))
             )
         if fill:
             old_values.append(j.select(["_src"] + [c.name for c in fill]))
         if when_matched != "ignore":
-            hits.append((by_path[f.path], BitMap(j.column("_pos").to_numpy())))
+            hits.append((fid, BitMap(j.column("_pos").to_numpy())))
     if len(matched_src) != len(set(matched_src)):
         raise ValueError(
             f"a source key matches two rows of {d.qualified_name} on {on}; merge needs unique "
@@ -354,10 +362,11 @@ def merge(
     # valid: only now does the transaction see the merge
     w = buf.write(d.namespace, d.name)
     w.note(DataOp.MERGE)
-    w.keys = tuple(on)
+    if not d.primary_key:  # (a keyed table's writes list their keys themselves)
+        w.keys = tuple(on)
     for fid, positions in hits:
         w.delete(fid, positions, updated=when_matched == "update")
-    if inserted:
+    if inserted and not d.primary_key:
         w.inserted.append(out[-1].select(on))
     if post_rows is not None and post_rows.num_rows:
         # post_rows are the matched source rows not in own files, in source order
@@ -370,6 +379,54 @@ def merge(
         rows = pa.concat_tables([t.cast(d.schema) for t in out])
         _write_rows(buf, d, rows, DataOp.MERGE)
     return MergeResult(inserted=inserted, updated=updated, deleted=deleted)
+
+
+def _scan_matches(
+    buf: TableData,
+    d: TableDef,
+    on: list[str],
+    key_pred: Predicate,
+    key_cols: list[Any],
+    src_idx: pa.Table,
+) -> Iterator[tuple[str, pa.Table]]:
+    """Target rows matching source keys, found by reading the table: per file, its
+    id and the rows (``_src``: the source row, ``_pos``, the key and fill columns)."""
+    files = buf.files(d.namespace, d.name)
+    by_path = {f.path: file_key_id(f) for f, _ in files}
+    for f, hit in scan.matching_positions(buf.ctx.data, d, files, key_pred, columns=key_cols):
+        if not hit.num_rows:
+            continue
+        j = hit.join(src_idx, keys=on, join_type="inner")
+        if j.num_rows:
+            yield by_path[f.path], j
+
+
+def _index_matches(
+    buf: TableData, d: TableDef, w: TableWrite, src: pa.Table, fill: list[Any]
+) -> Iterator[tuple[str, pa.Table]]:
+    """As :func:`_scan_matches`, by the primary-key index: only the files holding a
+    matched row are read, and only when the source lacks columns to ``fill``."""
+    hits = keyindex.live(buf, d, w, keyindex.encode(d, src))
+    by_file: dict[str, list[tuple[int, int]]] = {}
+    for i, (fid, pos) in hits.items():
+        by_file.setdefault(fid, []).append((pos, i))
+    for fid in sorted(by_file):
+        pairs = sorted(by_file[fid])
+        pos = np.array([p for p, _ in pairs], dtype=np.uint32)
+        j = pa.table(
+            {
+                "_src": pa.array([i for _, i in pairs], pa.int64()),
+                "_pos": pa.array(pos, pa.uint32()),
+            }
+        )
+        if fill:
+            fs = buf.file_state(d, fid)
+            assert fs is not None  # live: the index lookup checked it
+            t = scan.read_one(buf.ctx.data, d, fs, fill, None, fill, with_positions=True)
+            rows = t.take(pa.array(np.searchsorted(t.column("_pos").to_numpy(), pos)))
+            for c in fill:
+                j = j.append_column(c.name, rows.column(c.name))
+        yield fid, j
 
 
 def _with_target_values(updates: pa.Table, old_values: list[pa.Table], fill: list[Any]) -> pa.Table:
@@ -420,9 +477,11 @@ def add_files(
     w = buf.write(d.namespace, d.name)
     before = set(w.added)
     w.note(DataOp.OVERWRITE if replace else DataOp.MERGE if on else DataOp.APPEND)
-    key_cols = [c for c in d.columns if c.name in on] if on else []
-    if on:
-        w.keys = tuple(on)
+    keyed = bool(d.primary_key)
+    key_names = d.primary_key if keyed else tuple(on or ())
+    key_cols = [c for c in d.columns if c.name in key_names]
+    if key_names:
+        w.keys = key_names
     n = 0
     targets: set[tuple[Any, ...]] = set()
     for i, p in enumerate(paths):
@@ -430,7 +489,10 @@ def add_files(
         f, inserted = buf.adopt(d, p, w, key_cols, known)
         n += f.record_count
         if inserted is not None:
-            w.inserted.append(inserted)  # the keys it inserts, read from the bytes in hand
+            if keyed:  # its keys, read from the bytes in hand: unique, then indexed
+                keyindex.check_new(buf, d, w, inserted)
+                keyindex.note_rows(w, d, file_key_id(f), inserted)
+            w.inserted.append(inserted)  # the keys it inserts (concurrent inserts conflict)
         if replace:
             targets.add(tuple(partitioning.file_values(d, f) or ()))
     if updates:

@@ -37,7 +37,7 @@ from pyroaring import BitMap
 import kvstore
 from lakehouse import keys
 from lakehouse.data import dv as dvfmt
-from lakehouse.data import record, scan
+from lakehouse.data import keyindex, record, scan
 from lakehouse.data.predicate import Predicate, matches
 from lakehouse.data.rebase_plan import (
     Conflict,
@@ -75,8 +75,18 @@ def rebase(
     check_rows(ktx, store, d, base, p.checks)
     if isinstance(p.result, Conflict):
         raise _error(p.result, w.qualified)
+    if w.rebuilt and theirs:  # the rebuilt index would miss the rows they changed
+        raise _error(
+            Conflict(
+                theirs[0][0],
+                f"{w.qualified} changed concurrently while this transaction indexed its "
+                "primary key; re-run it on the latest version",
+            ),
+            w.qualified,
+        )
     writes = kv_writes(w.ns, w.name, p.result)
     writes += bound_writes(ktx, w.ns, w.name, p.result.added, p.result.removed)
+    writes += keyindex.commit_writes(ktx.get, w.index, w.index_moves, bool(theirs))
     return writes, p.result.change
 
 
@@ -224,7 +234,8 @@ def _check_predicates(
 def _check_keys(
     store: ObjectStore, d: TableDef, checks: RowChecks, v: VersionRows, files: list[FileState]
 ) -> None:
-    """Inserted rows with a key this merge inserts."""
+    """Inserted rows with a key this transaction inserts (a merge, or any write to a
+    table with a primary key)."""
     if not (checks.key_rows and files):
         return
     mine = pa.concat_tables(checks.key_rows)
@@ -233,7 +244,9 @@ def _check_keys(
     for fs in files:
         t = scan.read_one(store, d, fs, cols, None, cols)
         if t.num_rows and t.join(mine, keys=on, join_type="inner").num_rows:
-            raise _conflict(checks, v, f"inserted rows with a key this merge inserts (on {on})")
+            raise _conflict(
+                checks, v, f"inserted rows with a key this transaction inserts (on {on})"
+            )
 
 
 def _deleted_rows(

@@ -137,6 +137,12 @@ class TableWrite:
     #: owned files a later operation of the same transaction dropped again
     #: (deleted once it commits: no version references them)
     superseded: list[str] = field(default_factory=list)
+    #: primary-key index entries of the rows added (:mod:`lakehouse.data.keyindex`),
+    #: entries compaction moves (key -> (old value, new value)), and whether the
+    #: index was rebuilt whole (then a concurrent change of the table conflicts)
+    index: dict[bytes, bytes] = field(default_factory=dict)
+    index_moves: dict[bytes, tuple[bytes, bytes]] = field(default_factory=dict)
+    rebuilt: bool = False
 
     @property
     def qualified(self) -> str:
@@ -225,7 +231,32 @@ class TableWrite:
     def is_empty(self) -> bool:
         """Nothing to commit: no file added or removed, no row deleted (a delete
         that matched nothing writes no version)."""
-        return not (self.added or self.removed or self.deletes or self.rewrites)
+        return not (self.added or self.removed or self.deletes or self.rewrites or self.index)
+
+    def copy(self) -> TableWrite:
+        """A copy whose containers and bitmaps are its own (see ``TableData.atomic``)."""
+        return TableWrite(
+            self.ns,
+            self.name,
+            list(self.ops),
+            dict(self.added),
+            {k: BitMap(v) for k, v in self.added_dvs.items()},
+            dict(self.removed),
+            {k: BitMap(v) for k, v in self.deletes.items()},
+            list(self.rewrites),
+            list(self.guards),
+            self.keys,
+            list(self.inserted),
+            list(self.owned),
+            {k: BitMap(v) for k, v in self.updated.items()},
+            set(self.post),
+            dict(self.origin),
+            list(self.origin_files),
+            list(self.superseded),
+            dict(self.index),
+            dict(self.index_moves),
+            self.rebuilt,
+        )
 
     def freeze(self) -> TableIntent:
         """This write as the immutable value a commit works from (see :class:`TableIntent`)."""
@@ -243,6 +274,9 @@ class TableWrite:
             inserted=tuple(self.inserted),
             updated=_frozen_maps(self.updated),
             post=frozenset(self.post),
+            index=MappingProxyType(dict(self.index)),
+            index_moves=MappingProxyType(dict(self.index_moves)),
+            rebuilt=self.rebuilt,
         )
 
 
@@ -279,6 +313,11 @@ class TableIntent:
     updated: Mapping[str, FrozenBitMap]
     #: added files holding new versions of replaced rows (post-images)
     post: frozenset[str]
+    #: primary-key index entries to put, entries to move (compaction: put only
+    #: where the head still holds the old value) and whether it was rebuilt whole
+    index: Mapping[bytes, bytes] = field(default_factory=dict)
+    index_moves: Mapping[bytes, tuple[bytes, bytes]] = field(default_factory=dict)
+    rebuilt: bool = False
 
     @property
     def qualified(self) -> str:
@@ -286,7 +325,7 @@ class TableIntent:
 
     def is_empty(self) -> bool:
         """Nothing to commit (see :meth:`TableWrite.is_empty`)."""
-        return not (self.added or self.removed or self.deletes or self.rewrites)
+        return not (self.added or self.removed or self.deletes or self.rewrites or self.index)
 
     def change(
         self,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import replace
 
+from lakehouse.data import keyindex
 from lakehouse.data.buffer import TableData
 from lakehouse.data.table import file_key_id
 from lakehouse.model import DataOp
@@ -35,6 +36,8 @@ def restore_table(buf: TableData, table: str, version: int) -> None:
     for f, dv in old_files:
         w.removed.pop(file_key_id(f), None)
         w.add(f, owned=False, dv=dv)
+    if d.primary_key:  # the index as the restored rows say
+        keyindex.rebuild(buf, d, w)
 
 
 def clone_table(buf: TableData, source: str, target: str, version: int | None) -> None:
@@ -58,3 +61,5 @@ def clone_table(buf: TableData, source: str, target: str, version: int | None) -
     w.note(DataOp.APPEND)
     for f, dv in files:
         w.add(f, owned=False, dv=dv)
+    if d.primary_key:  # a new table id: a new index
+        keyindex.rebuild(buf, defs.describe_table(target), w)

@@ -1,0 +1,275 @@
+"""Primary keys: the key index in the kvstore, and the uniqueness checks.
+
+A table with a ``primary_key`` keeps, per live row, one kvstore entry::
+
+    K/<table id>/<key column ids>/<encoded key>  ->  u32 BE row position | file id
+
+(:func:`lakehouse.keys.key_index_prefix`). The entries are versioned like
+every other key, so time travel, rollback and export see the index of their
+version, and they are written by the same kvstore transaction as the rows.
+
+**Invariant.** Every live row of a keyed table has an entry naming where it
+is. Whatever adds rows writes their entries: writes (inlined or Parquet),
+files Spark wrote and the driver adopts, compaction (the rows it moves),
+restore, clone and ``alter_table(primary_key=...)`` (rebuilt from the rows).
+
+**Deletes write nothing.** An entry is trusted only when its file is live and
+its position not deleted at the version read (:func:`live`): a stale entry
+reads as "absent", so a delete costs no index write, and a key deleted and
+inserted again simply gets a new entry. Files are immutable, so a position
+always holds the key its entry was written for.
+
+**Cost per written row**: one key encoding and one entry (about 30 bytes
+plus the file id) in the commit's kvstore batch; the check is one range
+probe when the new keys lie outside the keys indexed so far (ascending ids),
+else one point read per key, plus two reads per file the hits name.
+Measured in docs/performance.md ("Keys and inlined rows").
+
+Concurrent inserts of one key are refused by the commit's per-row check
+(:mod:`lakehouse.data.rebase`): every write to a keyed table lists its keys
+in ``TableWrite.inserted``, and a concurrent version that inserted one of
+them makes the commit a :class:`~lakehouse.errors.RetryableConflict`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pyarrow as pa
+from pyroaring import BitMap
+
+from lakehouse import keys
+from lakehouse import partition_encoding as pe
+from lakehouse.errors import DuplicateKey
+from lakehouse.model import DataFile, TableDef
+
+if TYPE_CHECKING:
+    from lakehouse.data.buffer import TableData
+    from lakehouse.data.table import TableWrite
+
+_BIAS = np.uint64(1 << 63)
+
+
+# -- declaring a key ---------------------------------------------------------------------
+def check_key_columns(schema: pa.Schema, pk: Sequence[str], table: str) -> None:
+    """Raise ValueError unless every column of ``pk`` can be a key: integers,
+    decimals, strings, binary, dates, times, timestamps, booleans. Floating-point
+    values are refused (values that print alike differ, NaN is not equal to
+    itself), as are nested types."""
+    for name in pk:
+        t = schema.field(name).type
+        k = pe.kind(t)
+        if k == "float":
+            raise ValueError(
+                f"primary key column {name!r} of {table} is {t}: floating-point values "
+                "cannot be keys (use an integer, a decimal or a string)"
+            )
+        if k is None:
+            raise ValueError(
+                f"primary key column {name!r} of {table} is {t}, which cannot be a key"
+            )
+
+
+def prefix(d: TableDef) -> bytes:
+    """The prefix of ``d``'s index entries."""
+    ids = {c.name: c.id for c in d.columns}
+    return keys.key_index_prefix(d.table_id, tuple(ids[n] for n in d.primary_key))
+
+
+# -- encoding ----------------------------------------------------------------------------
+def encode(d: TableDef, rows: pa.Table) -> list[bytes]:
+    """The encoded key of each row (order-preserving per column; several columns
+    concatenated, each self-delimiting). ValueError if a key column is missing from
+    ``rows`` or holds nulls."""
+    pk = d.primary_key
+    parts: list[list[bytes]] = []
+    for name in pk:
+        if name not in rows.column_names:
+            raise ValueError(f"the write has no primary key column {name!r} of {d.qualified_name}")
+        col = rows.column(name)
+        if col.null_count:
+            raise ValueError(
+                f"primary key column {name!r} of {d.qualified_name} is null in "
+                f"{col.null_count} row(s) of the write; key columns may not be null"
+            )
+        parts.append(_encode_column(col, d.schema.field(name).type, len(pk) > 1))
+    if len(parts) == 1:
+        return parts[0]
+    return [b"".join(x) for x in zip(*parts, strict=True)]
+
+
+def _encode_column(col: Any, t: pa.DataType, delimited: bool) -> list[bytes]:
+    k = pe.kind(t)
+    if k in ("int", "bool", "date", "time", "ts"):
+        arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+        if k == "bool":
+            arr = arr.cast(pa.int8())
+        elif k != "int":
+            arr = arr.cast(pa.int64())  # days, or units since midnight / the epoch
+        ints = np.asarray(arr.to_numpy(zero_copy_only=False), dtype=np.int64)
+        raw = (ints.view(np.uint64) ^ _BIAS).astype(">u8").tobytes()
+        return [raw[i : i + 8] for i in range(0, len(raw), 8)]
+    values = col.to_pylist()
+    if k == "str" and not delimited:
+        return [v.encode("utf-8") for v in values]
+    if k == "bytes" and not delimited:
+        return [bytes(v) for v in values]
+    return [pe.enc(v, t).encode("ascii") for v in values]
+
+
+def key_text(d: TableDef, rows: pa.Table, i: int) -> str:
+    """Row ``i``'s key, as the error messages show it."""
+    vals = {n: rows.column(n)[i].as_py() for n in d.primary_key}
+    if len(vals) == 1:
+        return f"{d.primary_key[0]}={next(iter(vals.values()))!r}"
+    return "(" + ", ".join(f"{n}={v!r}" for n, v in vals.items()) + ")"
+
+
+# -- reading the index as a transaction sees it -----------------------------------------------
+def _entries(
+    buf: TableData, d: TableDef, w: TableWrite | None, encs: list[bytes]
+) -> dict[int, bytes]:
+    """For each position of ``encs`` with an entry, the entry's value: this
+    transaction's own entries first, then those at its begin version."""
+    pre = prefix(d)
+    own = w.index if w is not None else {}
+    out: dict[int, bytes] = {}
+    ask: list[int] = []
+    for i, e in enumerate(encs):
+        v = own.get(pre + e)
+        if v is not None:
+            out[i] = v
+        else:
+            ask.append(i)
+    if not ask:
+        return out
+    lo = min(encs[i] for i in ask)
+    hi = max(encs[i] for i in ask)
+    if next(iter(buf.defs.scan(pre + lo, pre + hi + b"\x00")), None) is None:
+        return out  # nothing indexed between the smallest and largest new key
+    get = buf.defs.get
+    for i in ask:
+        v = get(pre + encs[i])
+        if v is not None:
+            out[i] = v
+    return out
+
+
+def live(
+    buf: TableData, d: TableDef, w: TableWrite | None, encs: list[bytes]
+) -> dict[int, tuple[str, int]]:
+    """The keys of ``encs`` that a live row has (as this transaction sees the table),
+    by position in ``encs``: that row's ``(file id, position)``."""
+    found = _entries(buf, d, w, encs)
+    if not found:
+        return {}
+    locs = {i: keys.decode_key_location(v) for i, v in found.items()}
+    states: dict[str, tuple[DataFile, BitMap] | None] = {}
+    out: dict[int, tuple[str, int]] = {}
+    for i, (fid, pos) in locs.items():
+        if fid not in states:
+            states[fid] = buf.file_state(d, fid)
+        fs = states[fid]
+        if fs is not None and pos < fs[0].record_count and pos not in fs[1]:
+            out[i] = (fid, pos)
+    return out
+
+
+# -- checks and entries ------------------------------------------------------------------------
+def check_new(buf: TableData, d: TableDef, w: TableWrite, rows: pa.Table) -> None:
+    """Raise :class:`DuplicateKey` if ``rows`` (about to be added to ``d``) repeat a
+    key among themselves or share one with a live row; ValueError for null or
+    missing key columns. Reads only: the caller writes nothing on error."""
+    encs = encode(d, rows)
+    if len(set(encs)) != len(encs):
+        seen: dict[bytes, int] = {}
+        for i, e in enumerate(encs):
+            if e in seen:
+                raise DuplicateKey(
+                    f"duplicate key {key_text(d, rows, i)} in {d.qualified_name}: the "
+                    "write holds it twice"
+                )
+            seen[e] = i
+    hits = live(buf, d, w, encs)
+    if hits:
+        i = min(hits)
+        raise DuplicateKey(
+            f"duplicate key {key_text(d, rows, i)} in {d.qualified_name}: a live row already has it"
+        )
+
+
+def note_rows(w: TableWrite, d: TableDef, file_id: str, rows: pa.Table) -> None:
+    """Index entries for ``rows``, the rows of new file ``file_id`` in file order."""
+    pre = prefix(d)
+    fid = file_id.encode("utf-8")
+    pos = np.arange(rows.num_rows, dtype=">u4").tobytes()
+    index = w.index
+    for i, e in enumerate(encode(d, rows)):
+        index[pre + e] = pos[4 * i : 4 * i + 4] + fid
+
+
+def note_moves(
+    w: TableWrite,
+    d: TableDef,
+    rows: pa.Table,
+    old: Sequence[tuple[str, int]],
+    new_file: str,
+) -> None:
+    """Index moves for rows a compaction rewrote: row ``i`` of ``rows`` was at
+    ``old[i]`` and is now row ``i`` of ``new_file``. At commit each entry moves only
+    if it still names the old place (a concurrent update may have re-pointed it)."""
+    pre = prefix(d)
+    for i, e in enumerate(encode(d, rows)):
+        fid, pos = old[i]
+        w.index_moves[pre + e] = (
+            keys.encode_key_location(fid, pos),
+            keys.encode_key_location(new_file, i),
+        )
+
+
+def rebuild(buf: TableData, d: TableDef, w: TableWrite) -> None:
+    """Index every live row of ``d`` as this transaction sees it (a primary key
+    set on a table with rows, a restored or cloned table); DuplicateKey if two
+    live rows share a key."""
+    from lakehouse.data import scan
+
+    cols = [c for c in d.columns if c.name in d.primary_key]
+    seen: dict[bytes, str] = {}
+    for f, dv in buf.files(d.namespace, d.name):
+        from lakehouse.data.table import file_key_id
+
+        t = scan.read_one(buf.ctx.data, d, (f, dv), cols, None, cols, with_positions=True)
+        encs = encode(d, t)
+        fid = file_key_id(f)
+        pre = prefix(d)
+        fidb = fid.encode("utf-8")
+        pos = t.column("_pos").to_numpy().astype(">u4").tobytes()
+        for i, e in enumerate(encs):
+            if e in seen:
+                raise DuplicateKey(
+                    f"duplicate key {key_text(d, t, i)} in {d.qualified_name}: two live rows "
+                    "have it, so it cannot be the primary key"
+                )
+            seen[e] = fid
+            w.index[pre + e] = pos[4 * i : 4 * i + 4] + fidb
+    w.rebuilt = True
+
+
+def commit_writes(
+    get: Any,
+    index: Mapping[bytes, bytes],
+    moves: Mapping[bytes, tuple[bytes, bytes]],
+    rebased: bool,
+) -> Iterator[tuple[bytes, bytes]]:
+    """The kvstore puts of a commit's index entries at the head: new entries as
+    they are; moved ones (compaction) only where the head still names the old
+    place when other versions committed meanwhile (``rebased``)."""
+    yield from index.items()
+    for k, (old, new) in moves.items():
+        if k in index:
+            continue
+        if rebased and get(k) != old:
+            continue
+        yield k, new

@@ -56,6 +56,19 @@ FILE = record.encode_file(
         raw_stats=((1, 0, 9, 0), (2, ["b", "YWJj"], ["d", "1.5"], 3)),
     )
 )
+INLINE_PAYLOAD = b"ARROW-IPC-PAYLOAD-NOT-DECODED-BY-THE-RECORD"
+INLINE = record.encode_file(
+    DataFile(
+        "t/0000000000002-00000000000000bb.inline",
+        len(INLINE_PAYLOAD),
+        3,
+        file_id="0000000000002-00000000000000bb",
+        columns=((1, "id"),),
+        raw_stats=((1, 0, 2, 0),),
+        crc=7,
+        inline=INLINE_PAYLOAD,
+    )
+)
 CHANGE = TableChange(
     "ns.t",
     ("delete", "compact"),
@@ -93,7 +106,7 @@ def _decode_all(data: bytes, valid_for: Any = None) -> None:
             pass
 
 
-VALID = {FILE: record.decode_file, RECORD: codec.decode_record}
+VALID = {FILE: record.decode_file, INLINE: record.decode_file, RECORD: codec.decode_record}
 
 
 def _canonical(raw: bytes) -> str:
@@ -126,10 +139,11 @@ def _restructure(raw: bytes, path: list[Any], value: Any, drop: bool) -> bytes:
 def test_random_bytes(data: bytes) -> None:
     _decode_all(data)
     _decode_all(b"\x01" + data)
+    _decode_all(b"\x02" + data)
 
 
 @FUZZ
-@given(st.sampled_from([FILE, RECORD]), st.lists(any_op, min_size=1, max_size=4))
+@given(st.sampled_from([FILE, INLINE, RECORD]), st.lists(any_op, min_size=1, max_size=4))
 def test_mutated_bytes(valid: bytes, ops: list) -> None:
     data = mutate(valid, ops)
     _decode_all(data, VALID[valid] if data == valid else None)
@@ -153,6 +167,27 @@ def test_valid_encodings_round_trip() -> None:
     assert f.columns == ((1, "id"), (2, "v")) and f.record_count == 10
     rec = codec.decode_record(RECORD)
     assert rec.data == (CHANGE,) and rec.app == ("job", 3)
+    g = record.decode_file(INLINE)
+    assert g.is_inline and g.inline == INLINE_PAYLOAD and g.file_id.endswith("bb")
+
+
+@FUZZ
+@given(
+    st.lists(st.integers(0, 20), min_size=1, max_size=5),
+    json_values,
+    st.booleans(),
+    st.binary(max_size=40),
+)
+def test_restructured_inline_head(path: list[int], value: Any, drop: bool, payload: bytes) -> None:
+    """An inline record's JSON head restructured (and any payload after it)."""
+    n = int.from_bytes(INLINE[1:5], "big")
+    head = _restructure(b"\x01" + INLINE[5 : 5 + n], path, value, drop)[1:]
+    data = b"\x02" + len(head).to_bytes(4, "big") + head + payload
+    try:
+        f = record.decode_file(data)
+    except CorruptionError:
+        return
+    assert f.is_inline and f.inline == payload
 
 
 if __name__ == "__main__":

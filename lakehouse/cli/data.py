@@ -45,6 +45,7 @@ def cmd_stats(ctx: Ctx) -> int:
         "files": s.files,
         "deleted_rows": s.deleted_rows,
         "bytes": s.bytes,
+        "inlined_rows": s.inlined_rows,
     }
     ctx.doc(doc)
     ctx.line(f"{name} at version {v.version}")
@@ -54,6 +55,10 @@ def cmd_stats(ctx: Ctx) -> int:
     if s.deleted_rows:
         deleted += " (marked in deletion vectors; `compact` rewrites them away)"
     ctx.line(f"  deleted rows  {deleted}")
+    if s.inlined_rows:
+        ctx.line(
+            f"  inlined rows  {s.inlined_rows} (in the kvstore; `compact` moves them to Parquet)"
+        )
     size = human_bytes(s.bytes)
     ctx.line(f"  bytes         {size}" + ("" if size == f"{s.bytes} B" else f" ({s.bytes})"))
     return EXIT_OK

@@ -333,6 +333,7 @@ def data_file_json(f: DataFile) -> dict[str, Any]:
         "deleted_rows": f.deleted_rows,
         "live_rows": f.live_rows,
         "bytes": f.bytes,
+        "inline": f.is_inline,
         "columns": {
             name: {
                 "min": json_value(s.min),
@@ -346,7 +347,7 @@ def data_file_json(f: DataFile) -> dict[str, Any]:
 
 def data_file_lines(f: DataFile, size: str, *, partition: str | None = None) -> list[str]:
     deleted = f" ({f.deleted_rows} deleted)" if f.deleted_rows else ""
-    lines = [f.path]
+    lines = [f.path + (" (inline: rows kept in the kvstore)" if f.is_inline else "")]
     if partition is not None:
         lines.append(f"  partition {partition}")
     lines.append(f"  rows {f.rows}{deleted}, {size}")

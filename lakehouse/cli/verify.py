@@ -12,7 +12,9 @@ What is checked, in this order::
                    size, footer length and footer and whole-file CRC-32C (for
                    records that have them), a readable Parquet file (every
                    column of every row group decoded, page checksums verified)
-                   holding the recorded number of rows and the recorded columns
+                   holding the recorded number of rows and the recorded columns;
+                   an inline file (rows in its kvstore record) likewise: its
+                   payload's size and CRC-32C, decoded whole, rows and columns
     pending        the data files of expired versions queued for deletion
                    (``expire_versions``' grace): listed, never problems; a
                    file that vanished while verify ran because the versions
@@ -43,6 +45,7 @@ from kvstore.cli.verify import verify as verify_kvstore
 from kvstore.objstore import ObjectStore, open_store
 from lakehouse.cli.target import CliError, Target, one_line
 from lakehouse.data import files as datafiles
+from lakehouse.data import inline
 from lakehouse.layout import resolve
 from lakehouse.model import DataFile
 
@@ -191,22 +194,34 @@ def _check_file(data: bytes, f: DataFile) -> str | None:
         datafiles.check_bytes(data, f)
     except lakehouse.CorruptionError as exc:
         return str(exc)
-    try:
-        # decoded on this thread: a pyarrow worker thread that still holds the file's
-        # buffer when the interpreter exits aborts the process (seen with pyarrow 26)
-        with pq.ParquetFile(pa.BufferReader(data), page_checksum_verification=True) as pf:
-            rows = 0
-            for i in range(pf.num_row_groups):
-                rows += pf.read_row_group(i, use_threads=False).num_rows
-            names = set(pf.schema_arrow.names)
-    except datafiles.READ_ERRORS as exc:
-        return f"not a readable Parquet file: {exc}"
+    if f.is_inline:  # rows kept in the record: an Arrow IPC payload
+        try:
+            t = inline.decode(data, f.path)
+        except lakehouse.CorruptionError as exc:
+            return str(exc)
+        rows, names = t.num_rows, set(t.column_names)
+    else:
+        try:
+            rows, names = _parquet_rows(data)
+        except datafiles.READ_ERRORS as exc:
+            return f"not a readable Parquet file: {exc}"
     if rows != f.rows:
         return f"it holds {rows} rows; its record says {f.rows}"
     missing = sorted(name for _, name in f.columns if name not in names)
     if missing:
         return f"its record names columns the file does not hold: {', '.join(missing)}"
     return None
+
+
+def _parquet_rows(data: bytes) -> tuple[int, set[str]]:
+    """Rows and column names of Parquet bytes, every page decoded and checked."""
+    # decoded on this thread: a pyarrow worker thread that still holds the file's
+    # buffer when the interpreter exits aborts the process (seen with pyarrow 26)
+    with pq.ParquetFile(pa.BufferReader(data), page_checksum_verification=True) as pf:
+        rows = 0
+        for i in range(pf.num_row_groups):
+            rows += pf.read_row_group(i, use_threads=False).num_rows
+        return rows, set(pf.schema_arrow.names)
 
 
 def _check_files(
@@ -226,7 +241,7 @@ def _check_files(
     for path, (f, table) in sorted(files.items()):
         obj = f"data/{path}"
         try:
-            data = _fetch(store, path, target.storage_options)
+            data = f.inline if f.inline is not None else _fetch(store, path, target.storage_options)
         except FileNotFoundError:
             if expired_meanwhile(path):
                 report.notes.append(

@@ -42,8 +42,10 @@ from pyroaring import BitMap
 
 from lakehouse import keys
 from lakehouse import partition_encoding as pe
+from lakehouse.data import dv as dvfmt
+from lakehouse.data import rewrites
 from lakehouse.errors import DuplicateKey
-from lakehouse.model import DataFile, TableDef
+from lakehouse.model import DataFile, Rewrite, TableDef
 
 if TYPE_CHECKING:
     from lakehouse.data.buffer import TableData
@@ -210,23 +212,37 @@ def note_rows(w: TableWrite, d: TableDef, file_id: str, rows: pa.Table) -> None:
         index[pre + e] = pos[4 * i : 4 * i + 4] + fid
 
 
-def note_moves(
-    w: TableWrite,
-    d: TableDef,
-    rows: pa.Table,
-    old: Sequence[tuple[str, int]],
-    new_file: str,
-) -> None:
-    """Index moves for rows a compaction rewrote: row ``i`` of ``rows`` was at
-    ``old[i]`` and is now row ``i`` of ``new_file``. At commit each entry moves only
-    if it still names the old place (a concurrent update may have re-pointed it)."""
-    pre = prefix(d)
-    for i, e in enumerate(encode(d, rows)):
-        fid, pos = old[i]
-        w.index_moves[pre + e] = (
-            keys.encode_key_location(fid, pos),
-            keys.encode_key_location(new_file, i),
+def note_rewrite(w: TableWrite, d: TableDef, rows: pa.Table, r: Rewrite) -> None:
+    """Index moves for the rows compaction ``r`` rewrote; ``rows`` is its input (the
+    sources' live rows, source after source, in position order). At commit an
+    entry moves only if it still names the old place (a concurrent update may
+    have deleted the row and indexed its new version elsewhere)."""
+    if not rows.num_rows:
+        return
+    encs = encode(d, rows)
+    old_fid: list[bytes] = []
+    old_pos: list[np.ndarray] = []
+    for fid, count, dv in r.sources:
+        live = np.setdiff1d(
+            np.arange(count, dtype=np.int64),
+            np.frombuffer(dvfmt.decode(dv).to_array(), dtype=np.uint32).astype(np.int64),
         )
+        old_fid += [fid.encode("utf-8")] * len(live)
+        old_pos.append(live)
+    old = np.concatenate(old_pos).astype(">u4").tobytes()
+    order = rewrites.decode_order(r.order) if r.order else np.arange(len(encs))
+    pre = prefix(d)
+    j = 0
+    for out_id, count in rewrites.outputs(r):
+        fid = out_id.encode("utf-8")
+        new = np.arange(count, dtype=">u4").tobytes()
+        for k in range(count):
+            i = int(order[j + k])
+            w.index_moves[pre + encs[i]] = (
+                old[4 * i : 4 * i + 4] + old_fid[i],
+                new[4 * k : 4 * k + 4] + fid,
+            )
+        j += count
 
 
 def rebuild(buf: TableData, d: TableDef, w: TableWrite) -> None:

@@ -24,6 +24,10 @@ Table properties (strings, set with ``create_table(properties=...)`` or
                                              it) that queue it; also the size
                                              of a tier that is merged
 ``compaction.target-file-bytes``  64 MiB     target size; "small" is below half
+``inline.flush_rows``             10 x max   live inlined rows of a table that
+                                             make it flush them (0: any); by
+                                             default 10 x its
+                                             ``inline.max_rows``
 ================================  =========  ==================================
 
 The rules: compaction never fails a writer and never fails because of one.
@@ -36,6 +40,17 @@ its count and is queued again by the next commit that adds a small file to
 it. Its own commits add no count. A kill at any point loses nothing: a
 compaction is one commit (its files are orphans until then, removed by
 ``remove_orphan_files``).
+
+**Inlined rows** (inline data files, :mod:`lakehouse.data.inline`) are
+counted per table apart from small files: a commit's inline files add their
+rows and their number. Once this writer has added ``inline.flush_rows``
+rows or ``compaction.min-files`` inline files to a table since it last
+flushed it, the table is queued (every partition); the compaction then
+moves its inline files into Parquet when the table really holds that many
+live inlined rows or inline files (:func:`lakehouse.data.compaction.flush_due`,
+which also lets the first look at a table flush what earlier writers left),
+merged with their partitions' smallest files. ``compaction.auto = "false"``
+turns this off as well.
 
 ``lh.close()`` stops the thread: a compaction in progress is abandoned at its
 next file read (rolled back: its new files deleted), queued ones are dropped.
@@ -76,6 +91,8 @@ class Settings:
     auto: bool
     min_files: int
     target: int
+    #: live inlined rows that make the table's inline files flushed
+    flush_rows: int
 
 
 def settings(d: TableDef) -> Settings:
@@ -97,16 +114,22 @@ def settings(d: TableDef) -> Settings:
             f"table {d.qualified_name}: property compaction.min-files must be an integer "
             f">= 2, not {raw!r}"
         )
-    return Settings(auto == "true", n, compaction.target_bytes(d, None))
+    return Settings(auto == "true", n, compaction.target_bytes(d, None), compaction.flush_rows(d))
+
+
+#: a job's key: (table id, partition; None: every partition; :data:`_INLINE`: the
+#: table's flush of inlined rows)
+_Key = tuple[str, compaction.PartKey | str | None]
+_INLINE = "inline"
 
 
 @dataclass(frozen=True)
 class _Job:
     table: str
     table_id: str
-    #: None: every partition (the first look at a table)
+    #: None: every partition (the first look at a table, or a flush of inlined rows)
     partition: Mapping[str, Any] | None
-    key: tuple[str, compaction.PartKey | None]
+    key: _Key
 
 
 class AutoCompactor:
@@ -115,11 +138,14 @@ class AutoCompactor:
     def __init__(self, begin: Callable[[], Transaction]) -> None:
         self._begin = begin
         self._cond = threading.Condition()
-        self._counts: dict[tuple[str, compaction.PartKey | None], int] = {}
+        self._counts: dict[_Key, int] = {}
+        #: inlined rows and inline files this writer added per table (by table id)
+        #: since it last flushed the table
+        self._inline: dict[str, tuple[int, int]] = {}
         #: tables this writer added small files to already (by table id)
         self._seen: set[str] = set()
         self._queue: list[_Job] = []
-        self._queued: set[tuple[str, compaction.PartKey | None]] = set()
+        self._queued: set[_Key] = set()
         self._running = False
         self._closed = False
         self._thread: threading.Thread | None = None
@@ -149,15 +175,26 @@ class AutoCompactor:
                 continue
             small: dict[compaction.PartKey, Any] = {}
             counts: dict[compaction.PartKey, int] = {}
+            inlined = inline_files = 0
             for f in w.added.values():
-                if f.size < s.target // 2:
+                if f.is_inline:
+                    inlined += f.record_count
+                    inline_files += 1
+                elif f.size < s.target // 2:
                     k = compaction.part_key(f)
                     counts[k] = counts.get(k, 0) + 1
                     small.setdefault(k, f)
             with self._cond:
-                if counts and d.table_id not in self._seen:  # small files of earlier writers?
-                    self._seen.add(d.table_id)
+                if (counts or inline_files) and d.table_id not in self._seen:
+                    self._seen.add(d.table_id)  # small or inline files of earlier writers?
                     self._enqueue(_Job(d.qualified_name, d.table_id, None, (d.table_id, None)))
+                if inline_files:
+                    rows, n = self._inline.get(d.table_id, (0, 0))
+                    rows, n = rows + inlined, n + inline_files
+                    self._inline[d.table_id] = (rows, n)
+                    if rows >= s.flush_rows or n >= s.min_files:
+                        flush = (d.table_id, _INLINE)
+                        self._enqueue(_Job(d.qualified_name, d.table_id, None, flush))
                 for k, n in counts.items():
                     key = (d.table_id, k)
                     total = self._counts[key] = self._counts.get(key, 0) + n
@@ -198,8 +235,12 @@ class AutoCompactor:
                 with self._cond:
                     self._running = False
                     self._queued.discard(job.key)
-                    if res is None or job.partition is None:
-                        pass  # failed (the count stays), or the first look at a table
+                    if res is None:
+                        pass  # failed: the count stays
+                    elif job.key[1] == _INLINE:
+                        self._inline.pop(job.table_id, None)  # flushed, or not due: afresh
+                    elif job.partition is None:
+                        pass  # the first look at a table
                     elif res.files_removed:
                         # what it wrote may be small too (a tier up): counted afresh
                         self._counts[job.key] = res.files_added

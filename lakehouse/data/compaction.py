@@ -41,6 +41,16 @@ sort keys within each group. A row is rewritten about once per tier (not on
 every compaction, as merging every small file into the growing last one
 would), and ranges may still overlap: a full ``compact`` clusters them.
 
+**Inlined rows** (inline data files, :mod:`lakehouse.data.inline`) are
+always candidates: an inline file is never "done" (its rows belong in
+Parquet), so a group or run holding one is rewritten even when it is that
+file alone; with ``min_files`` they join the first size tier of their
+partition (merged with its smallest files). The output is always Parquet
+(compaction never inlines), partitioned and sorted as the table says. An
+incremental compaction moves them only when the table's scope holds enough
+(:func:`flush_due`: at least ``inline.flush_rows`` live rows, or at least
+``min_files`` inline files); an explicit one always does.
+
 **The record.** One :class:`~lakehouse.model.Rewrite` per group or run: its
 sources, its output files and, when the rows were reordered, the
 permutation (:mod:`lakehouse.data.rewrites`), so a concurrent delete of a
@@ -49,7 +59,7 @@ moved row follows it to the right position of the right new file.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,7 +69,7 @@ import pyarrow.compute as pc
 from pyroaring import BitMap
 
 from lakehouse.data import dv as dvfmt
-from lakehouse.data import partitioning, scan
+from lakehouse.data import inline, keyindex, partitioning, scan
 from lakehouse.data.buffer import TableData
 from lakehouse.data.predicate import parse_where
 from lakehouse.data.rewrites import encode_order
@@ -92,6 +102,8 @@ class Candidate:
     #: the first sort key's range, as comparable tuples (None: no sort keys)
     lo: tuple[Any, ...] | None = None
     hi: tuple[Any, ...] | None = None
+    #: an inline file (rows kept in the kvstore): always rewritten
+    inline: bool = False
 
 
 @dataclass(frozen=True)
@@ -140,7 +152,7 @@ def _bins(files: list[Candidate], target: int) -> list[tuple[str, ...]]:
     cur: list[Candidate] = []
     size = 0
     for c in files:
-        if not (c.deleted or c.size < target // 2):
+        if not (c.deleted or c.inline or c.size < target // 2):
             continue
         if cur and size + c.size > target:
             out.append(cur)
@@ -149,7 +161,7 @@ def _bins(files: list[Candidate], target: int) -> list[tuple[str, ...]]:
         size += c.size
     if cur:
         out.append(cur)
-    return [tuple(c.fid for c in g) for g in out if len(g) > 1 or g[0].deleted]
+    return [tuple(c.fid for c in g) for g in out if len(g) > 1 or g[0].deleted or g[0].inline]
 
 
 #: files below this size are all in the first size tier
@@ -170,12 +182,17 @@ def _tiers(files: list[Candidate], target: int, min_files: int) -> list[tuple[st
     ``target`` bytes (incremental: each row is rewritten about once per tier)."""
     tiers: dict[int, list[Candidate]] = {}
     for c in files:
-        if c.size < target // 2:
+        if c.size < target // 2 and not c.inline:
             tiers.setdefault(_tier(c.size, min_files), []).append(c)
+    inline = [c for c in files if c.inline]
+    if inline:  # inlined rows join the first tier (re-sorted: bins go in file-id order)
+        first = min(tiers, default=0)
+        tiers[first] = sorted(tiers.get(first, []) + inline, key=lambda c: c.fid)
     out: list[tuple[str, ...]] = []
     for t in sorted(tiers):
-        if len(tiers[t]) >= min_files:
-            out += [g for g in _bins(tiers[t], target) if len(g) > 1]
+        if len(tiers[t]) >= min_files or any(c.inline for c in tiers[t]):
+            by_fid = {c.fid: c for c in tiers[t]}
+            out += [g for g in _bins(tiers[t], target) if len(g) > 1 or by_fid[g[0]].inline]
     return out
 
 
@@ -195,7 +212,7 @@ def _runs(files: list[Candidate], target: int) -> list[tuple[str, ...]]:
     runs: list[list[Candidate]] = []
     cur: list[Candidate] = []
     for comp in comps:
-        needs = len(comp) > 1 or any(c.deleted or c.size < target // 2 for c in comp)
+        needs = len(comp) > 1 or any(c.deleted or c.inline or c.size < target // 2 for c in comp)
         if needs:
             cur += comp
         elif cur:
@@ -206,7 +223,7 @@ def _runs(files: list[Candidate], target: int) -> list[tuple[str, ...]]:
     return [
         tuple(c.fid for c in sorted(r, key=lambda c: c.fid))
         for r in runs
-        if len(r) > 1 or r[0].deleted
+        if len(r) > 1 or r[0].deleted or r[0].inline
     ]
 
 
@@ -225,7 +242,7 @@ def candidates(d: TableDef, files: Mapping[str, tuple[DataFile, BitMap]]) -> lis
         lo = hi = None
         if first is not None:
             lo, hi = _range(user_stats(f, names).get(first), live, bool(dv))
-        out.append(Candidate(fid, part_key(f), size, bool(dv), lo, hi))
+        out.append(Candidate(fid, part_key(f), size, bool(dv), lo, hi, f.is_inline))
     return out
 
 
@@ -260,6 +277,46 @@ def _int_property(d: TableDef, raw: str) -> int:
             f"table {d.qualified_name}: property compaction.target-file-bytes must be an "
             f"integer, not {raw!r}"
         ) from None
+
+
+#: ``inline.flush_rows`` unset: automatic compaction flushes a table's inlined rows
+#: once they number this many times its ``inline.max_rows`` (docs/lakehouse.md,
+#: "Flushing inlined rows", has the measurements behind it)
+FLUSH_FACTOR = 10
+
+#: the table property: live inlined rows that make automatic compaction flush them
+FLUSH_PROPERTY = "inline.flush_rows"
+
+
+def check_flush_rows(value: str) -> int:
+    """``inline.flush_rows`` as an int (ValueError naming it unless a non-negative
+    integer such as ``"10000"``)."""
+    text = value.strip() if isinstance(value, str) else ""
+    if not text.isdigit() or not text.isascii():
+        raise ValueError(f"property {FLUSH_PROPERTY} must be a non-negative integer, not {value!r}")
+    return int(text)
+
+
+def flush_rows(d: TableDef) -> int:
+    """``d``'s ``inline.flush_rows``: the property, else :data:`FLUSH_FACTOR` times
+    its ``inline.max_rows`` (ValueError naming the property if malformed)."""
+    raw = d.properties.get(FLUSH_PROPERTY)
+    if raw is None:
+        return FLUSH_FACTOR * inline.max_rows(d)
+    try:
+        return check_flush_rows(raw)
+    except ValueError as exc:
+        raise ValueError(f"table {d.qualified_name}: {exc}") from None
+
+
+def flush_due(d: TableDef, files: Iterable[tuple[DataFile, BitMap]], min_files: int) -> bool:
+    """Whether an incremental compaction moves the inline files among ``files``: they
+    hold at least ``inline.flush_rows`` live rows, or number ``min_files`` or more."""
+    held = [(f, dv) for f, dv in files if f.is_inline]
+    if not held:
+        return False
+    live = sum(f.record_count - len(dv) for f, dv in held)
+    return live >= flush_rows(d) or len(held) >= min_files
 
 
 def _scope(d: TableDef, where: Any, partition: Any) -> Callable[[DataFile], bool] | None:
@@ -318,6 +375,8 @@ def compact(
         if not (fid in w.removed or fid in w.deletes or fs[0].is_external)
         and (keep is None or keep(fs[0]))
     }
+    if min_files is not None and not flush_due(d, files.values(), min_files):
+        files = {fid: fs for fid, fs in files.items() if not fs[0].is_inline}
     jobs = plan(candidates(d, files), target, bool(d.sort_keys), min_files)
     if not jobs:
         return CompactResult()
@@ -351,6 +410,8 @@ def compact(
             w.rewrites.append(Rewrite(ids[0][0] if ids else "", sources))
         else:
             w.rewrites.append(Rewrite(ids[0][0], sources, ids if len(ids) > 1 else (), order))
+        if d.primary_key:  # the moved rows' index entries follow them
+            keyindex.note_rewrite(w, d, rows, w.rewrites[-1])
     return CompactResult(removed, added, rows_total, before, after)
 
 

@@ -49,6 +49,7 @@ from lakehouse.model import DataFile, Rewrite, TableDef
 
 if TYPE_CHECKING:
     from lakehouse.data.buffer import TableData
+    from lakehouse.data.predicate import Predicate
     from lakehouse.data.table import TableWrite
 
 _BIAS = np.uint64(1 << 63)
@@ -179,6 +180,47 @@ def live(
     return out
 
 
+#: a ``where`` fixing more key combinations than this is planned by file bounds
+MAX_KEY_LOOKUPS = 100_000
+
+
+def files_for_keys(
+    buf: TableData, d: TableDef, pred: Predicate | None
+) -> list[tuple[DataFile, BitMap]] | None:
+    """The files holding the rows a ``where`` can match when it fixes every key
+    column (``id = 5``, ``id IN (...)``, ANDed with anything): found through the
+    index, without listing the table. None when it does not fix the key."""
+    if not d.primary_key or pred is None:
+        return None
+    values: list[tuple[Any, ...]] = []
+    for name in d.primary_key:
+        fixed = [t for t in pred.terms if t.column == name and t.op in ("=", "in")]
+        if not fixed:
+            return None
+        values.append(min((t.values for t in fixed), key=len))
+    combos: list[tuple[Any, ...]] = [()]
+    for vals in values:
+        if len(combos) * len(vals) > MAX_KEY_LOOKUPS:
+            return None
+        combos = [(*c, v) for c in combos for v in vals]
+    try:
+        rows = pa.table(
+            {
+                n: pa.array([c[i] for c in combos], d.schema.field(n).type)
+                for i, n in enumerate(d.primary_key)
+            }
+        )
+    except (pa.ArrowInvalid, pa.ArrowTypeError, OverflowError):
+        return None  # a value the column cannot hold: plan by bounds
+    hits = live(buf, d, buf.writes.get((d.namespace, d.name)), encode(d, rows))
+    out = []
+    for fid in sorted({fid for fid, _ in hits.values()}):
+        fs = buf.file_state(d, fid)
+        if fs is not None:
+            out.append(fs)
+    return out
+
+
 # -- checks and entries ------------------------------------------------------------------------
 def check_new(buf: TableData, d: TableDef, w: TableWrite, rows: pa.Table) -> None:
     """Raise :class:`DuplicateKey` if ``rows`` (about to be added to ``d``) repeat a
@@ -234,13 +276,13 @@ def note_rewrite(w: TableWrite, d: TableDef, rows: pa.Table, r: Rewrite) -> None
     pre = prefix(d)
     j = 0
     for out_id, count in rewrites.outputs(r):
-        fid = out_id.encode("utf-8")
+        out = out_id.encode("utf-8")
         new = np.arange(count, dtype=">u4").tobytes()
         for k in range(count):
             i = int(order[j + k])
             w.index_moves[pre + encs[i]] = (
                 old[4 * i : 4 * i + 4] + old_fid[i],
-                new[4 * k : 4 * k + 4] + fid,
+                new[4 * k : 4 * k + 4] + out,
             )
         j += count
 

@@ -109,9 +109,17 @@ def _where(d: TableDef, where: Any, required: bool = True) -> Predicate | None:
     return parse_where(where, d.schema)
 
 
+def _files_for(buf: TableData, d: TableDef, pred: Predicate | None) -> list[Any]:
+    """The files rows matching ``pred`` may be in: through the primary-key index
+    when ``pred`` fixes the key (cost follows the keys), else pruned by partition
+    and bounds."""
+    by_key = keyindex.files_for_keys(buf, d, pred)
+    return buf.files_for(d, pred) if by_key is None else by_key
+
+
 def _delete_matching(buf: TableData, d: TableDef, pred: Predicate | None, op: DataOp) -> int:
     """Mark the live rows matching ``pred`` deleted; returns how many."""
-    files = buf.files_for(d, pred)
+    files = _files_for(buf, d, pred)
     w = buf.write(d.namespace, d.name)
     w.note(op)
     n = 0
@@ -210,7 +218,7 @@ def update(buf: TableData, table: str, where: Any, values: Mapping[str, Any]) ->
             raise ValueError(f"table {d.qualified_name} has no column {col!r} to update")
         exprs[col] = parse_value(value, d.schema, d.schema.field(col))[0]
     buf.note_read(d, pred)
-    files = buf.files_for(d, pred)
+    files = _files_for(buf, d, pred)
     w = buf.write(d.namespace, d.name)
     w.note(DataOp.UPDATE)
     by_path = {f.path: file_key_id(f) for f, _ in files}
@@ -408,8 +416,8 @@ def _index_matches(
     matched row are read, and only when the source lacks columns to ``fill``."""
     hits = keyindex.live(buf, d, w, keyindex.encode(d, src))
     by_file: dict[str, list[tuple[int, int]]] = {}
-    for i, (fid, pos) in hits.items():
-        by_file.setdefault(fid, []).append((pos, i))
+    for i, (fid, p) in hits.items():
+        by_file.setdefault(fid, []).append((p, i))
     for fid in sorted(by_file):
         pairs = sorted(by_file[fid])
         pos = np.array([p for p, _ in pairs], dtype=np.uint32)

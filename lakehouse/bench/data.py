@@ -166,7 +166,10 @@ def timed(fn: Callable[[], Any]) -> tuple[float, Any]:
 # ---------------------------------------------------------------------------
 # one round
 # ---------------------------------------------------------------------------
-def _appends(systems: list[System], batches: list[pa.Table], sz: Sizes) -> dict[str, float]:
+def appends(systems: list[System], batches: list[pa.Table], sz: Sizes) -> dict[str, float]:
+    """The append workload: each system creates its table holding ``batches[0]``, then
+    ``sz.appends`` appends of one batch each, in chunks of ``sz.chunk`` (the system
+    going first rotating); commits/s of each, by name."""
     for s in systems:
         s.create(batches[0])
     spent = dict.fromkeys((s.name for s in systems), 0.0)
@@ -323,7 +326,7 @@ def one_round(root: str, names: list[str], batches: list[pa.Table], sz: Sizes) -
     try:
         main = [new(n, "big") for n in names]
         extra = [new(NOFSYNC, "big")] if "ours" in names else []
-        out: dict[str, Any] = {"append_per_s": _appends(main + extra, batches, sz)}
+        out: dict[str, Any] = {"append_per_s": appends(main + extra, batches, sz)}
         lap("appends")
         for s in extra:
             s.close()

@@ -86,7 +86,7 @@ class Sizes:
     big_rows: int = 10_000_000
     batch_rows: int = 1_000_000
     merge_rows: int = 1000
-    rounds: int = 3
+    rounds: int = 5
     pk_appends: int = 5
     appends: int = 300
     append_rows: int = 1000
@@ -274,7 +274,7 @@ class DuckLake(Keyed):
 
 
 class DuckAppends(System):
-    """A DuckLake table for :func:`lakehouse.bench.data._appends` (``inline``: the
+    """A DuckLake table for :func:`lakehouse.bench.data.appends` (``inline``: the
     ``DATA_INLINING_ROW_LIMIT`` on its ``ATTACH``). The batches are loaded in the
     DuckLake process up front; an append names its batch, and its time includes one
     line each way through the pipe (~0.1 ms)."""
@@ -417,8 +417,15 @@ def _pk_appends(ours: Ours, sz: Sizes, r: int) -> dict[str, float]:
     return {t: statistics.median(v) for t, v in times.items()}
 
 
-def _appends(root: str, names: list[str], proc: DuckProcess | None, batches: list[pa.Table],
-             file: str | None, sz: Sizes, r: int) -> dict[str, Any]:  # fmt: skip
+def _small_appends(
+    root: str,
+    names: list[str],
+    proc: DuckProcess | None,
+    batches: list[pa.Table],
+    file: str | None,
+    sz: Sizes,
+    r: int,
+) -> dict[str, Any]:
     made: list[System] = []
     for n in names:
         path = os.path.join(root, n)
@@ -430,7 +437,7 @@ def _appends(root: str, names: list[str], proc: DuckProcess | None, batches: lis
             made.append(DuckAppends(path, proc, batches, file, inline, label))
     dsz = data.Sizes(appends=sz.appends, rows=sz.append_rows, chunk=min(sz.chunk, sz.appends))
     try:
-        per_s = data._appends(data.rotate(made, r), batches, dsz)
+        per_s = data.appends(data.rotate(made, r), batches, dsz)
         files = {s.name: s.files() for s in made if isinstance(s, DuckAppends)}
         for s in made:
             if s.count() != (sz.appends + 1) * sz.append_rows:
@@ -467,8 +474,8 @@ def run(args: argparse.Namespace, root: str) -> dict[str, Any]:
             rd: dict[str, Any] = {"merge_s": _merges(systems, root, sz, r, missing)}
             rd["pk_append_s"] = _pk_appends(ours, sz, r)
             duck = proc if any(isinstance(s, DuckLake) for s in systems) else None
-            rd["appends"] = _appends(os.path.join(root, f"appends{r}"), names, duck, batches,
-                                     file, sz, r)  # fmt: skip
+            top = os.path.join(root, f"appends{r}")
+            rd["appends"] = _small_appends(top, names, duck, batches, file, sz, r)
             rounds.append(rd)
             log.info("keys round %d: %s", r + 1, rd)
         info = next((s.info for s in systems if isinstance(s, DuckLake)), None)

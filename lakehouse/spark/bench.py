@@ -20,6 +20,13 @@ With ``--partitioned`` (:func:`run_partitioned`): a write into a table
 partitioned by ``day(placed_at)`` vs plain ``partitionBy("day")`` Parquet, and
 a read of one day (pruned on the driver) vs plain Spark's partition-pruned read.
 
+With ``--merge`` (:func:`run_merge`, issue 22): :func:`lakehouse.spark.merge`
+of ``--merge-rows`` keyed rows (half matching order ids spread uniformly at
+random over the table, half new) into a table of ``rows`` orders with
+``primary_key=["order_id"]`` vs :func:`lakehouse.spark.write` of the same
+rows (an append to a copy of the table without a key); the "plain" column is
+the write.
+
 Reports the median, min and max seconds of each and the ratio of medians
 (plus the spread of per-repeat ratios), and with psutil installed the ratio
 of the median CPU seconds (JVM and driver), which moves far less than wall
@@ -47,10 +54,15 @@ ORDERS_DDL = (
 
 def orders_frame(spark: Any, rows: int, partitions: int = 4, seed: int = 7) -> Any:
     """``rows`` synthetic orders (deterministic for a seed)."""
+    return _orders(spark.range(0, rows, numPartitions=partitions), seed)
+
+
+def _orders(ids: Any, seed: int) -> Any:
+    """The orders of :func:`orders_frame` for a DataFrame of ``id`` (long) values."""
     from pyspark.sql import functions as F
 
     statuses = F.array(*[F.lit(s) for s in ("placed", "paid", "shipped", "delivered", "cancelled")])
-    return spark.range(0, rows, numPartitions=partitions).select(
+    return ids.select(
         F.col("id").alias("order_id"),
         (F.abs(F.hash(F.col("id"), F.lit(seed))) % 200_000).alias("customer_id"),
         (F.abs(F.hash(F.col("id"), F.lit(seed + 1))) % 5_000).cast("int").alias("product_id"),
@@ -319,6 +331,89 @@ def run_partitioned(
             spark.stop()
 
 
+def run_merge(
+    rows: int = 3_000_000,
+    repeats: int = 3,
+    root: str | None = None,
+    spark: Any = None,
+    merge_rows: int = 1000,
+) -> dict[str, Any]:
+    """Merge by key vs a plain write of the same rows (see ``--merge``): each repeat
+    draws a new source (``merge_rows`` orders, half of them existing order ids, half
+    new ones), cached, and times ``lhs.merge(lh, src, keyed, on="order_id")`` and
+    ``lhs.write(lh, src, plain)`` back to back (the order alternating). The row
+    counts after each are checked."""
+    import numpy as np
+    import pyarrow as pa
+
+    import lakehouse
+    import lakehouse.spark as lhs
+    from lakehouse.spark.types import arrow_schema
+
+    own_spark = spark is None
+    if spark is None:
+        spark = lhs.local_session("lakehouse-spark-bench")
+    tmp = root or tempfile.mkdtemp(prefix="lh-spark-bench-")
+    try:
+        df = orders_frame(spark, rows).cache()
+        df.count()
+        lh = lakehouse.open(os.path.join(tmp, "lh"))
+        schema = arrow_schema(df.schema)
+        schema = schema.set(0, pa.field("order_id", pa.int64(), nullable=False))
+        keyed, plain = "bench.keyed", "bench.plain"
+        with lh.begin() as txn:
+            txn.create_namespace("bench")
+            txn.create_table(keyed, schema, primary_key=["order_id"])
+            txn.create_table(plain, schema)
+        setup: dict[str, float] = {}
+        for table in (keyed, plain):
+            t0 = time.perf_counter()
+            lhs.write(lh, df, table)
+            setup[table] = time.perf_counter() - t0
+        df.unpersist()
+        clock = _Clock(spark)
+        w: list[tuple[float, float]] = []
+        m: list[tuple[float, float]] = []
+        inserted = 0
+        for i in range(repeats + 1):  # round 0 warms the JVM up and is not counted
+            rng = np.random.default_rng(100 + i)
+            half = merge_rows // 2
+            new = (1 << 40) + i * merge_rows + np.arange(merge_rows - half)
+            ids = rng.permutation(np.concatenate([rng.choice(rows, half, replace=False), new]))
+            src = _orders(spark.createDataFrame([(int(x),) for x in ids], "id long"), 7 + i)
+            src = src.cache()
+            src.count()
+            before = (lh.table_stats(keyed).rows, lh.table_stats(plain).rows)
+            wp, wl = clock.pair(
+                lambda: lhs.write(lh, src, plain),  # noqa: B023
+                lambda: lhs.merge(lh, src, keyed, on="order_id"),  # noqa: B023
+                i % 2 == 1,
+            )
+            after = (lh.table_stats(keyed).rows, lh.table_stats(plain).rows)
+            if after != (before[0] + len(new), before[1] + merge_rows):
+                raise AssertionError(f"rows (keyed, plain): {before} before, {after} after")
+            inserted += len(new)
+            src.unpersist()
+            if i:
+                w.append(wp)
+                m.append(wl)
+        lh.close()
+        return {
+            "rows": rows,
+            "repeats": repeats,
+            "merge_rows": merge_rows,
+            "cores": spark.sparkContext.defaultParallelism,
+            "setup_write_s": setup,
+            "inserted": inserted,
+            "merge": _summary(w, m),
+        }
+    finally:
+        if root is None:
+            shutil.rmtree(tmp, ignore_errors=True)
+        if own_spark:
+            spark.stop()
+
+
 def format_table(res: dict[str, Any]) -> str:
     lines = [
         f"{res['rows']:,} rows, {res['repeats']} repeats, local[{res['cores']}]",
@@ -331,6 +426,7 @@ def format_table(res: dict[str, Any]) -> str:
         ("read_1pct_deleted", "read, 1% deleted"),
         ("write_distribution_none", "write, dist. none"),
         ("write_vs_plain_repartition", "write vs repart."),
+        ("merge", "merge vs write"),
     ):
         if key not in res:
             continue
@@ -356,8 +452,18 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="the partitioned-table benchmark (day-partitioned write, read of one day)",
     )
+    ap.add_argument(
+        "--merge",
+        action="store_true",
+        help="merge of --merge-rows keyed rows vs a plain write of them (issue 22)",
+    )
+    ap.add_argument("--merge-rows", type=int, default=1000)
     args = ap.parse_args(argv)
-    res = (run_partitioned if args.partitioned else run)(args.rows, args.repeats)
+    if args.merge:
+        res = run_merge(args.rows, args.repeats, merge_rows=args.merge_rows)
+        print(f"merge of {args.merge_rows:,} keyed rows vs lhs.write of them (plain = the write)")
+    else:
+        res = (run_partitioned if args.partitioned else run)(args.rows, args.repeats)
     print(format_table(res))
     if args.json:
         with open(args.json, "w") as f:

@@ -41,11 +41,14 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+
 import kvstore
 from kvstore.objstore import ObjectStore
 from lakehouse import keys
 from lakehouse.data import compaction, keyindex, ops, txnfiles
 from lakehouse.data.buffer import Definitions, TableData
+from lakehouse.data.conform import conform, to_table
 from lakehouse.data.predicate import Predicate
 from lakehouse.data.table import FileState, LazyFiles
 from lakehouse.ddl import DefinitionOps
@@ -363,6 +366,21 @@ class Transaction(DefinitionOps):
                 None if partitions is None else [tuple(p) for p in partitions],
                 bool(replace_partitions),
             )
+
+    def lookup_keys(self, table: str, keys: Any) -> pa.Table:
+        """Where the live rows with these primary keys are, as this transaction sees
+        the table: ``keys`` holds the key columns (a pyarrow Table or anything
+        ``append`` takes); returns the keys found, each with ``path`` (the data
+        file, as ``list_data_files`` names it; ``delete_rows`` takes it) and
+        ``position``. Found through the key index, reading no data file."""
+        with self._tables.atomic():
+            d = self._tables.table(table)
+            if not d.primary_key:
+                raise ValueError(f"{d.qualified_name} has no primary key to look up")
+            schema = pa.schema([d.schema.field(n) for n in d.primary_key])
+            rows = conform(to_table(keys, "the keys"), schema, "the keys")
+            self._tables.note_read(d, ops.key_predicate(rows, list(d.primary_key)))
+            return keyindex.lookup(self._tables, d, rows)
 
     def delete_rows(
         self,

@@ -221,6 +221,25 @@ def files_for_keys(
     return out
 
 
+def lookup(buf: TableData, d: TableDef, rows: pa.Table) -> pa.Table:
+    """The rows of ``rows`` (key columns of ``d``) whose key a live row has, with
+    that row's ``path`` and ``position`` (see ``Transaction.lookup_keys``)."""
+    if not d.primary_key:
+        raise ValueError(f"{d.qualified_name} has no primary key to look up")
+    hits = live(buf, d, buf.writes.get((d.namespace, d.name)), encode(d, rows))
+    idx = sorted(hits)
+    paths: dict[str, str] = {}
+    for i in idx:
+        fid = hits[i][0]
+        if fid not in paths:
+            fs = buf.file_state(d, fid)
+            assert fs is not None  # live: checked
+            paths[fid] = fs[0].path
+    out = rows.select(list(d.primary_key)).take(pa.array(idx, pa.int64()))
+    out = out.append_column("path", pa.array([paths[hits[i][0]] for i in idx], pa.string()))
+    return out.append_column("position", pa.array([hits[i][1] for i in idx], pa.int64()))
+
+
 # -- checks and entries ------------------------------------------------------------------------
 def check_new(buf: TableData, d: TableDef, w: TableWrite, rows: pa.Table) -> None:
     """Raise :class:`DuplicateKey` if ``rows`` (about to be added to ``d``) repeat a

@@ -304,7 +304,7 @@ def merge(
     src_keys = src.select(on)
     if src_keys.group_by(on).aggregate([]).num_rows != src.num_rows:
         raise ValueError(f"the merge source has duplicate keys on {on}; each key may appear once")
-    key_pred = _key_predicate(src_keys, on)
+    key_pred = key_predicate(src_keys, on)
     buf.note_read(d, key_pred)
     fill = kept if when_matched == "update" else []
     key_cols = [c for c in d.columns if c.name in on or c in fill]
@@ -450,7 +450,7 @@ def _with_target_values(updates: pa.Table, old_values: list[pa.Table], fill: lis
     return updates
 
 
-def _key_predicate(keys: pa.Table, on: list[str]) -> Predicate:
+def key_predicate(keys: pa.Table, on: list[str]) -> Predicate:
     """Rows whose key is in ``keys``: ``is_in`` on one column, a bounding box plus
     exact membership on several."""
     if len(on) == 1:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from lakehouse.data import inline, keyindex
+from lakehouse.data import compaction, inline, keyindex
 from lakehouse.data.conform import evolve
 from lakehouse.defbuffer import Pending
 from lakehouse.errors import AlreadyExists, NamespaceNotEmpty, NotFound, one_hierarchy
@@ -345,6 +345,8 @@ def _check_table_properties(props: Mapping[str, str]) -> None:
     """The table properties that are checked when set (ValueError naming the property)."""
     if inline.PROPERTY in props:
         inline.check_property(props[inline.PROPERTY])
+    if compaction.FLUSH_PROPERTY in props:
+        compaction.check_flush_rows(props[compaction.FLUSH_PROPERTY])
 
 
 def _check_columns(schema: Any, names: tuple[str, ...], what: str) -> tuple[str, ...]:

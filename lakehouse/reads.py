@@ -323,6 +323,7 @@ class ReadOps:
                     f.footer_size,
                     f.footer_crc,
                     f.crc,
+                    f.inline,
                 )
             )
         return out

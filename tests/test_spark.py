@@ -36,12 +36,18 @@ ORDERS = pa.schema(
 )
 
 
+#: every write makes data files (no inlined rows)
+FILES_ONLY = {"inline.max_rows": "0"}
+
+
 @pytest.fixture
 def lh(tmp_path):
     h = lakehouse.open(str(tmp_path / "lh"), kv_options={"fsync": False})
     with h.begin() as txn:
         txn.create_namespace("sales")
-        txn.create_table("sales.orders", ORDERS)
+        # files only: these tests are about what executors write and read (small
+        # writes would be inlined; tests/test_spark_inline.py covers those)
+        txn.create_table("sales.orders", ORDERS, FILES_ONLY)
     yield h
     h.close()
 

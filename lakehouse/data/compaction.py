@@ -293,7 +293,10 @@ def check_flush_rows(value: str) -> int:
     integer such as ``"10000"``)."""
     text = value.strip() if isinstance(value, str) else ""
     if not text.isdigit() or not text.isascii():
-        raise ValueError(f"property {FLUSH_PROPERTY} must be a non-negative integer, not {value!r}")
+        raise ValueError(
+            f"table property {FLUSH_PROPERTY} must be a non-negative integer (live inlined "
+            f"rows that make automatic compaction flush them), not {value!r}"
+        )
     return int(text)
 
 
@@ -306,7 +309,7 @@ def flush_rows(d: TableDef) -> int:
     try:
         return check_flush_rows(raw)
     except ValueError as exc:
-        raise ValueError(f"table {d.qualified_name}: {exc}") from None
+        raise ValueError(f"{exc} (table {d.qualified_name})") from None
 
 
 def flush_due(d: TableDef, files: Iterable[tuple[DataFile, BitMap]], min_files: int) -> bool:

@@ -64,6 +64,9 @@ class ScanFile:
     footer_size: int | None = None
     footer_crc: int | None = None
     crc: int | None = None
+    #: an inline file's payload (:mod:`lakehouse.data.inline`): no object in storage,
+    #: so the engine's driver decodes it (``path`` is its name, never a file)
+    inline: bytes | None = field(default=None, repr=False)
 
 
 def fetch(store: ObjectStore, path: str) -> bytes:

@@ -33,10 +33,12 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
+from lakehouse.data import inline
 from lakehouse.model import MergeResult
 from lakehouse.spark.jobs import bad_condition, is_analysis_error, spark_job
 from lakehouse.spark.location import Location, location_of
@@ -230,6 +232,44 @@ class _Table:
             raise
         return out
 
+    def collect_small(self, df: DataFrame, what: str) -> pa.Table | None:
+        """``df``'s rows on the driver when Spark's plan bounds them by the table's
+        ``inline.max_rows`` (data held by the driver, ``range``, ``limit``: the
+        optimized plan's ``maxRows``, known without a job), to be inlined; None
+        when they may be more (or inlining is off)."""
+        limit = inline.max_rows(self.d)
+        if not limit or _max_rows(df) > limit:
+            return None
+        with spark_job(what):
+            got = df.toArrow()
+        return self._shaped(got) if got.num_rows <= limit else None
+
+    def read_small(self, files: list[Written]) -> pa.Table | None:
+        """The rows of files just written, when they are at most the table's
+        ``inline.max_rows`` (footers read until they exceed it), to be inlined
+        instead; None otherwise."""
+        limit = inline.max_rows(self.d)
+        if not limit or len(files) > limit:
+            return None
+        total = 0
+        for p, _ in files:
+            with self.loc.open_input(p) as fh:
+                total += pq.ParquetFile(fh).metadata.num_rows
+            if total > limit:
+                return None
+        parts = []
+        for p, _ in files:
+            with self.loc.open_input(p) as fh:
+                parts.append(self._shaped(pq.read_table(fh)))
+        return pa.concat_tables(parts) if parts else None
+
+    def _shaped(self, rows: pa.Table) -> pa.Table:
+        """Rows Spark produced, in the table's types (as a Python task casts them)."""
+        try:
+            return rows.select(self.schema.names).cast(self.schema)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+            raise ValueError(f"a value does not fit the types of {self.name}: {e}") from None
+
     def add(
         self,
         files: list[Written],
@@ -257,6 +297,17 @@ class _Table:
 
 #: a file written by a job: its relative path and partition values
 Written = tuple[str, tuple[Any, ...]]
+
+
+def _max_rows(df: DataFrame) -> float:
+    """The most rows ``df`` may have by Spark's optimized plan (a bound the plan
+    knows without running a job: local data, ``range``, ``limit``); infinite when it
+    does not know."""
+    try:
+        bound = df._jdf.queryExecution().optimizedPlan().maxRows()
+        return float(bound.get()) if bound.isDefined() else float("inf")
+    except Exception:  # another kind of DataFrame (Spark Connect): no plan to ask
+        return float("inf")
 
 
 def _positions(frame: DataFrame, by_name: dict[str, str], what: str) -> dict[str, np.ndarray]:
@@ -325,14 +376,30 @@ def write(
         replace = mode == "replace_partitions" and tbl.partitioned
         whole = mode != "append" and where is None and not replace
         remove = [f.path for f in t.scan_plan(table)] if whole else []
-        written = tbl.write(shaped, f"writing {table}").get("", [])
-        if where is not None:
-            try:
+        # a write of at most inline.max_rows rows is inlined (docs/spark.md, "Small
+        # writes"): collected when Spark's plan bounds its rows, else read back from
+        # the files the job wrote (then deleted: they never become data files)
+        rows = tbl.collect_small(shaped, f"writing {table}")
+        written = [] if rows is not None else tbl.write(shaped, f"writing {table}").get("", [])
+        try:
+            if rows is None and written:
+                rows = tbl.read_small(written)
+            if where is not None:
                 t.overwrite(table, tbl.schema.empty_table(), where=where)
-            except BaseException:
+            if rows is None:
+                tbl.add(written, replace=replace)
+            elif rows.num_rows:  # small: inlined by the lakehouse's own write
+                if replace:
+                    t.replace_partitions(table, rows)
+                else:
+                    t.append(table, rows)
+        except BaseException:
+            if rows is None:
                 tbl.loc.delete([p for p, _ in written])
-                raise
-        tbl.add(written, replace=replace)
+            raise
+        finally:
+            if rows is not None and written:  # read back and inlined: not data files
+                tbl.loc.delete([p for p, _ in written])
         if remove:
             t.remove_files(table, remove)
         return t.commit() if own else None

@@ -35,6 +35,19 @@ it; it reads what the table holds.
 With ``positions=True`` both add ``_lh_file`` (the data file's base name,
 unique: names carry a uuid4) and ``_lh_row`` (the row's position in it), for
 deletes and merges.
+
+**Inlined rows** (inline data files, :mod:`lakehouse.data.inline`) have no
+object in storage for an executor to open: their bytes are in the plan
+(``ScanFile.inline``, at most ``inline.max_rows`` rows each). The driver
+checks each payload's CRC, decodes it, renames and casts its columns as a
+Python task does for a file, drops its deleted positions, and hands the rows
+to Spark as one DataFrame built from Arrow, unioned with the file scan; with
+``positions=True`` they carry ``_lh_file`` (the inline file's base name,
+``<id>.inline``) and ``_lh_row`` exactly as file rows do, so deletes and
+merges of inlined rows take the same path::
+
+    data files ──── executors: JVM or Python reader ───────────┐
+    inline files ── driver: decode payloads ── createDataFrame ─┴─ union ─▶ rows
 """
 
 from __future__ import annotations
@@ -80,6 +93,8 @@ class ScanFileLike(Protocol):
     footer_size: int | None
     footer_crc: int | None
     crc: int | None
+    #: an inline file's payload (None: a file in storage)
+    inline: bytes | None
 
 
 def base_name(path: str) -> str:
@@ -98,10 +113,19 @@ def scan_frame(
     names = [base_name(f.path) for f in files]
     if len(set(names)) != len(names):
         raise ValueError("two data files of the table share a base name; cannot scan it")
-    check_footers(files, loc)
+    inline = [f for f in files if f.inline is not None]
+    stored = [f for f in files if f.inline is None]
+    inlined = _inline_rows(inline, schema, positions) if inline else None
+    check_footers(stored, loc)
+    if not stored and inlined is not None:
+        return _inline_frame(spark, inlined, schema, positions)
     if loc.jvm and all(jvm_readable(f.type) for f in schema):
-        return _jvm_frame(spark, files, schema, positions)
-    return _python_frame(spark, files, schema, loc, positions)
+        frame = _jvm_frame(spark, stored, schema, positions)
+    else:
+        frame = _python_frame(spark, stored, schema, loc, positions)
+    if inlined is None:
+        return frame
+    return frame.unionByName(_inline_frame(spark, inlined, schema, positions))
 
 
 def _empty(spark: SparkSession, schema: pa.Schema, positions: bool) -> DataFrame:
@@ -141,6 +165,66 @@ def check_footers(files: Sequence[ScanFileLike], loc: Location) -> None:
         return
     with ThreadPoolExecutor(max_workers=min(16, len(todo))) as pool:
         list(pool.map(one, todo))
+
+
+# -- inlined rows (on the driver) -------------------------------------------------------------
+def _out_schema(schema: pa.Schema, positions: bool) -> tuple[T.StructType, pa.Schema]:
+    """The rows a scan returns: Spark's schema and the Arrow one Spark converts from."""
+    out_spark = T.StructType(
+        [T.StructField(f.name, f.dataType, True) for f in spark_schema(schema)]
+    )
+    if positions:
+        out_spark = out_spark.add(FILE_COL, T.StringType(), False).add(ROW_COL, T.LongType(), False)
+    return out_spark, pa.schema([pa.field(f.name, arrow_type(f.dataType), True) for f in out_spark])
+
+
+def _inline_rows(files: Sequence[ScanFileLike], schema: pa.Schema, positions: bool) -> pa.Table:
+    """The live rows of inline files, shaped as the scan returns them: each payload
+    checked against its recorded size and CRC, decoded, its columns renamed and cast
+    to the table's (absent ones null), deleted positions dropped."""
+    from lakehouse.data import inline as inline_files
+
+    _, out = _out_schema(schema, positions)
+    parts = []
+    for f in files:
+        payload = f.inline
+        assert payload is not None
+        datafiles.check_bytes(payload, f)
+        t = inline_files.decode(payload, f.path)
+        if t.num_rows != f.rows:
+            raise CorruptionError(
+                f"inline data file {f.path} is damaged: it holds {t.num_rows} rows, "
+                f"its record says {f.rows}"
+            )
+        n = t.num_rows
+        arrays = []
+        for fld in out:
+            if fld.name == FILE_COL:
+                arrays.append(pa.array([base_name(f.path)] * n, pa.string()))
+            elif fld.name == ROW_COL:
+                arrays.append(pa.array(np.arange(n, dtype=np.int64)))
+            elif f.columns.get(fld.name) in t.column_names:
+                a = t.column(f.columns[fld.name])
+                arrays.append(a.cast(fld.type, safe=not pa.types.is_timestamp(a.type)))
+            else:
+                arrays.append(pa.nulls(n, fld.type))
+        table = pa.Table.from_arrays(arrays, schema=out)
+        if f.deleted:
+            keep = np.ones(n, dtype=bool)
+            keep[np.asarray(f.deleted.to_array(), dtype=np.int64)] = False
+            table = table.filter(pa.array(keep))
+        parts.append(table)
+    return pa.concat_tables(parts) if parts else out.empty_table()
+
+
+def _inline_frame(
+    spark: SparkSession, rows: pa.Table, schema: pa.Schema, positions: bool
+) -> DataFrame:
+    """Rows decoded on the driver as a DataFrame of the scan's schema."""
+    out_spark, _ = _out_schema(schema, positions)
+    if not rows.num_rows:
+        return spark.createDataFrame([], out_spark)
+    return spark.createDataFrame(rows, out_spark)
 
 
 # -- JVM reader -------------------------------------------------------------------------------
@@ -348,12 +432,7 @@ def _python_frame(
 ) -> DataFrame:
     if not files:
         return _empty(spark, schema, positions)
-    out_spark = T.StructType(
-        [T.StructField(f.name, f.dataType, True) for f in spark_schema(schema)]
-    )
-    if positions:
-        out_spark = out_spark.add(FILE_COL, T.StringType(), False).add(ROW_COL, T.LongType(), False)
-    out = pa.schema([pa.field(f.name, arrow_type(f.dataType), True) for f in out_spark])
+    out_spark, out = _out_schema(schema, positions)
     tasks = pa.table(
         {
             "path": pa.array([f.path for f in files], pa.string()),

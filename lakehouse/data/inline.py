@@ -54,7 +54,7 @@ PROPERTY = "inline.max_rows"
 #: (measured: docs/lakehouse.md, "Inlined rows")
 DEFAULT_MAX_ROWS = 10_000
 
-_WRITE_OPTIONS = pa.ipc.IpcWriteOptions(compression="zstd")
+_WRITE_OPTIONS = pa.ipc.IpcWriteOptions(compression="zstd", use_threads=False)
 
 
 def check_property(value: str) -> int:

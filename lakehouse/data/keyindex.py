@@ -20,9 +20,9 @@ inserted again simply gets a new entry. Files are immutable, so a position
 always holds the key its entry was written for.
 
 **Cost per written row**: one key encoding and one entry (about 30 bytes
-plus the file id) in the commit's kvstore batch; the check is one range
-probe when the new keys lie outside the keys indexed so far (ascending ids),
-else one point read per key, plus two reads per file the hits name.
+plus the file id) in the commit's kvstore batch; the check is one point read
+per key (bloom-filtered in the kvstore's tables), plus two reads per file
+the hits name.
 Measured in docs/performance.md ("Keys and inlined rows").
 
 Concurrent inserts of one key are refused by the commit's per-row check
@@ -146,12 +146,8 @@ def _entries(
             out[i] = v
         else:
             ask.append(i)
-    if not ask:
-        return out
-    lo = min(encs[i] for i in ask)
-    hi = max(encs[i] for i in ask)
-    if next(iter(buf.defs.scan(pre + lo, pre + hi + b"\x00")), None) is None:
-        return out  # nothing indexed between the smallest and largest new key
+    # point reads, not a range probe: a scan would make the kvstore sort its
+    # memtable's newest keys (measured: 4 ms per 1,000 keys; 1,000 reads: 0.5 ms)
     get = buf.defs.get
     for i in ask:
         v = get(pre + encs[i])

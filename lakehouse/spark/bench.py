@@ -337,12 +337,14 @@ def run_merge(
     root: str | None = None,
     spark: Any = None,
     merge_rows: int = 1000,
+    primary_key: bool = True,
 ) -> dict[str, Any]:
     """Merge by key vs a plain write of the same rows (see ``--merge``): each repeat
     draws a new source (``merge_rows`` orders, half of them existing order ids, half
     new ones), cached, and times ``lhs.merge(lh, src, keyed, on="order_id")`` and
     ``lhs.write(lh, src, plain)`` back to back (the order alternating). The row
-    counts after each are checked."""
+    counts after each are checked. ``primary_key=False`` (``--merge-no-key``): the
+    merged table has no primary key (the merge then matches by scanning it)."""
     import numpy as np
     import pyarrow as pa
 
@@ -363,7 +365,7 @@ def run_merge(
         keyed, plain = "bench.keyed", "bench.plain"
         with lh.begin() as txn:
             txn.create_namespace("bench")
-            txn.create_table(keyed, schema, primary_key=["order_id"])
+            txn.create_table(keyed, schema, primary_key=["order_id"] if primary_key else None)
             txn.create_table(plain, schema)
         setup: dict[str, float] = {}
         for table in (keyed, plain):
@@ -402,6 +404,7 @@ def run_merge(
             "rows": rows,
             "repeats": repeats,
             "merge_rows": merge_rows,
+            "primary_key": primary_key,
             "cores": spark.sparkContext.defaultParallelism,
             "setup_write_s": setup,
             "inserted": inserted,
@@ -458,10 +461,16 @@ def main(argv: list[str] | None = None) -> None:
         help="merge of --merge-rows keyed rows vs a plain write of them (issue 22)",
     )
     ap.add_argument("--merge-rows", type=int, default=1000)
+    ap.add_argument(
+        "--merge-no-key", action="store_true", help="--merge into a table without a primary key"
+    )
     args = ap.parse_args(argv)
     if args.merge:
-        res = run_merge(args.rows, args.repeats, merge_rows=args.merge_rows)
-        print(f"merge of {args.merge_rows:,} keyed rows vs lhs.write of them (plain = the write)")
+        res = run_merge(
+            args.rows, args.repeats, merge_rows=args.merge_rows, primary_key=not args.merge_no_key
+        )
+        key = "no primary key" if args.merge_no_key else "primary_key=[order_id]"
+        print(f"merge of {args.merge_rows:,} rows ({key}) vs lhs.write of them (plain = the write)")
     else:
         res = (run_partitioned if args.partitioned else run)(args.rows, args.repeats)
     print(format_table(res))

@@ -9,6 +9,7 @@ from decimal import Decimal
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from parquet_files import PARQUET, parquet_only
 
 import lakehouse
 
@@ -246,6 +247,7 @@ def test_changes_feed(mem):
 
 
 def test_idempotent_writes(mem):
+    parquet_only(mem, "s.orders")
     for _ in range(3):
         with mem.begin(app_id="nightly", app_version=42) as txn:
             txn.append("s.orders", rows(2))
@@ -275,7 +277,7 @@ def test_rollback_export_expire_cover_data(tmp_path):
     lh = lakehouse.open(str(tmp_path / "a"))
     with lh.begin() as txn:
         txn.create_namespace("s")
-        txn.create_table("s.orders", SCHEMA)
+        txn.create_table("s.orders", SCHEMA, PARQUET)
         txn.append("s.orders", rows(10))
     good = lh.version
     with lh.begin() as txn:
@@ -295,6 +297,7 @@ def test_rollback_export_expire_cover_data(tmp_path):
 
 
 def test_abort_deletes_written_files_and_orphans_are_removed(mem):
+    parquet_only(mem, "s.orders")
     txn = mem.begin()
     txn.append("s.orders", rows(3))
     assert len(data_files(mem)) == 1
@@ -387,6 +390,7 @@ def test_unsafe_cast_names_column(mem):
 
 
 def test_bad_where_and_missing_table(mem):
+    parquet_only(mem, "s.orders")
     with mem.begin() as txn:
         txn.append("s.orders", rows(3))
     for where, msg in [("id >", "id >"), ("nope = 1", "nope"), ("id + 1", "boolean")]:
@@ -407,6 +411,7 @@ def test_bad_where_and_missing_table(mem):
 
 
 def test_files_a_transaction_drops_itself_are_deleted_after_commit(mem):
+    parquet_only(mem, "s.orders")
     with mem.begin() as txn:
         txn.append("s.orders", rows(3))
         txn.overwrite("s.orders", rows(2, 10))  # drops the file appended just before

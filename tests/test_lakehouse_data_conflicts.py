@@ -38,6 +38,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from parquet_files import PARQUET
 
 import lakehouse
 from lakehouse import conflicts
@@ -98,12 +99,13 @@ class Base:
         return self.states[self.lh.version]
 
 
-def make_base(lh: lakehouse.Lakehouse) -> Base:
+def make_base(lh: lakehouse.Lakehouse, properties: dict[str, str] | None = None) -> Base:
+    """Files A..E; ``properties`` (PARQUET: Parquet files, not inlined rows)."""
     with lh.begin() as txn:
         txn.create_namespace("ns")
         # no automatic compaction: versions and files are counted exactly here
         # (tests/test_lakehouse_compaction.py races it against writers)
-        txn.create_table(T, SCHEMA, {"compaction.auto": "false"})
+        txn.create_table(T, SCHEMA, {"compaction.auto": "false", **(properties or {})})
     states: dict[int, Rows] = {lh.version: []}
     cur: Rows = []
     v_a = 0
@@ -130,7 +132,16 @@ def lh() -> Iterator[lakehouse.Lakehouse]:
 
 @pytest.fixture
 def base(lh: lakehouse.Lakehouse) -> Base:
+    """The base table; small writes are inlined (A..E too: the matrix runs on
+    inlined rows)."""
     return make_base(lh)
+
+
+@pytest.fixture
+def parquet_base(lh: lakehouse.Lakehouse) -> Base:
+    """The base table writing Parquet files (tests of compaction inputs and of
+    the files a transaction leaves in storage)."""
+    return make_base(lh, PARQUET)
 
 
 # -- operations and their serial models ---------------------------------------------------
@@ -312,9 +323,13 @@ def assert_nothing_of_mine(base: Base, res: PairResult) -> None:
 
 
 def assert_files_live(lh: lakehouse.Lakehouse, table: str = T) -> None:
-    """Every file the head references exists."""
+    """Every file the head references exists (an inline file's rows are in its
+    record: it is never a file in storage)."""
     left = data_files(lh)
     for f in lh.list_data_files(table):
+        if f.is_inline:
+            assert f.path not in left, f"inline file {f.path} is in storage"
+            continue
         assert f.path in left, f"live file {f.path} is missing"
 
 
@@ -418,10 +433,15 @@ def test_matrix_covers_every_pair_of_operations() -> None:
 
 @pytest.mark.parametrize("iso", [SNAP, SER], ids=["snapshot", "serializable"])
 @pytest.mark.parametrize("cell", CELLS, ids=[cell_id(c) for c in CELLS])
-def test_data_cell_disjoint(base: Base, cell: tuple[tuple[str, str], str], iso: Any) -> None:
+def test_data_cell_disjoint(
+    request: pytest.FixtureRequest, cell: tuple[tuple[str, str], str], iso: Any
+) -> None:
     """Each cell on disjoint rows: compatible/rebase commit with the serial result."""
     (m, t), outcome = cell
-    if (m, t) == ("compact", "compact"):
+    # two compactions of disjoint files choose them by size: Parquet files there
+    both_compact = (m, t) == ("compact", "compact")
+    base = request.getfixturevalue("parquet_base" if both_compact else "base")
+    if both_compact:
         mine_ops, theirs_ops = compact_compact_disjoint(base)
     else:
         rm, rt = regions(m, t, "disjoint")
@@ -696,10 +716,12 @@ def test_threads_merging_the_same_new_keys_insert_each_key_once(base: Base) -> N
 @ORDERS
 @pytest.mark.parametrize("other", ["delete", "update", "merge", "overwrite"])
 def test_compaction_vs_concurrent_row_change_both_commit(
-    base: Base, a_first: bool, other: str
+    parquet_base: Base, a_first: bool, other: str
 ) -> None:
     """Lance #6653, delta-rs #3337: compaction under concurrent deletes/updates, in
-    either commit order: both commit, no deleted row comes back, no update is lost."""
+    either commit order: both commit, no deleted row comes back, no update is lost
+    (files A..E are Parquet: the compaction takes the small ones by size)."""
+    base = parquet_base
     lh = base.lh
     # give A a deleted row first, so the compaction drops it and shifts positions
     with lh.begin() as t:
@@ -755,7 +777,8 @@ def test_compaction_planned_long_ago_does_not_resurrect_rows(base: Base) -> None
 
 
 @ORDERS
-def test_two_compactions_of_the_same_files(base: Base, a_first: bool) -> None:
+def test_two_compactions_of_the_same_files(parquet_base: Base, a_first: bool) -> None:
+    base = parquet_base  # which files each takes is decided by their sizes
     lh = base.lh
     before = base.head
     a, b = two(lh)
@@ -849,10 +872,10 @@ CONCURRENT_CHANGES_UNRELATED = {
 }
 
 
-def add_other_table(base: Base) -> None:
+def add_other_table(base: Base, properties: dict[str, str] | None = None) -> None:
     rows = base.head
     with base.lh.begin() as t:
-        t.create_table("ns.other", pa.schema([("x", pa.int64())]))
+        t.create_table("ns.other", pa.schema([("x", pa.int64())]), properties)
     base.states[base.lh.version] = rows
 
 
@@ -865,10 +888,11 @@ def add_other_table(base: Base) -> None:
 )
 @pytest.mark.parametrize("change", sorted(CONCURRENT_CHANGES_MATCHING))
 def test_serializable_read_conflicts_with_changes_to_rows_it_read(
-    base: Base, change: str, write_table: str
+    parquet_base: Base, change: str, write_table: str
 ) -> None:
+    base = parquet_base  # the reader's aborted write is a file, deleted
     lh = base.lh
-    add_other_table(base)
+    add_other_table(base, PARQUET)
     files0 = data_files(lh)
     reader = serializable_reader(lh, write_table)
     mine_files = data_files(lh) - files0
@@ -1009,16 +1033,17 @@ def test_rows_of_two_tables_and_a_definition_commit_atomically(base: Base) -> No
 
 
 @pytest.mark.parametrize("iso", [SNAP, SER], ids=["snapshot", "serializable"])
-def test_multi_table_commit_aborts_as_a_whole(base: Base, iso: Any) -> None:
+def test_multi_table_commit_aborts_as_a_whole(parquet_base: Base, iso: Any) -> None:
     """One table's rows conflict: nothing of the other table, the new table or the
     namespace change is visible, and every file it wrote is deleted."""
+    base = parquet_base
     lh = base.lh
-    add_other_table(base)
+    add_other_table(base, PARQUET)
     mine = lh.begin(iso)
     theirs = lh.begin()
     files0 = data_files(lh)
     mine.append("ns.other", pa.table({"x": [1, 2, 3]}))
-    mine.create_table("ns.third", pa.schema([("y", pa.string())]))
+    mine.create_table("ns.third", pa.schema([("y", pa.string())]), PARQUET)
     mine.append("ns.third", pa.table({"y": ["a"]}))
     mine.alter_namespace("ns", set_properties={"stage": "loaded"})
     mine.update(T, "k = 10", {"v": 1})
@@ -1228,10 +1253,10 @@ def test_serializable_count_then_insert(base: Base, how: str) -> None:
 
 @pytest.mark.parametrize("iso", [SNAP, SER], ids=["snapshot", "serializable"])
 def test_two_overwrites_in_one_transaction_vs_insert_matching_the_second(
-    base: Base, iso: Any
+    parquet_base: Base, iso: Any
 ) -> None:
     """(found: comparing predicates raised ValueError instead; fixed in a51e473)"""
-    lh = base.lh
+    lh = parquet_base.lh
     files0 = data_files(lh)
     mine = lh.begin(iso)
     mine.overwrite(T, table_of([(11, 1)]), where="k < 30")

@@ -27,6 +27,8 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from parquet_files import PARQUET
+
 # the same backends as the definitions' crash sweep
 from test_lakehouse_crash import LocalBackend, MemoryBackend
 
@@ -164,7 +166,8 @@ AUTO_APPENDS = [batch([15, 1], "n"), batch([25, 2], "m")]
 def build_auto(lh, partition_by: list[str] | None = None) -> None:
     with lh.begin() as txn:
         txn.create_namespace("ns")
-        props = {"compaction.min-files": "2"}
+        # the compactions of Parquet files (inlined rows: test_lakehouse_inline.py)
+        props = {"compaction.min-files": "2", **PARQUET}
         txn.create_table(T, SCHEMA, props, sort_keys=["k"], partition_by=partition_by)
     with lh.begin() as txn:
         txn.append(T, batch([30, 5, 20], "a"))

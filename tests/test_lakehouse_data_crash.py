@@ -26,7 +26,6 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-
 from parquet_files import PARQUET
 
 # the same backends as the definitions' crash sweep

@@ -439,6 +439,9 @@ def _small_appends(
     try:
         per_s = data.appends(data.rotate(made, r), batches, dsz)
         files = {s.name: s.files() for s in made if isinstance(s, DuckAppends)}
+        # how many of our rows the appends left inlined (0 before issue 22's inlining)
+        ours = next(s for s in made if isinstance(s, data.Ours))
+        inlined = getattr(ours.lh.table_stats(data.TABLE), "inlined_rows", None)
         for s in made:
             if s.count() != (sz.appends + 1) * sz.append_rows:
                 raise AssertionError(f"{s.name}: {s.count()} rows after the appends")
@@ -446,7 +449,7 @@ def _small_appends(
         for s in made:
             s.close()
         shutil.rmtree(root, ignore_errors=True)
-    return {"per_s": per_s, "ducklake_parquet_files": files}
+    return {"per_s": per_s, "ducklake_parquet_files": files, "ours_inlined_rows": inlined}
 
 
 def run(args: argparse.Namespace, root: str) -> dict[str, Any]:
@@ -643,6 +646,8 @@ def report(res: dict[str, Any]) -> str:
         v = "n/a" if t["spread"] is None else _v(t["spread"], 1.0, ".3g") + "x"
         verdict = {True: "pass", False: "FAIL", None: "not measured"}[t["pass"]]
         lines.append(f"- {t['what']}: {v} (target {t['target']}): {verdict}")
+    inlined = res["rounds"][-1]["appends"].get("ours_inlined_rows")
+    lines.append(f"\nours: rows left inlined after the appends (last round): {inlined}")
     last = res["rounds"][-1]["appends"].get("ducklake_parquet_files", {})
     if last:
         lines.append("\nDuckLake Parquet files after the appends (last round): "

@@ -29,6 +29,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from itertools import repeat
 from operator import itemgetter
+from typing import cast
 
 from sortedcontainers import SortedList
 
@@ -108,12 +109,26 @@ class Memtable:
         :attr:`size`).
         """
         versions = self._versions
-        if len(keys) > 8 and versions.keys().isdisjoint(keys):
-            # bulk path: a batch of keys new to this memtable
+        old = versions.keys() & keys if len(keys) > 8 else None
+        if old is not None and len(old) * 8 <= len(keys):
+            # bulk path: a batch of keys mostly new to this memtable (a commit's few
+            # rewritten keys, such as a head pointer, go back on their version lists)
+            saved = [(k, versions[k]) for k in old]
             versions.update(zip(keys, zip(repeat(seq), values)))
-            new_keys = keys
+            for k, prior in saved:
+                latest = cast(tuple[int, bytes | None], versions[k])  # just written
+                if type(prior) is tuple:
+                    versions[k] = [prior, latest]
+                else:
+                    prior.append(latest)  # type: ignore[union-attr]
+                    versions[k] = prior
+            new_keys = [k for k in keys if k not in old] if old else keys
             written = sum(map(len, keys)) + sum(map(len, filter(None, values)))
-            added = written + ENTRY_OVERHEAD * len(keys)
+            added = (
+                written
+                + ENTRY_OVERHEAD * len(new_keys)
+                + sum(VERSION_OVERHEAD - len(k) for k in old)
+            )
         else:
             new_keys = []
             written = added = 0

@@ -16,6 +16,7 @@ from datetime import timedelta
 
 import pyarrow as pa
 import pytest
+from parquet_files import PARQUET
 
 import lakehouse
 from kvstore.clock import FakeClock
@@ -71,7 +72,7 @@ def path(tmp_path, clock):
     p = str(tmp_path / "lh")
     with lakehouse.open(p, clock=clock) as lh, lh.begin() as txn:
         txn.create_namespace("s")
-        txn.create_table("s.t", SCHEMA)
+        txn.create_table("s.t", SCHEMA, PARQUET)  # expiry deletes files: Parquet ones
         txn.append("s.t", rows(1, 2))
     return p
 

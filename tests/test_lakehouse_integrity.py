@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from integrity_flips import REGIONS, flipped, flips, pick, regions
+from parquet_files import PARQUET
 
 import lakehouse
 from lakehouse.cli.main import main
@@ -58,8 +59,8 @@ class Setup:
         lh = self.lh
         with lh.begin() as txn:
             txn.create_namespace("n")
-            txn.create_table(T, SCHEMA)
-            txn.create_table("n.other", SCHEMA)
+            txn.create_table(T, SCHEMA, PARQUET)
+            txn.create_table("n.other", SCHEMA, PARQUET)
         with lh.begin() as txn:
             txn.append(T, rows(0, 3000))
         with lh.begin() as txn:
@@ -210,7 +211,7 @@ def test_records_without_checksums_still_read(
     with lakehouse.open(url) as lh:
         with lh.begin() as txn:
             txn.create_namespace("n")
-            txn.create_table(T, SCHEMA)
+            txn.create_table(T, SCHEMA, PARQUET)
         with monkeypatch.context() as m:
             m.setattr(datafiles, "checksums", lambda data, path: {})
             for lo in (0, 100):
@@ -241,8 +242,8 @@ def _table_of_files(root: Path, n_files: int) -> tuple[Any, Path, str]:
     lh = lakehouse.open(str(root / "lh"))
     with lh.begin() as txn:
         txn.create_namespace("n")
-        txn.create_table(T, SCHEMA)
-        txn.create_table("n.other", SCHEMA)
+        txn.create_table(T, SCHEMA, PARQUET)
+        txn.create_table("n.other", SCHEMA, PARQUET)
     for k in range(n_files):
         with lh.begin() as txn:
             txn.append(T, rows(k * 1000, k * 1000 + 1000))

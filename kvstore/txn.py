@@ -43,6 +43,8 @@ from kvstore.errors import ClosedError
 from kvstore.iterators import OwnWrites
 from kvstore.reads import ReadSurface
 
+_BYTES = {bytes}
+
 
 class Isolation(enum.Enum):
     """Isolation level of a :class:`Transaction`."""
@@ -190,6 +192,39 @@ class Transaction(ReadSurface):
         if key in writes:
             del writes[key]  # the latest operation on a key goes last
         writes[key] = value
+
+    def put_many(self, items: Iterable[tuple[bytes, bytes]]) -> None:
+        """:meth:`put` for every ``(key, value)`` pair, in order (same checks, same
+        errors); new plain-``bytes`` keys are checked and added in a few C-level
+        passes (as :meth:`WriteBatch.put_many`)."""
+        if self._status != "open" or self._health.closed:
+            self._check()
+        pairs = items if isinstance(items, (list, tuple)) else list(items)
+        writes = self._writes
+        try:
+            new = dict(pairs)
+        except (TypeError, ValueError):  # a malformed pair: put() names the problem
+            new = None
+        if (
+            new is not None
+            and len(new) == len(pairs)
+            and (not writes or writes.keys().isdisjoint(new))
+            and (
+                not new
+                or (
+                    set(map(type, new)) == _BYTES
+                    and set(map(type, new.values())) == _BYTES
+                    and min(map(len, new)) > 0
+                    and max(map(len, new)) <= MAX_KEY_LEN
+                )
+            )
+        ):
+            writes.update(new)
+            return
+        for item in pairs:
+            if not isinstance(item, (tuple, list)) or len(item) != 2:
+                raise TypeError(f"put_many takes (key, value) pairs, not {item!r:.40}")
+            self.put(*item)
 
     def delete(self, key: bytes) -> None:
         self._check()

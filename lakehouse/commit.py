@@ -392,11 +392,17 @@ def write_keys(
     if intent.app is not None:
         app_id, app_version = intent.app
         ktx.put(keys.app_key(app_id), codec.encode_app(app_version, record.version))
+    puts: list[tuple[bytes, bytes]] = []  # runs of puts go in one call (key index entries)
     for key, value in list(prep.writes) + data_writes:
         if value is None:
+            if puts:
+                ktx.put_many(puts)
+                puts = []
             ktx.delete(key)
         else:
-            ktx.put(key, value)
+            puts.append((key, value))
+    if puts:
+        ktx.put_many(puts)
     ktx.put(keys.record_key(record.version), codec.encode_record(record))
     ktx.put(keys.HEAD, keys.encode_u64(record.version))
 

@@ -56,3 +56,42 @@ def test_put_many_writes_atomically(tmp_path: Any) -> None:
         pairs = [(b"k%04d" % i, b"v%d" % i) for i in range(500)]
         db.write(kvstore.WriteBatch().put_many(pairs), durable=False)
         assert list(db.scan()) == pairs
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(pair_st, max_size=3), st.lists(pair_st, max_size=12))
+def test_transaction_put_many_equals_put_one_by_one(
+    tmp_path_factory: pytest.TempPathFactory,
+    before: list[tuple[Any, bytes]],
+    pairs: list[tuple[Any, bytes]],
+) -> None:
+    """Transaction.put_many: what commits is what put() pair by pair commits."""
+    results = []
+    for many in (False, True):
+        db = kvstore.open(str(tmp_path_factory.mktemp("db")))
+        try:
+            with db.transaction() as txn:
+                for k, v in before:
+                    txn.put(k, v)
+                if many:
+                    txn.put_many(pairs)
+                else:
+                    for k, v in pairs:
+                        txn.put(k, v)
+            results.append(list(db.snapshot().scan_prefix(b"")))
+        finally:
+            db.close()
+    assert results[0] == results[1]
+
+
+def test_transaction_put_many_refuses_bad_pairs(tmp_path: Any) -> None:
+    db = kvstore.open(str(tmp_path))
+    try:
+        txn = db.transaction()
+        with pytest.raises(ValueError, match="key must not be empty"):
+            txn.put_many([(b"", b"v")])
+        with pytest.raises(TypeError, match="pairs"):
+            txn.put_many([b"kv"])  # type: ignore[list-item]
+        txn.rollback()
+    finally:
+        db.close()

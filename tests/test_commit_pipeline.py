@@ -93,6 +93,10 @@ class MemKtx:
     def put(self, key: bytes, value: bytes) -> None:
         self.writes[key] = value
 
+    def put_many(self, items: list[tuple[bytes, bytes]]) -> None:
+        for key, value in items:
+            self.put(key, value)
+
     def delete(self, key: bytes) -> None:
         self.writes[key] = None
 

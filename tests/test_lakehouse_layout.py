@@ -12,6 +12,7 @@ import os
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from parquet_files import PARQUET
 
 import lakehouse
 from lakehouse import keys
@@ -58,8 +59,10 @@ def data_path(lh, f) -> str:
 
 
 def create(lh, name="ns.t", **kw):
+    """A table writing Parquet files (these tests look into the files; inlined
+    rows are partitioned and sorted alike: tests/test_lakehouse_inline.py)."""
     with lh.begin() as t:
-        t.create_table(name, SCHEMA, {"compaction.auto": "false"}, **kw)
+        t.create_table(name, SCHEMA, {"compaction.auto": "false", **PARQUET}, **kw)
 
 
 # -- sort keys ---------------------------------------------------------------------------

@@ -226,6 +226,12 @@ class AutoCompactor:
                     return
                 job = self._queue.pop(0)
                 self._running = True
+                taken = None
+                if job.key[1] == _INLINE:
+                    # counted afresh from here: inline files added while it runs may
+                    # queue the next flush (it takes only those it sees at its begin)
+                    taken = self._inline.pop(job.table_id, None)
+                    self._queued.discard(job.key)
             res: CompactResult | None = None
             try:
                 res = self._run(job)
@@ -236,9 +242,11 @@ class AutoCompactor:
                     self._running = False
                     self._queued.discard(job.key)
                     if res is None:
-                        pass  # failed: the count stays
+                        if taken is not None:  # failed: the count stays
+                            rows, n = self._inline.get(job.table_id, (0, 0))
+                            self._inline[job.table_id] = (rows + taken[0], n + taken[1])
                     elif job.key[1] == _INLINE:
-                        self._inline.pop(job.table_id, None)  # flushed, or not due: afresh
+                        pass  # flushed, or not due (counted afresh)
                     elif job.partition is None:
                         pass  # the first look at a table
                     elif res.files_removed:

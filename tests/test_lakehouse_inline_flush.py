@@ -119,6 +119,14 @@ def test_plan_takes_inline_files(files, sort, min_files, want):
     assert [j.fids for j in plan(files, 1000, sort, min_files)] == want
 
 
+def test_incremental_flush_keeps_to_the_inline_files_size_tier():
+    """Flushed rows are merged with small files of their own size tier, not with
+    the larger files of earlier flushes (each row rewritten about once per tier)."""
+    tier0 = compaction.TIER_BASE * 4 - 1
+    files = [c("a", 30_000), c("b", 100, inline=True), c("c", tier0, inline=True)]
+    assert [j.fids for j in plan(files, 10**9, False, 4)] == [("b", "c")]
+
+
 # -- explicit compaction ------------------------------------------------------------------
 def test_compact_moves_inline_and_parquet_rows_keeping_every_row_and_position(lh):
     mixed_table(lh)

@@ -44,10 +44,11 @@ would), and ranges may still overlap: a full ``compact`` clusters them.
 **Inlined rows** (inline data files, :mod:`lakehouse.data.inline`) are
 always candidates: an inline file is never "done" (its rows belong in
 Parquet), so a group or run holding one is rewritten even when it is that
-file alone; with ``min_files`` they join the first size tier of their
-partition (merged with its smallest files). The output is always Parquet
-(compaction never inlines), partitioned and sorted as the table says. An
-incremental compaction moves them only when the table's scope holds enough
+file alone; with ``min_files`` each joins the size tier of its partition
+that its payload's size puts it in, and a tier holding one is merged
+whatever its count. The output is always Parquet (compaction never
+inlines), partitioned and sorted as the table says. An incremental
+compaction moves them only when the table's scope holds enough
 (:func:`flush_due`: at least ``inline.flush_rows`` live rows, or at least
 ``min_files`` inline files); an explicit one always does.
 
@@ -182,14 +183,11 @@ def _tiers(files: list[Candidate], target: int, min_files: int) -> list[tuple[st
     ``target`` bytes (incremental: each row is rewritten about once per tier)."""
     tiers: dict[int, list[Candidate]] = {}
     for c in files:
-        if c.size < target // 2 and not c.inline:
+        if c.size < target // 2 or c.inline:
             tiers.setdefault(_tier(c.size, min_files), []).append(c)
-    inline = [c for c in files if c.inline]
-    if inline:  # inlined rows join the first tier (re-sorted: bins go in file-id order)
-        first = min(tiers, default=0)
-        tiers[first] = sorted(tiers.get(first, []) + inline, key=lambda c: c.fid)
     out: list[tuple[str, ...]] = []
     for t in sorted(tiers):
+        # a tier holding inline files is merged whatever its count (they are due)
         if len(tiers[t]) >= min_files or any(c.inline for c in tiers[t]):
             by_fid = {c.fid: c for c in tiers[t]}
             out += [g for g in _bins(tiers[t], target) if len(g) > 1 or by_fid[g[0]].inline]

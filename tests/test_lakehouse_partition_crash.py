@@ -224,11 +224,13 @@ def sweep(backend: MemoryBackend, op: str) -> dict[str, int]:
             assert_one_partition_per_file(re)
             verify_clean(inner)
             # no uncommitted file visible: unreferenced files are orphans, and only they go
-            live = set()
+            live, inline = set(), set()  # (inlined rows live in the kvstore, not in files)
             for u in range(v0, v + 1):
-                live |= {f.path for f in re.at_version(u).list_data_files(T)}
+                for f in re.at_version(u).list_data_files(T):
+                    (inline if f.is_inline else live).add(f.path)
             stored = set(re.data_store.list(""))
             assert live <= stored, f"{where}: a live file is missing"
+            assert not inline & stored, f"{where}: an inline file is in storage"
             removed = set(re.remove_orphan_files(older_than=dt.timedelta(0)))
             assert removed == stored - live, where
             assert state(re) == states[v], where

@@ -381,3 +381,25 @@ def test_flush_rows_default_follows_max_rows(lh):
     with lh.begin() as t:
         t.alter_table(T, set_properties={"inline.max_rows": "0"})
     assert compaction.flush_rows(lh.describe_table(T)) == 0
+
+
+# -- primary keys ------------------------------------------------------------------------------
+def test_flush_of_a_keyed_table_keeps_its_key_index_right(lh):
+    """The key index moves with the flushed rows: every key points at its row in
+    the Parquet file, and a duplicate of a flushed key is still refused."""
+    schema = pa.schema([pa.field("id", pa.int64(), nullable=False), ("v", pa.string())])
+    with lh.begin() as t:
+        t.create_table(T, schema, SMALL, primary_key=["id"], sort_keys=["id"])
+    lh.append(T, pa.table({"id": [5, 3], "v": ["a", "b"]}, schema))
+    lh.append(T, pa.table({"id": [4, 1], "v": ["c", "d"]}, schema))
+    with lh.begin() as t:
+        assert t.compact(T).files_removed == 2
+    (f,) = lh.list_data_files(T)
+    assert not f.is_inline
+    with lh.begin() as t:
+        found = t.lookup_keys(T, pa.table({"id": [1, 3, 4, 5]}))
+    in_file = file_rows(lh, f)
+    for key, path, pos in zip(*(found.column(n).to_pylist() for n in ("id", "path", "position"))):
+        assert path == f.path and in_file[pos]["id"] == key
+    with pytest.raises(lakehouse.DuplicateKey):
+        lh.append(T, pa.table({"id": [3], "v": ["x"]}, schema))

@@ -328,8 +328,12 @@ class Transaction(DefinitionOps):
         partition columns) or ``partition`` (a ``DataFile.partition`` dict) limits it
         to those partitions. ``min_files=N``: incremental, as automatic compaction
         runs it (only small files are merged, N or more of one size tier at a time;
-        ranges may still overlap). ``progress(done, total)`` is called as the files
-        being rewritten are read (bytes read so far, bytes of those files in all)."""
+        ranges may still overlap). Inlined rows (inline files) are always moved into
+        Parquet files, a lone inline file too; with ``min_files`` only once the scope
+        holds ``inline.flush_rows`` live inlined rows or ``min_files`` inline files
+        (docs/lakehouse.md, "Flushing inlined rows"). ``progress(done, total)`` is
+        called as the files being rewritten are read (bytes read so far, bytes of
+        those files in all)."""
         with self._tables.atomic():
             return compaction.compact(
                 self._tables, table, target_file_bytes, progress, where, partition, min_files

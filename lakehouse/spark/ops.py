@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -530,17 +531,23 @@ def merge(
     lh: Any,
     df: DataFrame,
     table: str,
-    on: Sequence[str] | str,
+    on: Sequence[str] | str | None = None,
     *,
     txn: Any = None,
     when_matched: str = "update",
     when_not_matched: str = "insert",
 ) -> MergeResult:
-    """Upsert ``df`` into ``table`` by the key columns ``on`` (the Python ``txn.merge``
-    semantics: keys unique and non-null in the source, unique in the target)."""
+    """Upsert ``df`` into ``table`` by the key columns ``on`` (default: the table's
+    primary key) with the Python ``txn.merge`` semantics: keys unique and non-null in
+    the source, unique in the target. On the primary key, the source's keys come to
+    the driver and the key index finds the matched rows: the target is not scanned."""
     if not isinstance(df, DataFrame):
         raise TypeError(f"df must be a pyspark DataFrame, not {type(df).__name__}")
-    keys = [on] if isinstance(on, str) else list(on)
+    keys = [on] if isinstance(on, str) else list(on or ())
+    if on is None:
+        keys = list((txn if txn is not None else lh).describe_table(table).primary_key)
+        if not keys:
+            raise ValueError(f"{table} has no primary key: name the merge key columns with on=")
     if not keys or not all(isinstance(k, str) for k in keys):
         raise ValueError("on must name at least one key column")
     if when_matched not in ("update", "delete", "ignore"):
@@ -579,6 +586,98 @@ def _merge(
     when_not_matched: str,
     kept: list[str],
 ) -> MergeResult:
+    table = tbl.name
+    if tbl.d.primary_key and set(keys) == set(tbl.d.primary_key):
+        found = _matched_by_key(t, tbl, src, keys)  # the source's keys, then the key index
+    else:
+        found = _matched_by_scan(spark, tbl, src, keys)
+    got, matched = found
+    not_null = [n for n in kept if not tbl.schema.field(n).nullable]
+    if not_null and when_not_matched == "insert":
+        with spark_job(f"counting the merge source for {table}"):
+            inserts = src.count() - got.num_rows
+        if inserts:
+            raise ValueError(
+                f"the merge source lacks column {not_null[0]!r}, which may not be null, "
+                f"and {inserts} of its rows would be inserted"
+            )
+    # job 3: write updated (U) and inserted (I) rows apart, in one job
+    outputs = []
+    if when_matched == "update" and matched:
+        outputs.append("U")
+    if when_not_matched == "insert":
+        outputs.append("I")
+    written: dict[str, list[Written]] = {}
+    if outputs:
+        # the matched keys came back to the driver: a small relation with exact
+        # statistics (joining the whole target's keys here made Spark broadcast 3M
+        # keys and fail)
+        tkeys = spark.createDataFrame(got.select(keys)).withColumn("_m", F.lit(True))
+        joined = src.join(tkeys, keys, "left")
+        if kept and "U" in outputs:
+            # the target's values of the columns the source lacks, for the matched rows
+            target, _ = tbl.frame(spark, positions=False)
+            old = target.select(*[col(k) for k in keys], *[col(n) for n in kept]).join(
+                F.broadcast(tkeys.select(*keys)), keys, "left_semi"
+            )
+            joined = joined.drop(*kept).join(old, keys, "left")
+        rows_df = joined.select(
+            *[col(n) for n in tbl.schema.names],
+            F.when(F.col("_m").isNotNull(), F.lit("U")).otherwise(F.lit("I")).alias(_KIND),
+        )
+        rows_df = rows_df.where(F.col(_KIND).isin(outputs))
+        written = tbl.write(rows_df, f"writing the merge into {table}", split=_KIND)
+    n_matched = sum(len(v) for v in matched.values())
+    # the matched rows go first: a table with a primary key then sees the new
+    # versions' keys as free. Updated rows are registered with the keys too: the
+    # transaction then records a merge, whose deletions conflict with concurrent
+    # changes of the same rows (a plain delete_rows records deletes, which may
+    # overlap other deletes)
+    try:
+        if when_matched in ("update", "delete") and matched:
+            t.delete_rows(table, matched, updated=when_matched == "update")
+    except BaseException:
+        tbl.loc.delete([p for files in written.values() for p, _ in files])
+        raise
+    updated = tbl.add(written.get("U", []), on=keys, updates=True)
+    inserted = tbl.add(written.get("I", []), on=keys)
+    deleted = n_matched if when_matched == "delete" else 0
+    return MergeResult(inserted=inserted, updated=updated, deleted=deleted)
+
+
+def _matched_by_key(
+    t: Any, tbl: _Table, src: DataFrame, keys: list[str]
+) -> tuple[pa.Table, dict[str, np.ndarray]]:
+    """The target rows the source matches, on a table's primary key: the source's
+    keys come to the driver (one job), are checked there (non-null, unique), and the
+    key index says where the matching rows are; the target is never scanned."""
+    with spark_job(f"collecting the merge source's keys for {tbl.name}"):
+        src_keys = src.select(*[col(k) for k in keys]).toArrow()
+    if any(src_keys.column(k).null_count for k in keys):
+        raise ValueError(f"the merge source has null keys in {keys}")
+    counts = src_keys.group_by(keys).aggregate([([], "count_all")])
+    dup = counts.filter(pc.greater(counts.column("count_all"), 1))
+    if dup.num_rows:
+        row = dup.slice(0, 1).to_pylist()[0]
+        raise ValueError(
+            f"the merge source has duplicate keys on {keys} (e.g. {[row[k] for k in keys]}); "
+            "each key may appear once"
+        )
+    got = t.lookup_keys(tbl.name, src_keys)
+    matched: dict[str, np.ndarray] = {}
+    if got.num_rows:
+        paths = got.column("path").to_numpy(zero_copy_only=False)
+        rows = got.column("position").to_numpy()
+        for path in np.unique(paths):
+            matched[str(path)] = np.sort(rows[paths == path])
+    return got, matched
+
+
+def _matched_by_scan(
+    spark: SparkSession, tbl: _Table, src: DataFrame, keys: list[str]
+) -> tuple[pa.Table, dict[str, np.ndarray]]:
+    """The target rows the source matches (each at most once), by joining the
+    source's keys with the whole target in Spark (two jobs)."""
     table = tbl.name
     # job 1: the source's keys are non-null and unique
     any_null = F.lit(False)
@@ -619,46 +718,4 @@ def _merge(
         rows = got.column(ROW_COL).to_numpy()
         for name in np.unique(names):
             matched[by_name[str(name)]] = np.sort(rows[names == name])
-    not_null = [n for n in kept if not tbl.schema.field(n).nullable]
-    if not_null and when_not_matched == "insert":
-        with spark_job(f"counting the merge source for {table}"):
-            inserts = src.count() - got.num_rows
-        if inserts:
-            raise ValueError(
-                f"the merge source lacks column {not_null[0]!r}, which may not be null, "
-                f"and {inserts} of its rows would be inserted"
-            )
-    # job 3: write updated (U) and inserted (I) rows apart, in one job
-    outputs = []
-    if when_matched == "update" and matched:
-        outputs.append("U")
-    if when_not_matched == "insert":
-        outputs.append("I")
-    written: dict[str, list[Written]] = {}
-    if outputs:
-        # the matched keys came back with job 2: a small relation with exact statistics
-        # (joining the whole target's keys here made Spark broadcast 3M keys and fail)
-        tkeys = spark.createDataFrame(got.select(keys)).withColumn("_m", F.lit(True))
-        joined = src.join(tkeys, keys, "left")
-        if kept and "U" in outputs:
-            # the target's values of the columns the source lacks, for the matched rows
-            old = target.select(*[col(k) for k in keys], *[col(n) for n in kept]).join(
-                F.broadcast(tkeys.select(*keys)), keys, "left_semi"
-            )
-            joined = joined.drop(*kept).join(old, keys, "left")
-        rows_df = joined.select(
-            *[col(n) for n in tbl.schema.names],
-            F.when(F.col("_m").isNotNull(), F.lit("U")).otherwise(F.lit("I")).alias(_KIND),
-        )
-        rows_df = rows_df.where(F.col(_KIND).isin(outputs))
-        written = tbl.write(rows_df, f"writing the merge into {table}", split=_KIND)
-    # updated rows are registered with the keys too: the transaction then records a
-    # merge, whose deletions conflict with concurrent changes of the same rows (a
-    # plain delete_rows records deletes, which may overlap other deletes)
-    updated = tbl.add(written.get("U", []), on=keys, updates=True)
-    inserted = tbl.add(written.get("I", []), on=keys)
-    n_matched = sum(len(v) for v in matched.values())
-    if when_matched in ("update", "delete") and matched:
-        t.delete_rows(table, matched, updated=when_matched == "update")
-    deleted = n_matched if when_matched == "delete" else 0
-    return MergeResult(inserted=inserted, updated=updated, deleted=deleted)
+    return got, matched

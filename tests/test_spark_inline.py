@@ -280,3 +280,12 @@ def test_compaction_moves_inlined_rows_spark_reads_the_same(spark, lh):
         txn.compact(T)
     assert not inline_files(lh)
     assert ids_of(lhs.read(lh, spark, T)) == before == py_ids(lh)
+
+
+def test_inlined_rows_read_through_a_column_rename(spark, lh):
+    with lh.begin() as txn:
+        txn.alter_table(T, rename_columns={"customer": "buyer"})
+    frame = lhs.read(lh, spark, T, where="order_id >= 300")
+    got = {r["order_id"]: r["buyer"] for r in frame.collect()}
+    assert got == {i: f"c{i % 7}" for i in range(300, 310)}
+    assert ids_of(lhs.read(lh, spark, T)) == py_ids(lh)

@@ -35,6 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from parquet_files import PARQUET
 
 import lakehouse
 from kvstore.objstore import MemoryStore
@@ -43,7 +44,8 @@ from lakehouse.data import record
 from lakehouse.data.stats import PREFIX_BYTES, PREFIX_CHARS, footer_stats, user_stats
 from lakehouse.model import Column, DataFile
 
-NO_AUTO = {"compaction.auto": "false"}
+#: Parquet files (the bounds of inlined rows equal these: tests/test_lakehouse_inline.py)
+NO_AUTO = {"compaction.auto": "false", **PARQUET}
 MAX_CHAR = "\U0010ffff"
 
 

@@ -126,3 +126,21 @@ def test_benchmark_runs(spark, tmp_path):
             assert r["cpu_ratio"] == pytest.approx(r["cpu_lakehouse_s"] / r["cpu_plain_s"])
         line = next(x for x in table.splitlines() if x.startswith(f"{label:18} "))
         assert f"{p['median']:>9.2f} " in line and f"{r['ratio']:>5.2f}x" in line, line
+
+
+@pytest.mark.parametrize("primary_key", [True, False])
+def test_merge_benchmark_runs(spark, tmp_path, primary_key):
+    """``--merge``: a merge of keyed rows (half new) vs a write of them; the bench
+    checks both tables' row counts after each (and raises otherwise)."""
+    rows, merge_rows = 20_000, 100
+    res = bench.run_merge(rows=rows, repeats=1, root=str(tmp_path), spark=spark,
+                          merge_rows=merge_rows, primary_key=primary_key)  # fmt: skip
+    assert (res["rows"], res["repeats"], res["merge_rows"]) == (rows, 1, merge_rows)
+    assert res["primary_key"] is primary_key
+    assert res["inserted"] == 2 * (merge_rows // 2)  # the warm-up round and the measured one
+    r = res["merge"]
+    p, q = r["plain_s"], r["lakehouse_s"]
+    assert all(math.isfinite(x) and x > 0 for x in (*p.values(), *q.values())), r
+    assert r["ratio"] == pytest.approx(q["median"] / p["median"])
+    line = next(x for x in bench.format_table(res).splitlines() if x.startswith("merge vs write"))
+    assert f"{r['ratio']:>5.2f}x" in line, line

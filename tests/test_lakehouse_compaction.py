@@ -510,7 +510,9 @@ def test_auto_compaction_conflict_is_dropped_and_retried_later(tmp_path, caplog)
     try:
         with h.begin() as t:
             t.create_namespace("ns")
-            t.create_table("ns.t", SCHEMA, {"compaction.min-files": "2"})
+            # small Parquet files: a partition's count (tests/test_lakehouse_inline_flush.py
+            # has the same for a table's inlined rows)
+            t.create_table("ns.t", SCHEMA, {"inline.max_rows": "0", "compaction.min-files": "2"})
         with caplog.at_level(logging.INFO, logger="lakehouse"):
             h.append("ns.t", rows([1]))
             h.append("ns.t", rows([2]))

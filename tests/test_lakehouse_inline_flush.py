@@ -12,6 +12,7 @@ independently: inline payloads decoded, Parquet files read with pyarrow.
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import os
 
 import pyarrow as pa
@@ -24,6 +25,7 @@ from lakehouse.data import compaction, rewrites
 from lakehouse.data import inline as inline_mod
 from lakehouse.data.compaction import Candidate, plan
 from lakehouse.data.table import file_key_id
+from lakehouse.model import DataOp
 
 SCHEMA = pa.schema([("id", pa.int64()), ("day", pa.date32()), ("v", pa.string())])
 T = "ns.t"
@@ -403,3 +405,35 @@ def test_flush_of_a_keyed_table_keeps_its_key_index_right(lh):
         assert path == f.path and in_file[pos]["id"] == key
     with pytest.raises(lakehouse.DuplicateKey):
         lh.append(T, pa.table({"id": [3], "v": ["x"]}, schema))
+
+
+def test_a_failed_automatic_flush_is_logged_and_done_by_a_later_commit(tmp_path, caplog):
+    """A conflict at the flush's commit is never raised; the table keeps its count
+    and the next inlined write queues the flush again."""
+    failed: list[int] = []
+
+    def hook(intent, attempt):
+        ops = {op for w in intent.table_writes.values() for op in w.ops}
+        if ops == {DataOp.COMPACT} and not failed:
+            failed.append(attempt)
+            raise lakehouse.RetryableConflict("injected: another compaction won")
+
+    h = lakehouse.open(str(tmp_path / "lh"), commit_hook=hook)
+    try:
+        with h.begin() as t:
+            t.create_namespace("ns")
+            t.create_table(T, SCHEMA, {"inline.max_rows": "20", "compaction.min-files": "3"})
+        with caplog.at_level(logging.INFO, logger="lakehouse"):
+            h.append(T, rows([1]))
+            assert h.wait_for_compaction(60)  # the first look: one inline file, not due
+            h.append(T, rows([2]))
+            h.append(T, rows([3]))  # three inline files: the flush, which fails
+            assert h.wait_for_compaction(60)
+            assert failed and "deferred" in caplog.text
+            assert len(inline_files(h)) == 3
+            h.append(T, rows([4]))  # the count was kept: queued again at once
+            assert h.wait_for_compaction(60)
+        assert not inline_files(h)
+        assert [i for i, _ in content(h)] == [1, 2, 3, 4]
+    finally:
+        h.close()

@@ -28,7 +28,8 @@ module                 what it does
 ``partitions``         partitioned tables: each row's partition as a hidden column
                        (Spark expressions, an Arrow UDF for bucket), the rebalance
 ``reader``             a scan plan as a DataFrame: deletion vectors by broadcast
-                       anti-join, or Python tasks on S3
+                       anti-join, or Python tasks on S3; inlined rows decoded on
+                       the driver and unioned in
 ``views``              temporary views ``ns.table`` / ``ns.table@vN`` for Spark SQL
 ``location``           where the data directory is, as driver and tasks reach it
 ``jobs``               typed errors for failed jobs (:class:`SparkJobError`)

@@ -100,11 +100,24 @@ _FILE_CACHE: dict[bytes, DataFile] = {}
 _FILE_CACHE_MAX = 65536
 
 
+#: inline records (which hold their rows) are cached apart, up to this many bytes
+_INLINE_CACHE_BYTES = 64 << 20
+_INLINE_CACHE: dict[bytes, DataFile] = {}
+_inline_cached = [0]
+
+
 def decode_file(data: bytes) -> DataFile:
-    """Decode a data-file record (cached by its bytes: records never change; an
-    inline file's record, which holds its rows, is decoded each time instead)."""
+    """Decode a data-file record (cached by its bytes: records never change)."""
     if data[:1] == _INLINE_BYTE:
-        return _decode_inline(data)
+        g = _INLINE_CACHE.get(data)
+        if g is None:
+            g = _decode_inline(data)
+            if _inline_cached[0] + 2 * len(data) > _INLINE_CACHE_BYTES:
+                _INLINE_CACHE.clear()
+                _inline_cached[0] = 0
+            _INLINE_CACHE[data] = g
+            _inline_cached[0] += 2 * len(data)  # the key and the payload's copy
+        return g
     f = _FILE_CACHE.get(data)
     if f is None:
         f = _decode_file(data)

@@ -236,15 +236,40 @@ def read(
     # with a where, even one plain file goes through the dataset scan, which skips
     # row groups by their statistics (a clustered file's point read decodes one)
     ranges = [fs for fs in todo if ranged(fs[0], pred)]  # large files: read_one reads ranges
-    if ranges:
-        todo = [fs for fs in todo if not ranged(fs[0], pred)]
+    inlined = [fs for fs in todo if fs[0].is_inline]  # decoded from their records, at once
+    if ranges or inlined:
+        todo = [fs for fs in todo if not (fs[0].is_inline or ranged(fs[0], pred))]
     plain, rest = _split_plain(store, d, todo, 1 if pred is not None else 2)
     rest += ranges
     parts = [_read_plain(store, d, plain, wanted, read_cols, pred, schema)] if plain else []
     runner: Callable[..., Any] = _pool().map if len(rest) > 1 else map
     parts += runner(lambda fs: read_one(store, d, fs, read_cols, pred, wanted), rest)
+    if inlined:
+        parts.append(_read_inline(d, inlined, wanted, read_cols, pred))
     parts = [p if p.schema == schema else p.cast(schema) for p in parts]
     return parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+
+
+def _read_inline(
+    d: TableDef,
+    files: Sequence[FileState],
+    wanted: list[Column],
+    read_cols: list[Column],
+    pred: Predicate | None,
+) -> pa.Table:
+    """The live rows of inline files: each payload decoded on this thread (a few
+    tens of microseconds each: a thread pool's hand-off would cost more), the
+    rows filtered once."""
+    schema = pa.schema([d.schema.field(c.name) for c in read_cols])
+    parts = []
+    for f, dv in files:
+        assert f.inline is not None
+        t = datafiles.read_file(f.inline, f, read_cols, schema, dv)
+        parts.append(t if t.schema == schema else t.cast(schema))
+    t = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+    if pred is not None:
+        t = t.filter(matches(t, pred))
+    return t.select([c.name for c in wanted])
 
 
 def _split_plain(

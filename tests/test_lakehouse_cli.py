@@ -51,11 +51,13 @@ def run(*args: str, prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess
 
 
 def orders(capsys: pytest.CaptureFixture[str], tmp_path: Path, rows: int = 3) -> str:
-    """A lakehouse with sales.orders holding ``rows`` rows (appended from a CSV file)."""
+    """A lakehouse with sales.orders holding ``rows`` rows (appended from a CSV file)
+    in a Parquet file (these tests damage, count and remove data files)."""
     url = str(tmp_path / "lh")
     assert cli(capsys, "init", url)[0] == 0
     assert cli(capsys, "ns", "create", url, "sales")[0] == 0
-    assert cli(capsys, "table", "create", url, "sales.orders", "--schema", ORDERS)[0] == 0
+    create = ("table", "create", url, "sales.orders", "--schema", ORDERS)
+    assert cli(capsys, *create, "--property", "inline.max_rows=0")[0] == 0
     csv = tmp_path / "orders.csv"
     lines = ["id,status,total"]
     lines += [f"{i},{'shipped' if i % 2 == 0 else 'open'},{i}.50" for i in range(1, rows + 1)]

@@ -10,6 +10,7 @@ import textwrap
 
 import pyarrow as pa
 import pytest
+from parquet_files import PARQUET
 
 import kvstore
 import lakehouse
@@ -22,7 +23,7 @@ def path(tmp_path):
     p = str(tmp_path / "lh")
     with lakehouse.open(p) as lh, lh.begin() as txn:
         txn.create_namespace("s")
-        txn.create_table("s.t", SCHEMA)
+        txn.create_table("s.t", SCHEMA, PARQUET)  # exports copy, tests delete its files
         txn.append("s.t", pa.table({"id": [1, 2]}))
     return p
 

@@ -142,7 +142,6 @@ def summarize(r: lakehouse.Lakehouse, url: str) -> dict[str, Any]:
             "files": sum(s.files for s in stats),
             "deleted_rows": sum(s.deleted_rows for s in stats),
             "bytes": sum(s.bytes for s in stats),
-            "inlined_rows": sum(s.inlined_rows for s in stats),
         },
         "data_url": data_url,
     }
@@ -156,8 +155,6 @@ def _info_rows(s: dict[str, Any]) -> list[tuple[str, str]]:
     )
     if data["deleted_rows"]:
         data_text += f" ({plural(data['deleted_rows'], 'more row')} marked deleted)"
-    if data.get("inlined_rows"):
-        data_text += f", {plural(data['inlined_rows'], 'row')} of them inlined"
     kept = s["version"] - s["oldest_version"] + 1
     rows = [
         ("lakehouse", s["url"]),

@@ -28,6 +28,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from parquet_files import PARQUET
 
 import kvstore
 import lakehouse
@@ -1038,7 +1039,7 @@ def test_s3_credentials_revoked_after_open(s3_bucket: str, s3_options: dict[str,
     h = lakehouse.open(url, storage_options=s3_options)
     with h.begin() as t:
         t.create_namespace("s")
-        t.create_table(T, SCHEMA)
+        t.create_table(T, SCHEMA, PARQUET)  # reads fetch data files (inlined rows: none)
     for start in (0, 5):
         h.append(T, rows(5, start))
     before = h.version

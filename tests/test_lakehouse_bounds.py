@@ -34,6 +34,7 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from parquet_files import PARQUET
 
 import lakehouse
 from lakehouse.data import bounds, record
@@ -459,7 +460,7 @@ def test_a_read_opens_only_the_files_pruning_keeps(tmp_path: Path) -> None:
     schema = pa.schema([("id", pa.int64()), ("day", pa.date32()), ("s", pa.string())])
     with h.begin() as txn:
         txn.create_namespace("n")
-        txn.create_table("n.t", schema, properties=NO_AUTO)
+        txn.create_table("n.t", schema, properties={**NO_AUTO, **PARQUET})  # files to delete
     for k in range(6):
         with h.begin() as txn:
             txn.append(

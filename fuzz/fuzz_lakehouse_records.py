@@ -9,7 +9,9 @@ raise :class:`lakehouse.errors.CorruptionError`; nothing else escapes
 Inputs: arbitrary bytes; valid encodings with byte mutations applied; and
 *structurally* mutated JSON (a field's value replaced by a value of another
 JSON type, removed, or nested), which is how a buggy writer's output reaches
-the typed checks behind the format byte.
+the typed checks behind the format byte. Inline data-file records (format
+``0x02``: a length, a JSON head, the rows' payload) get the same three, their
+head restructured behind its length.
 
 Run directly for a longer session::
 

@@ -461,7 +461,9 @@ def matching_positions(
     def one(fs: FileState) -> pa.Table:
         return read_one(store, d, fs, read_cols, None, read_cols, with_positions=True, skip_by=pred)
 
-    runner: Callable[..., Any] = _pool().map if pool and len(todo) > 1 else map
+    # inline files decode in tens of microseconds: on this thread (no pool hand-off)
+    pooled = pool and len(todo) > 1 and not all(fs[0].is_inline for fs in todo)
+    runner: Callable[..., Any] = _pool().map if pooled else map
     parts = list(runner(one, todo))
     counts = [p.num_rows for p in parts]
     if pred is None:

@@ -15,8 +15,9 @@ run, in fresh directories under the bench root (local disk):
   deltalake: ``DeltaTable(uri).merge(src, "t.id = s.id", ...)
   .when_matched_update_all().when_not_matched_insert_all().execute()``;
   DuckLake: ``MERGE INTO ... ON tgt.id = src.id`` (the seconds of that
-  statement, timed inside its process). Every merge's row count afterwards
-  is checked (the rows before plus the new ones).
+  statement, timed inside its process). ``--keys-merges`` merges per table
+  and round, a new source each (the round's figure is their median). Every
+  merge's row count afterwards is checked (the rows before plus the new ones).
 * **keyed append**: ``--keys-pk-appends`` appends of ``--keys-merge-rows``
   new rows (ours) to the big table with ``primary_key=["id"]`` and to a copy
   of it without a primary key, alternating; median ms of each.
@@ -86,6 +87,7 @@ class Sizes:
     big_rows: int = 10_000_000
     batch_rows: int = 1_000_000
     merge_rows: int = 1000
+    merges: int = 3  # merges per table per round (the round's figure is their median)
     rounds: int = 5
     pk_appends: int = 5
     appends: int = 300
@@ -110,8 +112,8 @@ def _rows(ids: np.ndarray, prefix: str, amount: np.ndarray) -> pa.Table:
 
 def merge_source(n: int, sz: Sizes, r: int, which: int) -> pa.Table:
     """Round ``r``'s source for a table of ``n`` built rows: half of ``merge_rows``
-    existing ids (uniform over the table), half new ids, shuffled. Round -1 is the
-    warm-up (new ids below those of the rounds)."""
+    existing ids (uniform over the table), half new ids, shuffled. ``r`` numbers the
+    sources (``--keys-merges`` a round); -1 is the warm-up (new ids below the others)."""
     rng = np.random.default_rng(1000 * (r + 1) + which)
     half = sz.merge_rows // 2
     old = rng.choice(n, size=half, replace=False).astype(np.int64)
@@ -384,28 +386,32 @@ def _build(systems: list[Keyed], root: str, sz: Sizes,
 
 def _merges(systems: list[Keyed], root: str, sz: Sizes, r: int,
             missing: dict[str, str]) -> dict[str, dict[str, float]]:  # fmt: skip
-    out: dict[str, dict[str, float]] = {SMALL: {}, BIG: {}}
-    for which, (table, n) in enumerate(((SMALL, sz.small_rows), (BIG, sz.big_rows))):
-        src = merge_source(n, sz, r, which)
-        new = int(pc.sum(pc.greater_equal(src.column("id"), NEW_BASE)).as_py())
-        src_file = write_ipc(os.path.join(root, f"source-{r}-{which}.arrow"), [src])
-        for s in data.rotate(list(systems), r + which):
-            try:
-                before = s.count(table)
-                out[table][s.name] = s.merge(table, src, src_file)
-                after = s.count(table)
-                if after != before + new:
-                    raise AssertionError(f"{s.name}: {before} rows, {after} after merging "
-                                         f"{len(src)} rows of which {new} new")  # fmt: skip
-            except Exception as exc:
-                if isinstance(s, Ours):
-                    raise
-                log.exception("%s: merge failed", s.name)
-                missing[s.name] = f"merge failed: {type(exc).__name__}: {exc}"
-                systems.remove(s)
-                s.close()
-        os.remove(src_file)
-    return out
+    times: dict[str, dict[str, list[float]]] = {SMALL: {}, BIG: {}}
+    for j in range(sz.merges):  # a new source each time; the round's figure: the median
+        k = r * sz.merges + j
+        for which, (table, n) in enumerate(((SMALL, sz.small_rows), (BIG, sz.big_rows))):
+            src = merge_source(n, sz, k, which)
+            new = int(pc.sum(pc.greater_equal(src.column("id"), NEW_BASE)).as_py())
+            src_file = write_ipc(os.path.join(root, f"source-{k}-{which}.arrow"), [src])
+            for s in data.rotate(list(systems), k + which):
+                try:
+                    before = s.count(table)
+                    times[table].setdefault(s.name, []).append(s.merge(table, src, src_file))
+                    after = s.count(table)
+                    if after != before + new:
+                        raise AssertionError(f"{s.name}: {before} rows, {after} after merging "
+                                             f"{len(src)} rows of which {new} new")  # fmt: skip
+                except Exception as exc:
+                    if isinstance(s, Ours):
+                        raise
+                    log.exception("%s: merge failed", s.name)
+                    missing[s.name] = f"merge failed: {type(exc).__name__}: {exc}"
+                    systems.remove(s)
+                    s.close()
+                    for t in times.values():
+                        t.pop(s.name, None)
+            os.remove(src_file)
+    return {t: {n: statistics.median(v) for n, v in d.items()} for t, d in times.items()}
 
 
 def _pk_appends(ours: Ours, sz: Sizes, r: int) -> dict[str, float]:

@@ -30,6 +30,7 @@ from datetime import timedelta
 
 import pyarrow as pa
 import pytest
+from parquet_files import PARQUET
 
 import lakehouse
 
@@ -113,7 +114,7 @@ def test_driver_killed_during_spark_write(tmp_path, point, writer):
     with lakehouse.open(path) as lh:
         with lh.begin() as txn:
             txn.create_namespace("ns")
-            txn.create_table("ns.t", schema)
+            txn.create_table("ns.t", schema, PARQUET)  # files: what a crash may leave
         with lh.begin() as txn:
             txn.append("ns.t", pa.table({"id": pa.array(range(100), pa.int64())}))
         before = {f.path for f in lh.list_data_files("ns.t")}

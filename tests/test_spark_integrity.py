@@ -21,6 +21,7 @@ import pyarrow as pa
 import pytest
 from crc32c import crc32c
 from integrity_flips import REGIONS, flipped, flips
+from parquet_files import PARQUET
 
 import lakehouse
 
@@ -44,8 +45,10 @@ class Tables:
         self.lh = lh = lakehouse.open(str(root / "lh"))
         with lh.begin() as txn:
             txn.create_namespace("n")
-            txn.create_table(JVM_T, pa.schema([("i", pa.int64()), ("s", pa.string())]))
-            txn.create_table(PY_T, pa.schema([("i", pa.int64()), ("ts", pa.timestamp("ns"))]))
+            # files: their damage is the point
+            txn.create_table(JVM_T, pa.schema([("i", pa.int64()), ("s", pa.string())]), PARQUET)
+            schema = pa.schema([("i", pa.int64()), ("ts", pa.timestamp("ns"))])
+            txn.create_table(PY_T, schema, PARQUET)
         df = spark.createDataFrame(
             [(i, f"v{i % 20}") for i in range(8000)], "i long, s string"
         ).repartition(2)

@@ -16,6 +16,7 @@ from collections import Counter
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from parquet_files import PARQUET
 
 import lakehouse
 from lakehouse import partition
@@ -66,7 +67,7 @@ def lh(tmp_path):
 
 def create(lh, name, partition_by, schema=SCHEMA):
     with lh.begin() as txn:
-        txn.create_table(name, schema, partition_by=partition_by)
+        txn.create_table(name, schema, PARQUET, partition_by=partition_by)  # files: the point
 
 
 COUNTRIES = ("fr", "us", "dé", "日本")
@@ -182,7 +183,10 @@ def test_write_already_grouped_is_not_shuffled(spark, lh):
 def test_distribution_mode_none_writes_the_tasks_as_they_are(spark, lh):
     with lh.begin() as txn:
         txn.create_table(
-            "ns.t", SCHEMA, {"write.distribution-mode": "none"}, partition_by=["country"]
+            "ns.t",
+            SCHEMA,
+            {"write.distribution-mode": "none", **PARQUET},
+            partition_by=["country"],
         )
     lhs.write(lh, frame(spark, 0, 120, parts=3), "ns.t")
     layout = check_layout(lh, "ns.t")  # still one partition per file ...
@@ -427,7 +431,7 @@ def test_partitioned_write_replace_and_pruned_read_on_s3(spark, s3_bucket, s3_op
     try:
         with h.begin() as txn:
             txn.create_namespace("ns")
-            txn.create_table("ns.t", SCHEMA, partition_by=["bucket(4, id)", "day(ts)"])
+            txn.create_table("ns.t", SCHEMA, PARQUET, partition_by=["bucket(4, id)", "day(ts)"])
         lhs.write(h, frame(spark, 0, 200, step_s=20_000), "ns.t")
         d = h.describe_table("ns.t")
         files = h.list_data_files("ns.t")

@@ -20,6 +20,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from parquet_files import PARQUET
 from pyroaring import BitMap
 
 import lakehouse
@@ -213,7 +214,7 @@ def test_python_paths_on_a_local_lakehouse(spark, tmp_path):
     with lakehouse.open(str(tmp_path / "lh"), kv_options={"fsync": False}) as lh:
         with lh.begin() as txn:
             txn.create_namespace("n")
-            txn.create_table("n.t", schema)
+            txn.create_table("n.t", schema, PARQUET)  # executors' files: the point
         df = spark.range(0, 50, numPartitions=2).select(
             F.col("id"),
             F.concat(F.lit("s"), F.col("id").cast("string")).alias("s"),

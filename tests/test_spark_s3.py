@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
+from parquet_files import PARQUET
 
 import lakehouse
 
@@ -38,7 +39,7 @@ def lh(s3_bucket, s3_options):
     h = lakehouse.open(f"s3://{s3_bucket}/lh", storage_options=s3_options)
     with h.begin() as txn:
         txn.create_namespace("ns")
-        txn.create_table("ns.t", SCHEMA)
+        txn.create_table("ns.t", SCHEMA, PARQUET)  # executors' files on S3: the point
     yield h
     h.close()
 

@@ -289,3 +289,33 @@ def test_inlined_rows_read_through_a_column_rename(spark, lh):
     got = {r["order_id"]: r["buyer"] for r in frame.collect()}
     assert got == {i: f"c{i % 7}" for i in range(300, 310)}
     assert ids_of(lhs.read(lh, spark, T)) == py_ids(lh)
+
+
+def test_small_write_through_python_tasks_is_inlined_from_their_files(spark, tmp_path):
+    """A type Spark's writer does not produce (timestamp[ns]): Python tasks write the
+    files; the driver reads them back, inlines the rows and deletes them."""
+    schema = pa.schema([("id", pa.int64()), ("at", pa.timestamp("ns"))])
+    h = lakehouse.open(str(tmp_path / "pw"), kv_options={"fsync": False})
+    try:
+        with h.begin() as txn:
+            txn.create_namespace("n")
+            txn.create_table("n.t", schema, PROPS)
+        plus = F.udf(lambda x: x + 1, "long")
+        df = (
+            spark.range(0, 12, numPartitions=3)
+            .repartition(2)
+            .select(
+                plus(F.col("id")).alias("id"),
+                F.timestamp_seconds(F.col("id")).cast("timestamp_ntz").alias("at"),
+            )
+        )
+        assert df._jdf.queryExecution().optimizedPlan().maxRows().isDefined() is False
+        lhs.write(h, df, "n.t")
+        (f,) = h.list_data_files("n.t")
+        assert f.is_inline and f.record_count == 12
+        assert on_disk(h, "n.t") == []
+        got = h.read("n.t").sort_by("id")
+        assert got.column("id").to_pylist() == list(range(1, 13))
+        assert got.schema.field("at").type == pa.timestamp("ns")
+    finally:
+        h.close()

@@ -118,8 +118,9 @@ def _encode_column(col: Any, t: pa.DataType, delimited: bool) -> list[bytes]:
         arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
         if k == "bool":
             arr = arr.cast(pa.int8())
-        elif k != "int":
-            arr = arr.cast(pa.int64())  # days, or units since midnight / the epoch
+        elif k != "int":  # days, or units since midnight / the epoch (Arrow casts
+            # date32 and time32 only to their own width)
+            arr = arr.cast(pa.int32() if t.bit_width == 32 else pa.int64())
         ints = np.asarray(arr.to_numpy(zero_copy_only=False), dtype=np.int64)
         raw = (ints.view(np.uint64) ^ _BIAS).astype(">u8").tobytes()
         return [raw[i : i + 8] for i in range(0, len(raw), 8)]

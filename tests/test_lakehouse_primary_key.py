@@ -742,3 +742,54 @@ def test_merge_by_key_on_a_large_table_reads_no_target_file(root: Path) -> None:
         with pytest.raises(DuplicateKey):
             lh.append(T, rows([keys_[2]]))
         lh.append(T, rows([keys_[0]]))
+
+
+# -- files written by someone else (Spark executors): add_files ------------------------------
+def _external(root: Path, lh: lakehouse.Lakehouse, table: str, name: str, t: pa.Table) -> str:
+    import pyarrow.parquet as pq
+
+    table_dir = lh.list_data_files(table)[0].path.split("/")[0]
+    (root / "data" / table_dir).mkdir(parents=True, exist_ok=True)
+    pq.write_table(t, root / "data" / table_dir / name)
+    return f"{table_dir}/{name}"
+
+
+def zero(ids: list[int]) -> pa.Table:
+    """Rows with ``qty`` 0 (one partition of the tables partitioned by qty)."""
+    return rows(ids).set_column(2, "qty", pa.array([0] * len(ids), pa.int64()))
+
+
+@pytest.mark.parametrize("partitioned", [False, True], ids=["flat", "partitioned"])
+def test_adopted_files_are_checked_and_indexed(root: Path, partitioned: bool) -> None:
+    lh = _partitioned_lh(root, "parquet") if partitioned else lakehouse.open(str(root))
+    if not partitioned:
+        with lh.begin() as txn:
+            txn.create_namespace("s")
+            txn.create_table(T, SCHEMA, props("parquet"), primary_key=["id"])
+        lh.append(T, rows([1, 2, 3, 4, 5]))
+    with lh:
+        before = content(lh)
+        dup = _external(root, lh, T, "dup.parquet", zero([8, 3]))
+        with lh.begin() as txn:
+            with pytest.raises(DuplicateKey, match=r"id=3\b"):
+                txn.add_files(T, [dup])
+            assert content(txn) == before
+        twice = [_external(root, lh, T, f"twice{i}.parquet", zero([9, 10 + i])) for i in (0, 1)]
+        with pytest.raises(DuplicateKey, match=r"id=9\b"):
+            with lh.begin() as txn:
+                txn.add_files(T, twice)
+        assert content(lh) == before
+        ok = _external(root, lh, T, "ok.parquet", zero([20, 21]))
+        with lh.begin() as txn:
+            assert txn.add_files(T, [ok]) == 2
+        assert_refused(lh, 21)
+        assert lh.merge(T, rows([20], "m")).updated == 1
+        # files replacing the rows they re-key (Spark's replace_partitions / overwrite)
+        same = rows([1, 2], "new") if not partitioned else rows([1], "new")
+        again = _external(root, lh, T, "again.parquet", same)
+        with lh.begin() as txn:
+            txn.add_files(T, [again], replace_partitions=True)
+        assert lh.read(T, where="id = 1").column("name").to_pylist() == ["new1"]
+        assert ids_of(lh) == ([1, 2, 3, 4, 5, 20, 21] if partitioned else [1, 2])
+        assert_refused(lh, 1)
+        lh.append(T, zero([100]))

@@ -492,14 +492,14 @@ def add_files(
         w.keys = key_names
     n = 0
     targets: set[tuple[Any, ...]] = set()
+    adopted: list[tuple[str, pa.Table]] = []  # (file id, its keys) of a keyed table
     for i, p in enumerate(paths):
         known = None if partitions is None else tuple(partitions[i])
         f, inserted = buf.adopt(d, p, w, key_cols, known)
         n += f.record_count
         if inserted is not None:
-            if keyed:  # its keys, read from the bytes in hand: unique, then indexed
-                keyindex.check_new(buf, d, w, inserted)
-                keyindex.note_rows(w, d, file_key_id(f), inserted)
+            if keyed:  # checked once the rows the files replace are gone (below)
+                adopted.append((file_key_id(f), inserted))
             w.inserted.append(inserted)  # the keys it inserts (concurrent inserts conflict)
         if replace:
             targets.add(tuple(partitioning.file_values(d, f) or ()))
@@ -514,6 +514,9 @@ def add_files(
         buf.note_read(d, None)
     elif replace and targets:
         _clear_partitions(buf, d, w, sorted(targets, key=repr), keep=new)
+    for fid, ins in adopted:  # the keys read from the bytes in hand: unique, then indexed
+        keyindex.check_new(buf, d, w, ins)
+        keyindex.note_rows(w, d, fid, ins)
     return n
 
 

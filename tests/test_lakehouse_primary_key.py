@@ -22,6 +22,8 @@ import pytest
 import lakehouse
 from lakehouse import DuplicateKey
 
+pytest_plugins = ["spark_fixtures"]
+
 SCHEMA = pa.schema(
     [
         pa.field("id", pa.int64(), nullable=False),
@@ -793,3 +795,38 @@ def test_adopted_files_are_checked_and_indexed(root: Path, partitioned: bool) ->
         assert ids_of(lh) == ([1, 2, 3, 4, 5, 20, 21] if partitioned else [1, 2])
         assert_refused(lh, 1)
         lh.append(T, zero([100]))
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("mode", sorted(MODES))
+def test_spark_writes_to_a_keyed_table(spark: Any, root: Path, mode: str) -> None:
+    """Spark's overwrite and replace_partitions may re-write the keys of the rows they
+    replace; its appends and merges are held to the key like the lakehouse's own."""
+    from lakehouse.spark.ops import write
+
+    def df(ids: list[int], tag: str, qty: int = 0) -> Any:
+        return spark.createDataFrame(
+            [(i, f"{tag}{i}", qty) for i in ids], "id long, name string, qty long"
+        ).repartition(2)
+
+    with lakehouse.open(str(root)) as lh:
+        with lh.begin() as txn:
+            txn.create_namespace("s")
+            txn.create_table(T, SCHEMA, props(mode), primary_key=["id"])
+            txn.create_table("s.p", SCHEMA, props(mode), primary_key=["id"], partition_by=["qty"])
+        lh.append(T, rows([1, 2, 3]))
+        lh.append("s.p", zero([1, 2, 3]))
+        write(lh, df(list(range(1, 500)), "o"), T, mode="overwrite")
+        assert ids_of(lh) == list(range(1, 500))
+        write(lh, df([1, 2], "s"), T, mode="overwrite")  # small: inlined, or not
+        assert ids_of(lh) == [1, 2]
+        with pytest.raises(DuplicateKey, match=r"id=2\b"):
+            write(lh, df([5, 2], "a"), T)
+        assert ids_of(lh) == [1, 2]
+        write(lh, df([2, 7], "w"), T, mode="overwrite", where="id >= 2")
+        assert ids_of(lh) == [1, 2, 7]
+        write(lh, df([1, 2, 9], "r"), "s.p", mode="replace_partitions")
+        assert ids_of(lh, "s.p") == [1, 2, 9]
+        with pytest.raises(DuplicateKey, match=r"id=9\b"):
+            write(lh, df([9], "q", qty=1), "s.p")  # another partition, a live key
+        assert_refused(lh, 7)

@@ -387,6 +387,8 @@ def write(
                 rows = tbl.read_small(written)
             if where is not None:
                 t.overwrite(table, tbl.schema.empty_table(), where=where)
+            if remove:  # first: new rows may have the keys of rows they replace
+                t.remove_files(table, remove)
             if rows is None:
                 tbl.add(written, replace=replace)
             elif rows.num_rows:  # small: inlined by the lakehouse's own write
@@ -401,8 +403,6 @@ def write(
         finally:
             if rows is not None and written:  # read back and inlined: not data files
                 tbl.loc.delete([p for p, _ in written])
-        if remove:
-            t.remove_files(table, remove)
         return t.commit() if own else None
 
 

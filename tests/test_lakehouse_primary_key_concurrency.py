@@ -94,7 +94,7 @@ INSERTS: dict[str, Callable[[lakehouse.Transaction, int], object]] = {
 
 @pytest.mark.parametrize("first", sorted(INSERTS))
 @pytest.mark.parametrize("second", ["append", "merge", "update_key"])
-def test_two_transactions_insert_one_key(lh, first: str, second: str) -> None:
+def test_two_transactions_insert_one_key(lh: lakehouse.Lakehouse, first: str, second: str) -> None:
     k = 50
     v0 = lh.version
     a, b = lh.begin(), lh.begin()
@@ -121,7 +121,7 @@ def test_two_transactions_insert_one_key(lh, first: str, second: str) -> None:
     no_duplicates(lh, "after the re-run")
 
 
-def test_merge_rerun_updates_instead(lh) -> None:
+def test_merge_rerun_updates_instead(lh: lakehouse.Lakehouse) -> None:
     a, b = lh.begin(), lh.begin()
     a.merge(T, rows([60], "a"))
     b.merge(T, rows([60], "b"))
@@ -135,7 +135,7 @@ def test_merge_rerun_updates_instead(lh) -> None:
     no_duplicates(lh)
 
 
-def test_disjoint_keys_both_commit(lh) -> None:
+def test_disjoint_keys_both_commit(lh: lakehouse.Lakehouse) -> None:
     a, b = lh.begin(), lh.begin()
     a.append(T, rows([70]))
     b.merge(T, rows([71, 1], "m"))
@@ -145,7 +145,7 @@ def test_disjoint_keys_both_commit(lh) -> None:
     enforced(lh, range(0, 75))
 
 
-def test_delete_and_reinsert_race(lh) -> None:
+def test_delete_and_reinsert_race(lh: lakehouse.Lakehouse) -> None:
     """One transaction deletes key 2, another inserts key 2 (refused: it is live
     at its begin version), a third deletes and re-inserts it; at most one row."""
     a, b = lh.begin(), lh.begin()
@@ -253,7 +253,9 @@ UPDATES: dict[str, Callable[[lakehouse.Transaction], object]] = {
 
 @pytest.mark.parametrize("compaction_first", [True, False], ids=["compact-first", "update-first"])
 @pytest.mark.parametrize("upd", sorted(UPDATES))
-def test_explicit_compaction_alongside_an_update(lh, upd: str, compaction_first: bool) -> None:
+def test_explicit_compaction_alongside_an_update(
+    lh: lakehouse.Lakehouse, upd: str, compaction_first: bool
+) -> None:
     _setup_many(lh)
     c, u = lh.begin(), lh.begin()
     c.compact(T)

@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
@@ -40,7 +42,7 @@ MODES = {"inline": {}, "parquet": {"inline.max_rows": "0"}}
 
 
 @pytest.fixture(autouse=True)
-def _quiet_logs():
+def _quiet_logs() -> Iterator[None]:
     logger = logging.getLogger("kvstore")
     old = logger.level
     logger.setLevel(logging.CRITICAL)
@@ -52,12 +54,12 @@ def batch(keys: list[int], tag: str) -> pa.Table:
     return pa.table({"k": keys, "v": [f"{tag}{k}" for k in keys]}, schema=SCHEMA)
 
 
-def rows(view) -> list[tuple[int, str]]:
+def rows(view: Any) -> list[tuple[int, str]]:
     t = view.read(T)
     return sorted(zip(t.column("k").to_pylist(), t.column("v").to_pylist(), strict=True))
 
 
-def build(lh, mode: str) -> None:
+def build(lh: lakehouse.Lakehouse, mode: str) -> None:
     with lh.begin() as txn:
         txn.create_namespace("ns")
         txn.create_table(T, SCHEMA, {"compaction.auto": "false", **MODES[mode]}, primary_key=["k"])
@@ -68,7 +70,7 @@ def build(lh, mode: str) -> None:
 
 
 OPS: dict[str, Callable[[lakehouse.Transaction], object]] = {
-    "append": lambda txn: txn.append(T, batch(list(range(200, 220)) + [0, 7], "n")),
+    "append": lambda txn: txn.append(T, batch([*list(range(200, 220)), 0, 7], "n")),
     "merge": lambda txn: txn.merge(T, batch([2, 3, 100, 14, 300, 301], "m")),
     "merge_delete": lambda txn: txn.merge(
         T, batch([4, 5, 302], "d"), when_matched="delete", when_not_matched="insert"
@@ -79,7 +81,7 @@ NEW_KEYS = {"append": {0, 7, *range(200, 220)}, "merge": {14, 300, 301}, "merge_
 GONE_KEYS = {"append": set(), "merge": set(), "merge_delete": {4, 5}}
 
 
-def check_keys(view_rows: list[tuple[int, str]], re, where: str) -> None:
+def check_keys(view_rows: list[tuple[int, str]], re: Any, where: str) -> None:
     """No key live twice; each live key refused, each key of the lost or gone set
     accepted (in a transaction rolled back)."""
     live = [k for k, _ in view_rows]
@@ -97,7 +99,7 @@ def check_keys(view_rows: list[tuple[int, str]], re, where: str) -> None:
             txn.rollback()
 
 
-def sweep(backend, op: str, mode: str, torn: bool = False) -> dict[str, int]:
+def sweep(backend: Any, op: str, mode: str, torn: bool = False) -> dict[str, int]:
     with lakehouse.open(backend.fresh(), kv_options=KV) as lh:
         build(lh, mode)
         v0 = lh.version
@@ -146,7 +148,7 @@ def sweep(backend, op: str, mode: str, torn: bool = False) -> dict[str, int]:
 
 @pytest.mark.parametrize("mode", sorted(MODES))
 @pytest.mark.parametrize("op", sorted(OPS))
-def test_crash_sweep_keyed_commit_memory(tmp_path, op: str, mode: str) -> None:
+def test_crash_sweep_keyed_commit_memory(tmp_path: Path, op: str, mode: str) -> None:
     outcomes = sweep(MemoryBackend(tmp_path), op, mode)
     assert outcomes["old"] >= 1 and outcomes["new"] >= 1
 
@@ -154,6 +156,6 @@ def test_crash_sweep_keyed_commit_memory(tmp_path, op: str, mode: str) -> None:
 @pytest.mark.parametrize("torn", [False, True], ids=["whole", "torn"])
 @pytest.mark.parametrize("mode", sorted(MODES))
 @pytest.mark.parametrize("op", ["append", "merge"])
-def test_crash_sweep_keyed_commit_local(tmp_path, op: str, mode: str, torn: bool) -> None:
+def test_crash_sweep_keyed_commit_local(tmp_path: Path, op: str, mode: str, torn: bool) -> None:
     outcomes = sweep(LocalBackend(tmp_path), op, mode, torn)
     assert outcomes["old"] >= 1

@@ -936,3 +936,21 @@ def test_random_operations_match_a_model(tmp_path: Path, mode: str, seed: int) -
                 txn.append(T, rows([rng.choice(free)]))
                 txn.rollback()
         assert len(history) > 20 and any(history.values())  # it did something
+
+
+def test_a_key_too_long_for_the_index_is_refused_naming_the_key(lh: lakehouse.Lakehouse) -> None:
+    with lh.begin() as txn:
+        txn.create_table(
+            "s.w",
+            pa.schema([pa.field("id", pa.string(), nullable=False), ("v", pa.int64())]),
+            primary_key=["id"],
+        )
+    lh.append("s.w", pa.table({"id": ["a" * 60_000], "v": [1]}))
+    with pytest.raises(ValueError, match=r"primary key \(id\) of s\.w: row 1 .*at most") as err:
+        lh.append("s.w", pa.table({"id": ["b", "c" * 70_000], "v": [1, 2]}))
+    assert not isinstance(err.value, DuplicateKey)
+    with pytest.raises(ValueError, match=r"primary key \(id\) of s\.w"):
+        lh.merge("s.w", pa.table({"id": ["c" * 70_000]}))
+    assert lh.read("s.w", columns=["v"]).column("v").to_pylist() == [1]
+    with pytest.raises(DuplicateKey):
+        lh.append("s.w", pa.table({"id": ["a" * 60_000]}))

@@ -41,6 +41,7 @@ import numpy as np
 import pyarrow as pa
 from pyroaring import BitMap
 
+from kvstore.entries import MAX_KEY_LEN
 from lakehouse import keys
 from lakehouse import partition_encoding as pe
 from lakehouse.data import dv as dvfmt
@@ -107,9 +108,21 @@ def encode(d: TableDef, rows: pa.Table) -> list[bytes]:
                 f"{col.null_count} row(s) of the write; key columns may not be null"
             )
         parts.append(_encode_column(col, d.schema.field(name).type, len(pk) > 1))
-    if len(parts) == 1:
-        return parts[0]
-    return [b"".join(x) for x in zip(*parts, strict=True)]
+    out = parts[0] if len(parts) == 1 else [b"".join(x) for x in zip(*parts, strict=True)]
+    _check_length(d, out, len(prefix(d)))
+    return out
+
+
+def _check_length(d: TableDef, encs: list[bytes], extra: int = 0) -> None:
+    """ValueError naming the key when a row's key (with ``extra`` bytes of prefix)
+    is longer than a kvstore key may be."""
+    longest = max(encs, key=len, default=b"")
+    if len(longest) + extra > MAX_KEY_LEN:
+        raise ValueError(
+            f"primary key ({', '.join(d.primary_key)}) of {d.qualified_name}: row "
+            f"{encs.index(longest)} of the write has a key of {len(longest) + extra} bytes "
+            f"encoded; keys may be at most {MAX_KEY_LEN} bytes"
+        )
 
 
 def _encode_column(col: Any, t: pa.DataType, delimited: bool) -> list[bytes]:

@@ -392,17 +392,15 @@ def write_keys(
     if intent.app is not None:
         app_id, app_version = intent.app
         ktx.put(keys.app_key(app_id), codec.encode_app(app_version, record.version))
-    puts: list[tuple[bytes, bytes]] = []  # runs of puts go in one call (key index entries)
-    for key, value in list(prep.writes) + data_writes:
-        if value is None:
-            if puts:
-                ktx.put_many(puts)
-                puts = []
-            ktx.delete(key)
-        else:
-            puts.append((key, value))
-    if puts:
-        ktx.put_many(puts)
+    writes = list(prep.writes) + data_writes
+    start = 0  # runs of puts between deletes go in one call (key index entries)
+    for i in [i for i, (_, value) in enumerate(writes) if value is None]:
+        if i > start:
+            ktx.put_many(writes[start:i])  # type: ignore[arg-type]  # no None in the run
+        ktx.delete(writes[i][0])
+        start = i + 1
+    if start < len(writes):
+        ktx.put_many(writes[start:])  # type: ignore[arg-type]
     ktx.put(keys.record_key(record.version), codec.encode_record(record))
     ktx.put(keys.HEAD, keys.encode_u64(record.version))
 

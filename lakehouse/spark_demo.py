@@ -360,9 +360,16 @@ def main(root: str = "demo-data", scale: float = 1.0, spark: Any = None) -> dict
     say(f"   read(timestamp={ts:%H:%M:%S.%f}) -> version {lh.version_at(ts)}, {at_time:,} rows.")
     say()
 
-    # 6. a bad load and its rollback ------------------------------------------------------------
+    # 6. a load repeating order ids is refused; a bad load and its rollback ----------------------
     good = lh.version
-    bad = orders_for_days(spark, 0, n(200_000), 40, 1, 7).withColumn("quantity", F.lit(-1))
+    repeat = orders_for_days(spark, 0, n(200_000), 40, 1, 7)
+    try:
+        lhs.write(lh, repeat, "shop.orders")
+        refused = "accepted?!"
+    except lakehouse.DuplicateKey as exc:
+        refused = str(exc).split(":")[0]
+    fresh = 1_000_000_000  # order ids no load used
+    bad = orders_for_days(spark, fresh, n(200_000), 40, 1, 7).withColumn("quantity", F.lit(-1))
     with step("bad", clock):
         lhs.write(lh, bad, "shop.orders")
     q = "SELECT count(*) AS bad FROM `shop.orders` WHERE quantity <= 0"
@@ -372,10 +379,14 @@ def main(root: str = "demo-data", scale: float = 1.0, spark: Any = None) -> dict
         lhs.read(lh, spark, "shop.orders").groupBy("order_id").count().where("count > 1").count()
     )
     say(
-        f"6. Load 6 ({n(200_000):,} rows, version {lh.version}) fails the quality check: "
-        f"{found:,} rows with"
+        f"6. A load of {n(200_000):,} rows repeating order ids is refused by the primary key "
+        f"({refused}); version {good} stays."
     )
-    say(f"   quantity <= 0 and {dupes:,} duplicate order ids. lh.rollback({good}):")
+    say(
+        f"   Load 6 ({n(200_000):,} new orders, version {lh.version}) fails the quality check: "
+        f"{found:,} rows with quantity <= 0"
+    )
+    say(f"   ({dupes:,} duplicate order ids). lh.rollback({good}):")
     restored = lh.rollback(good)
     say(
         f"   version {restored} ({lh.version_info(restored).summary()}); "

@@ -34,7 +34,7 @@ them makes the commit a :class:`~lakehouse.errors.RetryableConflict`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -93,11 +93,13 @@ def high_key(pre: bytes) -> bytes:
 
 # -- encoding ----------------------------------------------------------------------------
 def encode(d: TableDef, rows: pa.Table) -> list[bytes]:
-    """The encoded key of each row (order-preserving per column; several columns
-    concatenated, each self-delimiting). ValueError if a key column is missing from
-    ``rows`` or holds nulls."""
+    """The index key of each row: the table's prefix and the encoded key
+    (order-preserving per column; several columns concatenated, each
+    self-delimiting). ValueError if a key column is missing from ``rows`` or
+    holds nulls."""
     pk = d.primary_key
-    parts: list[list[bytes]] = []
+    pre = prefix(d)
+    cols = []
     for name in pk:
         if name not in rows.column_names:
             raise ValueError(f"the write has no primary key column {name!r} of {d.qualified_name}")
@@ -107,9 +109,16 @@ def encode(d: TableDef, rows: pa.Table) -> list[bytes]:
                 f"primary key column {name!r} of {d.qualified_name} is null in "
                 f"{col.null_count} row(s) of the write; key columns may not be null"
             )
-        parts.append(_encode_column(col, d.schema.field(name).type, len(pk) > 1))
-    out = parts[0] if len(parts) == 1 else [b"".join(x) for x in zip(*parts, strict=True)]
-    _check_length(d, out, len(prefix(d)))
+        cols.append((col, d.schema.field(name).type))
+    if all(pe.kind(t) in _FIXED for _, t in cols):  # 8 bytes a column: built in numpy
+        body = np.concatenate([_fixed_column(c, t) for c, t in cols], axis=1)
+        return _rows_of(pre, body)
+    parts = [_encode_column(c, t, len(pk) > 1) for c, t in cols]
+    if len(parts) == 1:
+        out = [pre + e for e in parts[0]]
+    else:
+        out = [pre + b"".join(x) for x in zip(*parts, strict=True)]
+    _check_length(d, out)
     return out
 
 
@@ -125,17 +134,39 @@ def _check_length(d: TableDef, encs: list[bytes], extra: int = 0) -> None:
         )
 
 
+#: key kinds encoded as 8 big-endian bytes (the integer with its sign bit flipped)
+_FIXED = ("int", "bool", "date", "time", "ts")
+
+
+def _fixed_column(col: Any, t: pa.DataType) -> np.ndarray:
+    """An integer-like key column as an ``n x 8`` byte matrix (order-preserving)."""
+    k = pe.kind(t)
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if k == "bool":
+        arr = arr.cast(pa.int8())
+    elif k != "int":  # days, or units since midnight / the epoch (Arrow casts
+        # date32 and time32 only to their own width)
+        arr = arr.cast(pa.int32() if t.bit_width == 32 else pa.int64())
+    ints = np.asarray(arr.to_numpy(zero_copy_only=False), dtype=np.int64)
+    return (ints.view(np.uint64) ^ _BIAS).astype(">u8").view(np.uint8).reshape(-1, 8)
+
+
+def _rows_of(head: bytes, body: np.ndarray, tail: bytes = b"") -> list[bytes]:
+    """``head + row + tail`` for each row of the byte matrix ``body``."""
+    n, k = body.shape
+    width = len(head) + k + len(tail)
+    m = np.empty((n, width), dtype=np.uint8)
+    m[:, : len(head)] = np.frombuffer(head, dtype=np.uint8)
+    m[:, len(head) : len(head) + k] = body
+    m[:, len(head) + k :] = np.frombuffer(tail, dtype=np.uint8)
+    blob = m.tobytes()
+    return [blob[i : i + width] for i in range(0, n * width, width)]
+
+
 def _encode_column(col: Any, t: pa.DataType, delimited: bool) -> list[bytes]:
     k = pe.kind(t)
-    if k in ("int", "bool", "date", "time", "ts"):
-        arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-        if k == "bool":
-            arr = arr.cast(pa.int8())
-        elif k != "int":  # days, or units since midnight / the epoch (Arrow casts
-            # date32 and time32 only to their own width)
-            arr = arr.cast(pa.int32() if t.bit_width == 32 else pa.int64())
-        ints = np.asarray(arr.to_numpy(zero_copy_only=False), dtype=np.int64)
-        raw = (ints.view(np.uint64) ^ _BIAS).astype(">u8").tobytes()
+    if k in _FIXED:
+        raw = _fixed_column(col, t).tobytes()
         return [raw[i : i + 8] for i in range(0, len(raw), 8)]
     values = col.to_pylist()
     if k == "str" and not delimited:
@@ -159,26 +190,28 @@ def _entries(
 ) -> dict[int, bytes]:
     """For each position of ``encs`` with an entry, the entry's value: this
     transaction's own entries first, then those at its begin version."""
-    pre = prefix(d)
     own = w.index if w is not None else {}
     out: dict[int, bytes] = {}
-    ask: list[int] = []
-    for i, e in enumerate(encs):
-        v = own.get(pre + e)
-        if v is not None:
-            out[i] = v
-        else:
-            ask.append(i)
+    ask: list[int] | range = range(len(encs))
+    if own:
+        ask = []
+        for i, e in enumerate(encs):
+            v = own.get(e)
+            if v is not None:
+                out[i] = v
+            else:
+                ask.append(i)
     if not ask:
         return out
     get = buf.defs.get
-    high = get(high_key(pre))
-    if high is None or min(encs[i] for i in ask) > high:
+    high = get(high_key(prefix(d)))
+    lowest = min(encs) if len(ask) == len(encs) else min(encs[i] for i in ask)
+    if high is None or lowest > high:
         return out  # every key asked for sorts above all keys ever indexed (ascending ids)
     # point reads, not a range probe: a scan would make the kvstore sort its
     # memtable's newest keys (measured: 4 ms per 1,000 keys; 1,000 reads: 0.5 ms)
     for i in ask:
-        v = get(pre + encs[i])
+        v = get(encs[i])
         if v is not None:
             out[i] = v
     return out
@@ -265,10 +298,11 @@ def lookup(buf: TableData, d: TableDef, rows: pa.Table) -> pa.Table:
 
 
 # -- checks and entries ------------------------------------------------------------------------
-def check_new(buf: TableData, d: TableDef, w: TableWrite, rows: pa.Table) -> None:
+def check_new(buf: TableData, d: TableDef, w: TableWrite, rows: pa.Table) -> list[bytes]:
     """Raise :class:`DuplicateKey` if ``rows`` (about to be added to ``d``) repeat a
     key among themselves or share one with a live row; ValueError for null or
-    missing key columns. Reads only: the caller writes nothing on error."""
+    missing key columns. Reads only: the caller writes nothing on error. Returns
+    the rows' encoded keys."""
     encs = encode(d, rows)
     if len(set(encs)) != len(encs):
         seen: dict[bytes, int] = {}
@@ -285,16 +319,29 @@ def check_new(buf: TableData, d: TableDef, w: TableWrite, rows: pa.Table) -> Non
         raise DuplicateKey(
             f"duplicate key {key_text(d, rows, i)} in {d.qualified_name}: a live row already has it"
         )
+    return encs
 
 
-def note_rows(w: TableWrite, d: TableDef, file_id: str, rows: pa.Table) -> None:
-    """Index entries for ``rows``, the rows of new file ``file_id`` in file order."""
+def note_rows(
+    w: TableWrite, d: TableDef, file_id: str, rows: pa.Table, encs: list[bytes] | None = None
+) -> None:
+    """Index entries for ``rows``, the rows of new file ``file_id`` in file order
+    (``encs``: their encoded keys, when the caller has them)."""
+    if encs is None:
+        encs = encode(d, rows)
+    if not encs:
+        return
     pre = prefix(d)
-    fid = file_id.encode("utf-8")
-    pos = np.arange(rows.num_rows, dtype=">u4").tobytes()
-    index = w.index
-    for i, e in enumerate(encode(d, rows)):
-        index[pre + e] = pos[4 * i : 4 * i + 4] + fid
+    w.index.update(zip(encs, _locations(file_id, len(encs)), strict=True))
+    top = max(encs)
+    if top > w.index_high.get(pre, b""):
+        w.index_high[pre] = top
+
+
+def _locations(file_id: str, n: int, positions: np.ndarray | None = None) -> list[bytes]:
+    """Entry values for rows ``positions`` (default ``0..n-1``) of file ``file_id``."""
+    pos = np.arange(n, dtype=">u4") if positions is None else positions.astype(">u4")
+    return _rows_of(b"", pos.view(np.uint8).reshape(-1, 4), file_id.encode("utf-8"))
 
 
 def note_rewrite(w: TableWrite, d: TableDef, rows: pa.Table, r: Rewrite) -> None:
@@ -305,29 +352,20 @@ def note_rewrite(w: TableWrite, d: TableDef, rows: pa.Table, r: Rewrite) -> None
     if not rows.num_rows:
         return
     encs = encode(d, rows)
-    old_fid: list[bytes] = []
-    old_pos: list[np.ndarray] = []
+    old: list[bytes] = []
     for fid, count, dv in r.sources:
-        live = np.setdiff1d(
-            np.arange(count, dtype=np.int64),
-            np.frombuffer(dvfmt.decode(dv).to_array(), dtype=np.uint32).astype(np.int64),
-        )
-        old_fid += [fid.encode("utf-8")] * len(live)
-        old_pos.append(live)
-    old = np.concatenate(old_pos).astype(">u4").tobytes()
-    order = rewrites.decode_order(r.order) if r.order else np.arange(len(encs))
-    pre = prefix(d)
-    j = 0
+        keep = np.ones(count, dtype=bool)
+        keep[np.frombuffer(dvfmt.decode(dv).to_array(), dtype=np.uint32)] = False
+        old += _locations(fid, int(keep.sum()), np.flatnonzero(keep))
+    order = rewrites.decode_order(r.order) if r.order else None
+    new: list[bytes] = []
     for out_id, count in rewrites.outputs(r):
-        out = out_id.encode("utf-8")
-        new = np.arange(count, dtype=">u4").tobytes()
-        for k in range(count):
-            i = int(order[j + k])
-            w.index_moves[pre + encs[i]] = (
-                old[4 * i : 4 * i + 4] + old_fid[i],
-                new[4 * k : 4 * k + 4] + out,
-            )
-        j += count
+        new += _locations(out_id, count)
+    if order is not None:  # output row j holds input row order[j]: put the inputs in output order
+        take = order.tolist()
+        encs = [encs[i] for i in take]
+        old = [old[i] for i in take]
+    w.index_moves.update(zip(encs, zip(old, new, strict=True), strict=True))
 
 
 def rebuild(buf: TableData, d: TableDef, w: TableWrite) -> None:
@@ -337,7 +375,7 @@ def rebuild(buf: TableData, d: TableDef, w: TableWrite) -> None:
     from lakehouse.data import scan
 
     cols = [c for c in d.columns if c.name in d.primary_key]
-    seen: dict[bytes, str] = {}
+    seen: dict[bytes, None] = {}
     for f, dv in buf.files(d.namespace, d.name):
         from lakehouse.data.table import file_key_id
 
@@ -345,42 +383,50 @@ def rebuild(buf: TableData, d: TableDef, w: TableWrite) -> None:
         encs = encode(d, t)
         fid = file_key_id(f)
         pre = prefix(d)
-        fidb = fid.encode("utf-8")
-        pos = t.column("_pos").to_numpy().astype(">u4").tobytes()
-        for i, e in enumerate(encs):
-            if e in seen:
-                raise DuplicateKey(
-                    f"duplicate key {key_text(d, t, i)} in {d.qualified_name}: two live rows "
-                    "have it, so it cannot be the primary key"
-                )
-            seen[e] = fid
-            w.index[pre + e] = pos[4 * i : 4 * i + 4] + fidb
+        n_before = len(seen)
+        seen.update(dict.fromkeys(encs))
+        if len(seen) != n_before + len(encs):
+            i = _first_repeat(encs, seen, n_before)
+            raise DuplicateKey(
+                f"duplicate key {key_text(d, t, i)} in {d.qualified_name}: two live rows "
+                "have it, so it cannot be the primary key"
+            )
+        locs = _locations(fid, len(encs), t.column("_pos").to_numpy())
+        w.index.update(zip(encs, locs, strict=True))
+        if encs and max(encs) > w.index_high.get(pre, b""):
+            w.index_high[pre] = max(encs)
     w.rebuilt = True
+
+
+def _first_repeat(encs: list[bytes], seen: dict[bytes, None], n_before: int) -> int:
+    """The first of ``encs`` that repeats an earlier one or one of the keys ``seen``
+    held before them (its first ``n_before`` keys)."""
+    earlier = set(list(seen)[:n_before])
+    for i, e in enumerate(encs):
+        if e in earlier:
+            return i
+        earlier.add(e)
+    return 0
 
 
 def commit_writes(
     get: Any,
     index: Mapping[bytes, bytes],
+    highs: Mapping[bytes, bytes],
     moves: Mapping[bytes, tuple[bytes, bytes]],
     rebased: bool,
-) -> Iterator[tuple[bytes, bytes]]:
+) -> list[tuple[bytes, bytes]]:
     """The kvstore puts of a commit's index entries at the head: new entries as
-    they are; moved ones (compaction) only where the head still names the old
-    place when other versions committed meanwhile (``rebased``)."""
-    yield from index.items()
-    highs: dict[bytes, bytes] = {}
-    for k in index:
-        cut = k.index(b"/", k.index(b"/", 2) + 1) + 1
-        pre, enc = k[:cut], k[cut:]
-        if enc > highs.get(pre, b""):
-            highs[pre] = enc
+    they are, the largest key per prefix (``highs``) where it grows; moved ones
+    (compaction) only where the head still names the old place when other
+    versions committed meanwhile (``rebased``)."""
+    out = list(index.items())
     for pre, enc in highs.items():
         cur = get(high_key(pre))
         if cur is None or enc > cur:
-            yield high_key(pre), enc
-    for k, (old, new) in moves.items():
-        if k in index:
-            continue
-        if rebased and get(k) != old:
-            continue
-        yield k, new
+            out.append((high_key(pre), enc))
+    if not rebased:
+        out += [(k, new) for k, (_, new) in moves.items() if k not in index]
+    else:
+        out += [(k, new) for k, (old, new) in moves.items() if k not in index and get(k) == old]
+    return out

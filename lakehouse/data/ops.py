@@ -71,8 +71,9 @@ def _write_rows(
     w = buf.write(d.namespace, d.name)
     w.note(op)
     keyed = bool(d.primary_key)
+    encs: list[bytes] | None = None
     if keyed:  # unique keys, or DuplicateKey before anything is written
-        keyindex.check_new(buf, d, w, rows)
+        encs = keyindex.check_new(buf, d, w, rows)
         w.keys = d.primary_key  # a concurrent insert of one of them conflicts
         w.inserted.append(rows.select(list(d.primary_key)))
     small = 0 < rows.num_rows <= inline.max_rows(d)
@@ -82,7 +83,8 @@ def _write_rows(
             chunk = part.slice(start, ROWS_PER_FILE)
             f = buf.write_file(d, chunk, w, values, inline=small)
             if keyed:
-                keyindex.note_rows(w, d, file_key_id(f), chunk)
+                same = idx is None and chunk.num_rows == rows.num_rows  # as written
+                keyindex.note_rows(w, d, file_key_id(f), chunk, encs if same else None)
             if porig is not None:
                 fid = file_key_id(f)
                 w.post.add(fid)
@@ -515,8 +517,7 @@ def add_files(
     elif replace and targets:
         _clear_partitions(buf, d, w, sorted(targets, key=repr), keep=new)
     for fid, ins in adopted:  # the keys read from the bytes in hand: unique, then indexed
-        keyindex.check_new(buf, d, w, ins)
-        keyindex.note_rows(w, d, fid, ins)
+        keyindex.note_rows(w, d, fid, ins, keyindex.check_new(buf, d, w, ins))
     return n
 
 

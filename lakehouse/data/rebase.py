@@ -86,7 +86,7 @@ def rebase(
         )
     writes = kv_writes(w.ns, w.name, p.result)
     writes += bound_writes(ktx, w.ns, w.name, p.result.added, p.result.removed)
-    writes += keyindex.commit_writes(ktx.get, w.index, w.index_moves, bool(theirs))
+    writes += keyindex.commit_writes(ktx.get, w.index, w.index_high, w.index_moves, bool(theirs))
     return writes, p.result.change
 
 

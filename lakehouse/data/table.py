@@ -143,6 +143,8 @@ class TableWrite:
     index: dict[bytes, bytes] = field(default_factory=dict)
     index_moves: dict[bytes, tuple[bytes, bytes]] = field(default_factory=dict)
     rebuilt: bool = False
+    #: per index prefix, the largest key ``index`` holds under it
+    index_high: dict[bytes, bytes] = field(default_factory=dict)
 
     @property
     def qualified(self) -> str:
@@ -256,6 +258,7 @@ class TableWrite:
             dict(self.index),
             dict(self.index_moves),
             self.rebuilt,
+            dict(self.index_high),
         )
 
     def freeze(self) -> TableIntent:
@@ -277,6 +280,7 @@ class TableWrite:
             index=MappingProxyType(dict(self.index)),
             index_moves=MappingProxyType(dict(self.index_moves)),
             rebuilt=self.rebuilt,
+            index_high=MappingProxyType(dict(self.index_high)),
         )
 
 
@@ -318,6 +322,7 @@ class TableIntent:
     index: Mapping[bytes, bytes] = field(default_factory=dict)
     index_moves: Mapping[bytes, tuple[bytes, bytes]] = field(default_factory=dict)
     rebuilt: bool = False
+    index_high: Mapping[bytes, bytes] = field(default_factory=dict)
 
     @property
     def qualified(self) -> str:

@@ -455,6 +455,11 @@ PRIVATE_ACCESS_ALLOWED: dict[tuple[str, str], str] = {
         "PySpark offers no public call for the driver JVM's process id (the bench "
         "reports its memory)"
     ),
+    ("lakehouse.spark.ops", "df._jdf"): (
+        "PySpark offers no public call for the row bound of a DataFrame's optimized "
+        "plan; it only lets a small write be inlined without a job, and any failure "
+        "(Spark Connect) writes files as usual"
+    ),
     ("lakehouse.spark.partitions", "df._jdf"): (
         "PySpark offers no public call for a DataFrame's physical output partitioning; "
         "it only lets a partitioned write skip a shuffle, and any failure shuffles"

@@ -954,3 +954,27 @@ def test_a_key_too_long_for_the_index_is_refused_naming_the_key(lh: lakehouse.La
     assert lh.read("s.w", columns=["v"]).column("v").to_pylist() == [1]
     with pytest.raises(DuplicateKey):
         lh.append("s.w", pa.table({"id": ["a" * 60_000]}))
+
+
+@pytest.mark.spark
+def test_spark_merge_without_on(spark: Any, root: Path) -> None:
+    from lakehouse.spark.ops import merge
+
+    with lakehouse.open(str(root)) as lh:
+        with lh.begin() as txn:
+            txn.create_namespace("s")
+            txn.create_table(T, SCHEMA, props("parquet"), primary_key=["id"])
+            txn.create_table("s.p", SCHEMA, props("parquet"))
+        base = rows(list(range(0, 400, 2)))
+        lh.append(T, base)
+        lh.append("s.p", base)
+        src = [(i, f"m{i}") for i in range(0, 600, 3)]
+        r1 = merge(lh, spark.createDataFrame(src, "id long, name string"), T)
+        r2 = lh.merge(
+            "s.p", pa.table({"id": [i for i, _ in src], "name": [n for _, n in src]}), "id"
+        )
+        assert r1 == r2
+        assert content(lh) == content(lh, "s.p")
+        assert_refused(lh, 3)
+        assert_refused(lh, 4)
+        lh.append(T, rows([5]))

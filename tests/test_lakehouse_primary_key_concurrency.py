@@ -318,3 +318,28 @@ def test_automatic_compaction_alongside_updates(tmp_path: Path, mode: str) -> No
         src = pa.table({"id": sorted(live), "name": ["z"] * len(live)})
         r = lh.merge(T, src)
         assert (r.updated, r.inserted) == (len(live), 0)
+
+
+@pytest.mark.parametrize("alter_first", [True, False], ids=["alter-first", "append-first"])
+def test_setting_a_key_alongside_an_insert(tmp_path: Path, alter_first: bool) -> None:
+    """alter_table(primary_key=...) indexes the rows it saw: a concurrent insert of
+    rows (here a duplicate key) and it never both commit."""
+    with lakehouse.open(str(tmp_path / "lh")) as lh:
+        with lh.begin() as txn:
+            txn.create_namespace("s")
+            txn.create_table(T, SCHEMA, {"compaction.auto": "false"})
+        lh.append(T, rows([1, 2]))
+        a, b = lh.begin(), lh.begin()
+        a.alter_table(T, primary_key=["id"])
+        b.append(T, rows([2]))
+        first, second = (a, b) if alter_first else (b, a)
+        first.commit()
+        with pytest.raises(RetryableConflict):
+            second.commit()
+        if alter_first:
+            assert ids_of(lh) == [1, 2] and lh.describe_table(T).primary_key == ("id",)
+            enforced(lh, range(5))
+        else:
+            assert ids_of(lh) == [1, 2, 2] and lh.describe_table(T).primary_key == ()
+            with pytest.raises(DuplicateKey, match=r"id=2\b"), lh.begin() as txn:  # re-run
+                txn.alter_table(T, primary_key=["id"])

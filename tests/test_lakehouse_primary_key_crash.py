@@ -75,10 +75,24 @@ OPS: dict[str, Callable[[lakehouse.Transaction], object]] = {
     "merge_delete": lambda txn: txn.merge(
         T, batch([4, 5, 302], "d"), when_matched="delete", when_not_matched="insert"
     ),
+    "update_key": lambda txn: txn.update(T, "k IN (2, 3)", {"k": "k + 500"}),
+    "compact": lambda txn: txn.compact(T),  # moves the entries of the rows it rewrites
 }
 #: keys the operation makes live (new or updated) and keys it removes
-NEW_KEYS = {"append": {0, 7, *range(200, 220)}, "merge": {14, 300, 301}, "merge_delete": {302}}
-GONE_KEYS = {"append": set(), "merge": set(), "merge_delete": {4, 5}}
+NEW_KEYS = {
+    "append": {0, 7, *range(200, 220)},
+    "merge": {14, 300, 301},
+    "merge_delete": {302},
+    "update_key": {502, 503},
+    "compact": set(),
+}
+GONE_KEYS = {
+    "append": set(),
+    "merge": set(),
+    "merge_delete": {4, 5},
+    "update_key": {2, 3},
+    "compact": set(),
+}
 
 
 def check_keys(view_rows: list[tuple[int, str]], re: Any, where: str) -> None:
@@ -87,7 +101,9 @@ def check_keys(view_rows: list[tuple[int, str]], re: Any, where: str) -> None:
     live = [k for k, _ in view_rows]
     dup = [k for k, n in Counter(live).items() if n > 1]
     assert not dup, f"{where}: keys {dup} live twice"
-    for k in sorted(set(live)) + sorted(set(range(0, 305)) - set(live))[:40]:
+    touched = set().union(*NEW_KEYS.values(), *GONE_KEYS.values())
+    free = sorted(set(range(0, 305)) - set(live))[:40] + sorted(touched - set(live))
+    for k in sorted(set(live)) + free:
         txn = re.begin()
         try:
             if k in live:
@@ -104,6 +120,7 @@ def sweep(backend: Any, op: str, mode: str, torn: bool = False) -> dict[str, int
         build(lh, mode)
         v0 = lh.version
         old = rows(lh)
+        old_files = len(lh.list_data_files(T))
     probe = FaultyStore(backend.copy())
     lh = lakehouse.open(probe, kv_options=KV)
     start = probe.mutations
@@ -111,8 +128,10 @@ def sweep(backend: Any, op: str, mode: str, torn: bool = False) -> dict[str, int
         OPS[op](txn)
     new = rows(lh)
     end = probe.mutations
+    if op == "compact":  # the rows stay; their files change
+        assert len(lh.list_data_files(T)) < old_files
     lh.close()
-    assert new != old and end > start
+    assert (new != old or op == "compact") and end > start
     assert NEW_KEYS[op] <= {k for k, _ in new} and not GONE_KEYS[op] & {k for k, _ in new}
     outcomes = {"old": 0, "new": 0}
     for k in range(start + 1, end + 1):

@@ -166,14 +166,17 @@ def test_delete_and_reinsert_race(lh: lakehouse.Lakehouse) -> None:
 
 
 # -- threads --------------------------------------------------------------------------------
-def test_threads_never_leave_two_rows_with_one_key(tmp_path: Path, mode: str) -> None:
+@pytest.mark.parametrize("round_", range(3))
+@pytest.mark.parametrize("auto", [False, True], ids=["manual", "auto-compaction"])
+def test_threads_never_leave_two_rows_with_one_key(
+    tmp_path: Path, mode: str, auto: bool, round_: int
+) -> None:
     space = range(12)
+    compaction = {"compaction.min-files": "2"} if auto else {"compaction.auto": "false"}
     with lakehouse.open(str(tmp_path / "lh")) as lh:
         with lh.begin() as txn:
             txn.create_namespace("s")
-            txn.create_table(
-                T, SCHEMA, {"compaction.auto": "false", **MODES[mode]}, primary_key=["id"]
-            )
+            txn.create_table(T, SCHEMA, {**compaction, **MODES[mode]}, primary_key=["id"])
         versions: list[int] = []
         errors: list[BaseException] = []
         counts = Counter[str]()
@@ -214,7 +217,7 @@ def test_threads_never_leave_two_rows_with_one_key(tmp_path: Path, mode: str) ->
             except BaseException as exc:  # reported by the main thread
                 errors.append(exc)
 
-        threads = [threading.Thread(target=worker, args=(s,)) for s in range(4)]
+        threads = [threading.Thread(target=worker, args=(10 * round_ + s,)) for s in range(4)]
         for t in threads:
             t.start()
         for t in threads:
@@ -229,6 +232,9 @@ def test_threads_never_leave_two_rows_with_one_key(tmp_path: Path, mode: str) ->
                 continue  # before the table
             no_duplicates(view, f"version {h.version}")
         assert counts["insert"] and counts["duplicate"] and counts["delete"]
+        if auto:
+            assert lh.wait_for_compaction(60)
+            no_duplicates(lh, "after automatic compaction")
         enforced(lh, space)
 
 

@@ -34,8 +34,11 @@ from parquet_files import PARQUET
 from test_lakehouse_data_conflicts import (
     CELLS,
     MINE,
+    R1,
     REBASE_CELLS,
     SCHEMA,
+    SCHEMA_CELLS,
+    SCHEMA_CHANGES,
     SER,
     SNAP,
     THEIRS,
@@ -274,3 +277,28 @@ def test_disjoint_compactions_both_flush_the_inline_files(lh_pair: Any, with_inl
     rerun(base, mine_ops, SNAP, res)
     assert not inline_fids(lh)
     assert lh.table_stats(T).inlined_rows == 0
+
+
+@OPS
+@pytest.mark.parametrize("change", sorted(SCHEMA_CHANGES))
+@pytest.mark.parametrize("cell", SCHEMA_CELLS, ids=[f"{m}-{o}" for m, o in SCHEMA_CELLS])
+def test_interleaved_vs_schema_cell(
+    lh_pair: Any, cell: tuple[str, str], change: str, ops: str
+) -> None:
+    """DATA_VS_SCHEMA: my operation on rows of both kinds vs a concurrent change of
+    the table's definition decides as on Parquet files, with the same rows."""
+    m, outcome = cell
+    seen = []
+    for lh, interleaved in ((lh_pair[0], True), (lh_pair[1], False)):
+        base = make_layout(lh, interleaved, ops)
+        mine_ops = [build_op(m, MINE, R1, base)]
+        res = run_pair(base, mine_ops, [], SNAP, theirs_fn=SCHEMA_CHANGES[change])
+        if outcome == COMPATIBLE:
+            assert res.error is None, f"{m} vs a concurrent {change}: {res.error!r}"
+            assert_rows(base, model(mine_ops, res.theirs_state, base.states))
+        else:
+            assert_nothing_of_mine(base, res)
+            rerun(base, mine_ops, SNAP, res)
+        names = lh.describe_table(T).schema.names
+        seen.append((type(res.error).__name__, rows_of(lh), names, lh.table_stats(T).rows))
+    assert seen[0] == seen[1]

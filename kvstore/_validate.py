@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from kvstore.entries import MAX_KEY_LEN
 
 _BYTES_LIKE = (bytes, bytearray, memoryview)
+_BYTES = {bytes}
 
 
 def key(value: Any, name: str = "key") -> bytes:
@@ -52,3 +54,24 @@ def prefix_end(prefix: bytes) -> bytes | None:
         return None
     p[-1] += 1
     return bytes(p)
+
+
+def fresh_pairs(pairs: Sequence[Any], existing: Mapping[bytes, Any]) -> dict[bytes, bytes] | None:
+    """``pairs`` as a dict when every pair is a valid plain-``bytes`` key and value
+    and the keys are distinct and not in ``existing`` (checked in a few C-level
+    passes: ``put_many``'s fast path); None otherwise, and the caller puts the
+    pairs one at a time, whose checks name any problem."""
+    try:
+        new = dict(pairs)
+    except (TypeError, ValueError):  # a malformed pair
+        return None
+    if len(new) != len(pairs) or (existing and not existing.keys().isdisjoint(new)):
+        return None
+    if new and not (
+        set(map(type, new)) == _BYTES
+        and set(map(type, new.values())) == _BYTES
+        and min(map(len, new)) > 0
+        and max(map(len, new)) <= MAX_KEY_LEN
+    ):
+        return None
+    return new

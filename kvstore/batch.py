@@ -7,7 +7,6 @@ from collections.abc import Iterable, Iterator
 from kvstore import _validate
 from kvstore.entries import MAX_KEY_LEN
 
-_BYTES = {bytes}
 
 
 class WriteBatch:
@@ -40,26 +39,9 @@ class WriteBatch:
         goes through :meth:`put` one pair at a time.
         """
         pairs = items if isinstance(items, (list, tuple)) else list(items)
-        ops = self._ops
-        try:
-            new = dict(pairs)
-        except (TypeError, ValueError):  # a malformed pair: put() names the problem
-            new = None
-        if (
-            new is not None
-            and len(new) == len(pairs)
-            and (not ops or ops.keys().isdisjoint(new))
-            and (
-                not new
-                or (
-                    set(map(type, new)) == _BYTES
-                    and set(map(type, new.values())) == _BYTES
-                    and min(map(len, new)) > 0
-                    and max(map(len, new)) <= MAX_KEY_LEN
-                )
-            )
-        ):
-            ops.update(new)
+        new = _validate.fresh_pairs(pairs, self._ops)
+        if new is not None:
+            self._ops.update(new)
             return self
         for item in pairs:
             if not isinstance(item, (tuple, list)) or len(item) != 2:

@@ -43,8 +43,6 @@ from kvstore.errors import ClosedError
 from kvstore.iterators import OwnWrites
 from kvstore.reads import ReadSurface
 
-_BYTES = {bytes}
-
 
 class Isolation(enum.Enum):
     """Isolation level of a :class:`Transaction`."""
@@ -200,26 +198,9 @@ class Transaction(ReadSurface):
         if self._status != "open" or self._health.closed:
             self._check()
         pairs = items if isinstance(items, (list, tuple)) else list(items)
-        writes = self._writes
-        try:
-            new = dict(pairs)
-        except (TypeError, ValueError):  # a malformed pair: put() names the problem
-            new = None
-        if (
-            new is not None
-            and len(new) == len(pairs)
-            and (not writes or writes.keys().isdisjoint(new))
-            and (
-                not new
-                or (
-                    set(map(type, new)) == _BYTES
-                    and set(map(type, new.values())) == _BYTES
-                    and min(map(len, new)) > 0
-                    and max(map(len, new)) <= MAX_KEY_LEN
-                )
-            )
-        ):
-            writes.update(new)
+        new = _validate.fresh_pairs(pairs, self._writes)
+        if new is not None:
+            self._writes.update(new)
             return
         for item in pairs:
             if not isinstance(item, (tuple, list)) or len(item) != 2:

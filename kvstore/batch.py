@@ -8,7 +8,6 @@ from kvstore import _validate
 from kvstore.entries import MAX_KEY_LEN
 
 
-
 class WriteBatch:
     """Collects puts and deletes; ``db.write(batch)`` applies them all or none.
 

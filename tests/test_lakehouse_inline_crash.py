@@ -257,6 +257,9 @@ def test_crash_sweep_flush_of_inlined_rows_memory(op: str, layout: str) -> None:
 
 @pytest.mark.parametrize("torn", [False, True], ids=["whole", "torn"])
 @pytest.mark.parametrize("layout", sorted(LAYOUTS))
-def test_crash_sweep_flush_of_inlined_rows_local(tmp_path: Path, layout: str, torn: bool) -> None:
-    outcomes = sweep(LocalFiles(tmp_path), "compact", layout, torn)
-    assert outcomes["old"] >= 1, outcomes
+@pytest.mark.parametrize("op", sorted(OPS))
+def test_crash_sweep_flush_of_inlined_rows_local(
+    tmp_path: Path, op: str, layout: str, torn: bool
+) -> None:
+    outcomes = sweep(LocalFiles(tmp_path), op, layout, torn)
+    assert outcomes["old"] >= 1 and outcomes["new"] >= 1, outcomes

@@ -46,7 +46,7 @@ import pyarrow as pa
 import kvstore
 from kvstore.objstore import ObjectStore
 from lakehouse import keys
-from lakehouse.data import compaction, keyindex, ops, txnfiles
+from lakehouse.data import compaction, keyindex, merge, ops, txnfiles
 from lakehouse.data.buffer import Definitions, TableData
 from lakehouse.data.conform import conform, to_table
 from lakehouse.data.predicate import Predicate
@@ -307,7 +307,7 @@ class Transaction(DefinitionOps):
         """Upsert ``data`` by the key columns ``on`` (default: the table's primary key,
         whose index then finds the matched rows without reading the table)."""
         with self._tables.atomic():
-            return ops.merge(self._tables, table, data, on, when_matched, when_not_matched)
+            return merge.merge(self._tables, table, data, on, when_matched, when_not_matched)
 
     def compact(
         self,
@@ -383,7 +383,7 @@ class Transaction(DefinitionOps):
                 raise ValueError(f"{d.qualified_name} has no primary key to look up")
             schema = pa.schema([d.schema.field(n) for n in d.primary_key])
             rows = conform(to_table(keys, "the keys"), schema, "the keys")
-            self._tables.note_read(d, ops.key_predicate(rows, list(d.primary_key)))
+            self._tables.note_read(d, merge.key_predicate(rows, list(d.primary_key)))
             return keyindex.lookup(self._tables, d, rows)
 
     def delete_rows(

@@ -961,7 +961,7 @@ def test_a_key_too_long_for_the_index_is_refused_naming_the_key(lh: lakehouse.La
 
 @pytest.mark.spark
 def test_spark_merge_without_on(spark: Any, root: Path) -> None:
-    from lakehouse.spark.ops import merge
+    from lakehouse.spark.merge import merge
 
     with lakehouse.open(str(root)) as lh:
         with lh.begin() as txn:

@@ -74,7 +74,7 @@ def test_merge_on_the_key_does_not_read_the_target(spark, lh, monkeypatch) -> No
     def no_scan(*_a, **_k):
         raise AssertionError("the target was scanned")
 
-    monkeypatch.setattr(ops._Table, "frame", no_scan)
+    monkeypatch.setattr(ops.Table, "frame", no_scan)
     src = rows([1, 2, 1000])
     res = lhs.merge(lh, spark.createDataFrame(src.to_pandas()), T, on="id")
     assert (res.updated, res.inserted) == (2, 1)

@@ -20,8 +20,10 @@ cannot reach the open store: the driver orchestrates every call itself.
 =====================  ===============================================================
 module                 what it does
 =====================  ===============================================================
-``ops``                write / read / delete / merge: plan on the driver, run the jobs,
+``ops``                write / read / delete: plan on the driver, run the jobs,
                        record and commit
+``merge``              merge by key: on the primary key through the key index
+                       (no target scan), else by joining with the target
 ``types``              Arrow <-> Spark types, safe widening, DataFrame-vs-table matching
 ``writer``             executors write Parquet files (Spark's writer on local disk,
                        pyarrow in Python tasks elsewhere); retries leave no duplicate
@@ -43,7 +45,8 @@ See docs/spark.md.
 from __future__ import annotations
 
 from lakehouse.spark.jobs import SparkJobError
-from lakehouse.spark.ops import delete, merge, read, write
+from lakehouse.spark.merge import merge
+from lakehouse.spark.ops import delete, read, write
 from lakehouse.spark.session import configure, local_session
 from lakehouse.spark.views import register_views
 

@@ -1,4 +1,4 @@
-"""The public Spark calls: write, read, delete, merge.
+"""The public Spark calls: write, read, delete (merge: :mod:`lakehouse.spark.merge`).
 
 Each call follows one shape: the driver plans (table schema, scan plan,
 DataFrame-vs-table matching, conditions analysed), executors do the heavy
@@ -37,25 +37,23 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.window import Window
 
 from lakehouse.data import inline
-from lakehouse.model import MergeResult
 from lakehouse.spark.jobs import bad_condition, is_analysis_error, spark_job
 from lakehouse.spark.location import Location, location_of
 from lakehouse.spark.partitions import PART_COL, decode_key, with_key
 from lakehouse.spark.reader import FILE_COL, ROW_COL, base_name, scan_frame
 from lakehouse.spark.session import configure
 from lakehouse.spark.types import jvm_writable, match_columns
-from lakehouse.spark.writer import GROUP_SEP, col, prepare, write_files
+from lakehouse.spark.writer import GROUP_SEP, prepare, write_files
 
 log = logging.getLogger("lakehouse.spark")
 
-_KIND = "_lh_kind"
+KIND = "_lh_kind"
 
 
 @contextmanager
-def _joined(lh: Any, txn: Any) -> Iterator[tuple[Any, bool]]:
+def joined(lh: Any, txn: Any) -> Iterator[tuple[Any, bool]]:
     """The caller's transaction, or a new one rolled back if the body raises."""
     if txn is not None:
         yield txn, False
@@ -176,7 +174,7 @@ def _quiet_analysis() -> Iterator[None]:
             lg.removeFilter(quiet)
 
 
-class _Table:
+class Table:
     """What the calls need of one table inside a transaction."""
 
     def __init__(self, lh: Any, txn: Any, table: str) -> None:
@@ -366,8 +364,8 @@ def write(
         raise TypeError(f"where must be a SQL str, not {type(where).__name__}")
     spark = df.sparkSession
     configure(spark)
-    with _joined(lh, txn) as (t, own):
-        tbl = _Table(lh, t, table)
+    with joined(lh, txn) as (t, own):
+        tbl = Table(lh, t, table)
         plans = match_columns(df.schema, tbl.schema, table)
         cond = None
         if where is not None:
@@ -472,7 +470,6 @@ def _prunable(spark: SparkSession, where: Any, schema: pa.Schema) -> Any:
     timestamp literal in that zone, the lakehouse in the column's)."""
     if not isinstance(where, str):
         return None
-    import pyarrow.compute as pc
     import sqlglot
     from sqlglot import exp
 
@@ -514,8 +511,8 @@ def delete(lh: Any, spark: SparkSession, table: str, condition: Any, *, txn: Any
     find them, the driver commits deletion vectors. Returns rows deleted."""
     configure(spark)
     cond = _condition(spark, condition, "condition")
-    with _joined(lh, txn) as (t, own):
-        tbl = _Table(lh, t, table)
+    with joined(lh, txn) as (t, own):
+        tbl = Table(lh, t, table)
         _check_names(condition, tbl.schema, table, "condition")
         # only the files that may hold a matching row are scanned (partitions, bounds)
         frame, by_name = tbl.frame(spark, positions=True, where=condition)
@@ -525,197 +522,3 @@ def delete(lh: Any, spark: SparkSession, table: str, condition: Any, *, txn: Any
         if own:
             t.commit()
         return n
-
-
-def merge(
-    lh: Any,
-    df: DataFrame,
-    table: str,
-    on: Sequence[str] | str | None = None,
-    *,
-    txn: Any = None,
-    when_matched: str = "update",
-    when_not_matched: str = "insert",
-) -> MergeResult:
-    """Upsert ``df`` into ``table`` by the key columns ``on`` (default: the table's
-    primary key) with the Python ``txn.merge`` semantics: keys unique and non-null in
-    the source, unique in the target. On the primary key, the source's keys come to
-    the driver and the key index finds the matched rows: the target is not scanned."""
-    if not isinstance(df, DataFrame):
-        raise TypeError(f"df must be a pyspark DataFrame, not {type(df).__name__}")
-    keys = [on] if isinstance(on, str) else list(on or ())
-    if on is None:
-        keys = list((txn if txn is not None else lh).describe_table(table).primary_key)
-        if not keys:
-            raise ValueError(f"{table} has no primary key: name the merge key columns with on=")
-    if not keys or not all(isinstance(k, str) for k in keys):
-        raise ValueError("on must name at least one key column")
-    if when_matched not in ("update", "delete", "ignore"):
-        raise ValueError(
-            f"when_matched must be 'update', 'delete' or 'ignore', not {when_matched!r}"
-        )
-    if when_not_matched not in ("insert", "ignore"):
-        raise ValueError(f"when_not_matched must be 'insert' or 'ignore', not {when_not_matched!r}")
-    spark = df.sparkSession
-    configure(spark)
-    with _joined(lh, txn) as (t, own):
-        tbl = _Table(lh, t, table)
-        for k in keys:
-            if k not in tbl.schema.names:
-                raise ValueError(f"merge key {k!r} is not a column of {table}")
-        # columns the source lacks: matched rows keep their values, inserted rows get nulls
-        kept = [n for n in tbl.schema.names if n not in df.schema.names]
-        lenient = pa.schema([f.with_nullable(True) if f.name in kept else f for f in tbl.schema])
-        src = prepare(df, match_columns(df.schema, lenient, table), table).persist()
-        try:
-            result = _merge(spark, t, tbl, src, keys, when_matched, when_not_matched, kept)
-        finally:
-            src.unpersist()
-        if own:
-            t.commit()
-        return result
-
-
-def _merge(
-    spark: SparkSession,
-    t: Any,
-    tbl: _Table,
-    src: DataFrame,
-    keys: list[str],
-    when_matched: str,
-    when_not_matched: str,
-    kept: list[str],
-) -> MergeResult:
-    table = tbl.name
-    if tbl.d.primary_key and set(keys) == set(tbl.d.primary_key):
-        found = _matched_by_key(t, tbl, src, keys)  # the source's keys, then the key index
-    else:
-        found = _matched_by_scan(spark, tbl, src, keys)
-    got, matched = found
-    not_null = [n for n in kept if not tbl.schema.field(n).nullable]
-    if not_null and when_not_matched == "insert":
-        with spark_job(f"counting the merge source for {table}"):
-            inserts = src.count() - got.num_rows
-        if inserts:
-            raise ValueError(
-                f"the merge source lacks column {not_null[0]!r}, which may not be null, "
-                f"and {inserts} of its rows would be inserted"
-            )
-    # job 3: write updated (U) and inserted (I) rows apart, in one job
-    outputs = []
-    if when_matched == "update" and matched:
-        outputs.append("U")
-    if when_not_matched == "insert":
-        outputs.append("I")
-    written: dict[str, list[Written]] = {}
-    if outputs:
-        # the matched keys came back to the driver: a small relation with exact
-        # statistics (joining the whole target's keys here made Spark broadcast 3M
-        # keys and fail)
-        tkeys = spark.createDataFrame(got.select(keys)).withColumn("_m", F.lit(True))
-        joined = src.join(tkeys, keys, "left")
-        if kept and "U" in outputs:
-            # the target's values of the columns the source lacks, for the matched rows
-            target, _ = tbl.frame(spark, positions=False)
-            old = target.select(*[col(k) for k in keys], *[col(n) for n in kept]).join(
-                F.broadcast(tkeys.select(*keys)), keys, "left_semi"
-            )
-            joined = joined.drop(*kept).join(old, keys, "left")
-        rows_df = joined.select(
-            *[col(n) for n in tbl.schema.names],
-            F.when(F.col("_m").isNotNull(), F.lit("U")).otherwise(F.lit("I")).alias(_KIND),
-        )
-        rows_df = rows_df.where(F.col(_KIND).isin(outputs))
-        written = tbl.write(rows_df, f"writing the merge into {table}", split=_KIND)
-    n_matched = sum(len(v) for v in matched.values())
-    # the matched rows go first: a table with a primary key then sees the new
-    # versions' keys as free. Updated rows are registered with the keys too: the
-    # transaction then records a merge, whose deletions conflict with concurrent
-    # changes of the same rows (a plain delete_rows records deletes, which may
-    # overlap other deletes)
-    try:
-        if when_matched in ("update", "delete") and matched:
-            t.delete_rows(table, matched, updated=when_matched == "update")
-    except BaseException:
-        tbl.loc.delete([p for files in written.values() for p, _ in files])
-        raise
-    updated = tbl.add(written.get("U", []), on=keys, updates=True)
-    inserted = tbl.add(written.get("I", []), on=keys)
-    deleted = n_matched if when_matched == "delete" else 0
-    return MergeResult(inserted=inserted, updated=updated, deleted=deleted)
-
-
-def _matched_by_key(
-    t: Any, tbl: _Table, src: DataFrame, keys: list[str]
-) -> tuple[pa.Table, dict[str, np.ndarray]]:
-    """The target rows the source matches, on a table's primary key: the source's
-    keys come to the driver (one job), are checked there (non-null, unique), and the
-    key index says where the matching rows are; the target is never scanned."""
-    with spark_job(f"collecting the merge source's keys for {tbl.name}"):
-        src_keys = src.select(*[col(k) for k in keys]).toArrow()
-    if any(src_keys.column(k).null_count for k in keys):
-        raise ValueError(f"the merge source has null keys in {keys}")
-    counts = src_keys.group_by(keys).aggregate([([], "count_all")])
-    dup = counts.filter(pc.greater(counts.column("count_all"), 1))
-    if dup.num_rows:
-        row = dup.slice(0, 1).to_pylist()[0]
-        raise ValueError(
-            f"the merge source has duplicate keys on {keys} (e.g. {[row[k] for k in keys]}); "
-            "each key may appear once"
-        )
-    got = t.lookup_keys(tbl.name, src_keys)
-    matched: dict[str, np.ndarray] = {}
-    if got.num_rows:
-        paths = got.column("path").to_numpy(zero_copy_only=False)
-        rows = got.column("position").to_numpy()
-        for path in np.unique(paths):
-            matched[str(path)] = np.sort(rows[paths == path])
-    return got, matched
-
-
-def _matched_by_scan(
-    spark: SparkSession, tbl: _Table, src: DataFrame, keys: list[str]
-) -> tuple[pa.Table, dict[str, np.ndarray]]:
-    """The target rows the source matches (each at most once), by joining the
-    source's keys with the whole target in Spark (two jobs)."""
-    table = tbl.name
-    # job 1: the source's keys are non-null and unique
-    any_null = F.lit(False)
-    for k in keys:
-        any_null = any_null | col(k).isNull()
-    with spark_job(f"checking the merge source for {table}"):
-        bad = (
-            src.groupBy(*[col(k) for k in keys])
-            .agg(F.count(F.lit(1)).alias("n"))
-            .where((F.col("n") > 1) | any_null)
-            .limit(1)
-            .collect()
-        )
-    if bad:
-        row = bad[0].asDict()
-        if any(row[k] is None for k in keys):
-            raise ValueError(f"the merge source has null keys in {keys}")
-        raise ValueError(
-            f"the merge source has duplicate keys on {keys} (e.g. {[row[k] for k in keys]}); "
-            "each key may appear once"
-        )
-    # job 2: the target rows the source matches (each at most once)
-    target, by_name = tbl.frame(spark, positions=True)
-    src_keys = src.select(*[col(k) for k in keys])
-    hit = target.select(*[col(k) for k in keys], FILE_COL, ROW_COL).join(
-        src_keys, keys, "left_semi"
-    )
-    counted = hit.withColumn("_n", F.count(F.lit(1)).over(Window.partitionBy(*keys)))
-    with spark_job(f"matching the merge source with {table}"):
-        got = counted.toArrow()  # keys, file, row, _n: the matched target rows only
-    if got.num_rows and int(np.max(got.column("_n").to_numpy())) > 1:
-        raise ValueError(
-            f"a source key matches two rows of {table} on {keys}; merge needs unique target keys"
-        )
-    matched: dict[str, np.ndarray] = {}
-    if got.num_rows:
-        names = got.column(FILE_COL).to_numpy(zero_copy_only=False)
-        rows = got.column(ROW_COL).to_numpy()
-        for name in np.unique(names):
-            matched[by_name[str(name)]] = np.sort(rows[names == name])
-    return got, matched

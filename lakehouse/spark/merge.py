@@ -1,0 +1,226 @@
+"""``merge``: upsert a DataFrame into a lakehouse table by key columns.
+
+The driver finds the target rows the source matches, executors write the
+updated and inserted rows (one job, two outputs), and the driver records
+the matched rows' deletion and the new files in one transaction:
+
+* on the table's primary key, the source's keys come to the driver (one
+  job), are checked there (non-null, unique), and the key index says where
+  the matched rows are: the target is never scanned;
+* on other columns, a job checks the source's keys and a second joins them
+  with the whole target (each target key may match once).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.window import Window
+
+from lakehouse.model import MergeResult
+from lakehouse.spark import ops
+from lakehouse.spark.jobs import spark_job
+from lakehouse.spark.reader import FILE_COL, ROW_COL
+from lakehouse.spark.session import configure
+from lakehouse.spark.types import match_columns
+from lakehouse.spark.writer import col, prepare
+
+
+def merge(
+    lh: Any,
+    df: DataFrame,
+    table: str,
+    on: Sequence[str] | str | None = None,
+    *,
+    txn: Any = None,
+    when_matched: str = "update",
+    when_not_matched: str = "insert",
+) -> MergeResult:
+    """Upsert ``df`` into ``table`` by the key columns ``on`` (default: the table's
+    primary key) with the Python ``txn.merge`` semantics: keys unique and non-null in
+    the source, unique in the target. On the primary key, the source's keys come to
+    the driver and the key index finds the matched rows: the target is not scanned."""
+    if not isinstance(df, DataFrame):
+        raise TypeError(f"df must be a pyspark DataFrame, not {type(df).__name__}")
+    keys = [on] if isinstance(on, str) else list(on or ())
+    if on is None:
+        keys = list((txn if txn is not None else lh).describe_table(table).primary_key)
+        if not keys:
+            raise ValueError(f"{table} has no primary key: name the merge key columns with on=")
+    if not keys or not all(isinstance(k, str) for k in keys):
+        raise ValueError("on must name at least one key column")
+    if when_matched not in ("update", "delete", "ignore"):
+        raise ValueError(
+            f"when_matched must be 'update', 'delete' or 'ignore', not {when_matched!r}"
+        )
+    if when_not_matched not in ("insert", "ignore"):
+        raise ValueError(f"when_not_matched must be 'insert' or 'ignore', not {when_not_matched!r}")
+    spark = df.sparkSession
+    configure(spark)
+    with ops.joined(lh, txn) as (t, own):
+        tbl = ops.Table(lh, t, table)
+        for k in keys:
+            if k not in tbl.schema.names:
+                raise ValueError(f"merge key {k!r} is not a column of {table}")
+        # columns the source lacks: matched rows keep their values, inserted rows get nulls
+        kept = [n for n in tbl.schema.names if n not in df.schema.names]
+        lenient = pa.schema([f.with_nullable(True) if f.name in kept else f for f in tbl.schema])
+        src = prepare(df, match_columns(df.schema, lenient, table), table).persist()
+        try:
+            result = _merge(spark, t, tbl, src, keys, when_matched, when_not_matched, kept)
+        finally:
+            src.unpersist()
+        if own:
+            t.commit()
+        return result
+
+
+def _merge(
+    spark: SparkSession,
+    t: Any,
+    tbl: ops.Table,
+    src: DataFrame,
+    keys: list[str],
+    when_matched: str,
+    when_not_matched: str,
+    kept: list[str],
+) -> MergeResult:
+    table = tbl.name
+    if tbl.d.primary_key and set(keys) == set(tbl.d.primary_key):
+        found = _matched_by_key(t, tbl, src, keys)  # the source's keys, then the key index
+    else:
+        found = _matched_by_scan(spark, tbl, src, keys)
+    got, matched = found
+    not_null = [n for n in kept if not tbl.schema.field(n).nullable]
+    if not_null and when_not_matched == "insert":
+        with spark_job(f"counting the merge source for {table}"):
+            inserts = src.count() - got.num_rows
+        if inserts:
+            raise ValueError(
+                f"the merge source lacks column {not_null[0]!r}, which may not be null, "
+                f"and {inserts} of its rows would be inserted"
+            )
+    # job 3: write updated (U) and inserted (I) rows apart, in one job
+    outputs = []
+    if when_matched == "update" and matched:
+        outputs.append("U")
+    if when_not_matched == "insert":
+        outputs.append("I")
+    written: dict[str, list[ops.Written]] = {}
+    if outputs:
+        # the matched keys came back to the driver: a small relation with exact
+        # statistics (joining the whole target's keys here made Spark broadcast 3M
+        # keys and fail)
+        tkeys = spark.createDataFrame(got.select(keys)).withColumn("_m", F.lit(True))
+        joined = src.join(tkeys, keys, "left")
+        if kept and "U" in outputs:
+            # the target's values of the columns the source lacks, for the matched rows
+            target, _ = tbl.frame(spark, positions=False)
+            old = target.select(*[col(k) for k in keys], *[col(n) for n in kept]).join(
+                F.broadcast(tkeys.select(*keys)), keys, "left_semi"
+            )
+            joined = joined.drop(*kept).join(old, keys, "left")
+        rows_df = joined.select(
+            *[col(n) for n in tbl.schema.names],
+            F.when(F.col("_m").isNotNull(), F.lit("U")).otherwise(F.lit("I")).alias(ops.KIND),
+        )
+        rows_df = rows_df.where(F.col(ops.KIND).isin(outputs))
+        written = tbl.write(rows_df, f"writing the merge into {table}", split=ops.KIND)
+    n_matched = sum(len(v) for v in matched.values())
+    # the matched rows go first: a table with a primary key then sees the new
+    # versions' keys as free. Updated rows are registered with the keys too: the
+    # transaction then records a merge, whose deletions conflict with concurrent
+    # changes of the same rows (a plain delete_rows records deletes, which may
+    # overlap other deletes)
+    try:
+        if when_matched in ("update", "delete") and matched:
+            t.delete_rows(table, matched, updated=when_matched == "update")
+    except BaseException:
+        tbl.loc.delete([p for files in written.values() for p, _ in files])
+        raise
+    updated = tbl.add(written.get("U", []), on=keys, updates=True)
+    inserted = tbl.add(written.get("I", []), on=keys)
+    deleted = n_matched if when_matched == "delete" else 0
+    return MergeResult(inserted=inserted, updated=updated, deleted=deleted)
+
+
+def _matched_by_key(
+    t: Any, tbl: ops.Table, src: DataFrame, keys: list[str]
+) -> tuple[pa.Table, dict[str, np.ndarray]]:
+    """The target rows the source matches, on a table's primary key: the source's
+    keys come to the driver (one job), are checked there (non-null, unique), and the
+    key index says where the matching rows are; the target is never scanned."""
+    with spark_job(f"collecting the merge source's keys for {tbl.name}"):
+        src_keys = src.select(*[col(k) for k in keys]).toArrow()
+    if any(src_keys.column(k).null_count for k in keys):
+        raise ValueError(f"the merge source has null keys in {keys}")
+    counts = src_keys.group_by(keys).aggregate([([], "count_all")])
+    dup = counts.filter(pc.greater(counts.column("count_all"), 1))
+    if dup.num_rows:
+        row = dup.slice(0, 1).to_pylist()[0]
+        raise ValueError(
+            f"the merge source has duplicate keys on {keys} (e.g. {[row[k] for k in keys]}); "
+            "each key may appear once"
+        )
+    got = t.lookup_keys(tbl.name, src_keys)
+    matched: dict[str, np.ndarray] = {}
+    if got.num_rows:
+        paths = got.column("path").to_numpy(zero_copy_only=False)
+        rows = got.column("position").to_numpy()
+        for path in np.unique(paths):
+            matched[str(path)] = np.sort(rows[paths == path])
+    return got, matched
+
+
+def _matched_by_scan(
+    spark: SparkSession, tbl: ops.Table, src: DataFrame, keys: list[str]
+) -> tuple[pa.Table, dict[str, np.ndarray]]:
+    """The target rows the source matches (each at most once), by joining the
+    source's keys with the whole target in Spark (two jobs)."""
+    table = tbl.name
+    # job 1: the source's keys are non-null and unique
+    any_null = F.lit(False)
+    for k in keys:
+        any_null = any_null | col(k).isNull()
+    with spark_job(f"checking the merge source for {table}"):
+        bad = (
+            src.groupBy(*[col(k) for k in keys])
+            .agg(F.count(F.lit(1)).alias("n"))
+            .where((F.col("n") > 1) | any_null)
+            .limit(1)
+            .collect()
+        )
+    if bad:
+        row = bad[0].asDict()
+        if any(row[k] is None for k in keys):
+            raise ValueError(f"the merge source has null keys in {keys}")
+        raise ValueError(
+            f"the merge source has duplicate keys on {keys} (e.g. {[row[k] for k in keys]}); "
+            "each key may appear once"
+        )
+    # job 2: the target rows the source matches (each at most once)
+    target, by_name = tbl.frame(spark, positions=True)
+    src_keys = src.select(*[col(k) for k in keys])
+    hit = target.select(*[col(k) for k in keys], FILE_COL, ROW_COL).join(
+        src_keys, keys, "left_semi"
+    )
+    counted = hit.withColumn("_n", F.count(F.lit(1)).over(Window.partitionBy(*keys)))
+    with spark_job(f"matching the merge source with {table}"):
+        got = counted.toArrow()  # keys, file, row, _n: the matched target rows only
+    if got.num_rows and int(np.max(got.column("_n").to_numpy())) > 1:
+        raise ValueError(
+            f"a source key matches two rows of {table} on {keys}; merge needs unique target keys"
+        )
+    matched: dict[str, np.ndarray] = {}
+    if got.num_rows:
+        names = got.column(FILE_COL).to_numpy(zero_copy_only=False)
+        rows = got.column(ROW_COL).to_numpy()
+        for name in np.unique(names):
+            matched[by_name[str(name)]] = np.sort(rows[names == name])
+    return got, matched

@@ -14,7 +14,9 @@ is a storage decision; it must change no outcome.
 
 The operations' own writes are inlined in one variant (``ops-inline``: the
 rows an append, update, merge or overwrite writes become inline files next to
-the Parquet ones) and written as Parquet in the other (``ops-parquet``).
+the Parquet ones) and written as Parquet in the other (``ops-parquet``); in
+``ops-inline-dv`` every small file of the base, of either kind, already has a
+deleted row, so the pair's deletion vectors merge with existing ones.
 
 Where a compaction commits, it flushes every inline file it saw: none of the
 base table's inline files is live at the version it made. The one cell where
@@ -84,10 +86,15 @@ PARTS: list[tuple[list[int], bool]] = [
     ([130, 150], False),
     ([140, 160], True),
 ]
-#: inline.max_rows while the base is written: 2-row writes inline, C is Parquet
-BASE_MAX_ROWS = "2"
-#: inline.max_rows for the operations' own writes, by variant
-OPS_MAX_ROWS = {"ops-inline": "100", "ops-parquet": "0"}
+#: inline.max_rows while the base is written: 2-row (3 with DELETED) writes inline,
+#: C is Parquet
+BASE_MAX_ROWS = "3"
+#: inline.max_rows for the operations' own writes, by variant; "-dv": every small
+#: file of the base (Parquet and inline) also holds a deleted row (a deletion
+#: vector the operations' deletes merge with and their rebases follow)
+OPS_MAX_ROWS = {"ops-inline": "100", "ops-parquet": "0", "ops-inline-dv": "100"}
+#: the key of the deleted row of the i-th small file ("-dv"), outside every region
+DELETED = 1_000_000
 
 
 def set_max_rows(lh: lakehouse.Lakehouse, value: str) -> None:
@@ -104,18 +111,24 @@ def make_layout(lh: lakehouse.Lakehouse, interleaved: bool, ops: str) -> Base:
     states: dict[int, Rows] = {lh.version: []}
     cur: Rows = []
     v_a = 0
-    for keys, inlined in PARTS:
+    for i, (keys, inlined) in enumerate(PARTS):
         if interleaved and inlined:
             set_max_rows(lh, BASE_MAX_ROWS)
+        written = [*keys, DELETED + i] if ops.endswith("-dv") and len(keys) < 10 else keys
         with lh.begin() as txn:
-            txn.append(T, table_of(base_rows(keys)))
-        cur = sorted(cur + base_rows(keys))
+            txn.append(T, table_of(base_rows(written)))
+        cur = sorted(cur + base_rows(written))
         states[lh.version] = cur
         if keys == [20, 40]:
             v_a = lh.version  # file A (both halves) only
         if interleaved and inlined:
             set_max_rows(lh, "0")
             states[lh.version] = cur
+    if ops.endswith("-dv"):
+        with lh.begin() as txn:
+            txn.delete(T, f"k >= {DELETED}")
+        cur = [r for r in cur if r[0] < DELETED]
+        states[lh.version] = cur
     set_max_rows(lh, OPS_MAX_ROWS[ops])
     states[lh.version] = cur
     assert rows_of(lh) == cur
@@ -123,7 +136,9 @@ def make_layout(lh: lakehouse.Lakehouse, interleaved: bool, ops: str) -> Base:
     inline = [f for f in files if f.is_inline]
     assert len(files) == len(PARTS)
     assert len(inline) == (sum(1 for _, i in PARTS if i) if interleaved else 0)
-    assert lh.table_stats(T).inlined_rows == sum(f.rows for f in inline)
+    assert lh.table_stats(T).inlined_rows == sum(f.rows - f.deleted_rows for f in inline)
+    dv = [f for f in files if f.deleted_rows]
+    assert len(dv) == (len(PARTS) - 1 if ops.endswith("-dv") else 0)
     return Base(lh, states, v_a)
 
 

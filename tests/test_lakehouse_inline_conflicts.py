@@ -32,6 +32,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+import test_lakehouse_data_conflicts as matrix
 from parquet_files import PARQUET
 from test_lakehouse_data_conflicts import (
     CELLS,
@@ -317,3 +318,18 @@ def test_interleaved_vs_schema_cell(
         names = lh.describe_table(T).schema.names
         seen.append((type(res.error).__name__, rows_of(lh), names, lh.table_stats(T).rows))
     assert seen[0] == seen[1]
+
+
+@OPS
+@pytest.mark.parametrize("seed", range(1, 9))
+def test_many_concurrent_disjoint_changes_with_flushing_compactions(
+    lh_pair: Any, seed: int, ops: str
+) -> None:
+    """tests/test_lakehouse_data_conflicts.py's twelve transactions deleting or
+    updating disjoint rows of every file, with two compactions committed in between,
+    on the interleaved table: the compactions flush the inline files under the
+    row changes; all commit with the rows of a serial execution."""
+    base = make_layout(lh_pair[0], True, ops)
+    matrix.test_many_concurrent_disjoint_deletes_and_updates_with_compactions(base, seed)
+    if ops == "ops-parquet":  # the updates wrote Parquet: every inline file was flushed
+        assert not inline_fids(base.lh)

@@ -91,7 +91,8 @@ def merge(
     # the committed rows matched, with the source row each matched
     src_origin: list[tuple[np.ndarray, Origins]] = []
     own_src: list[int] = []  # matched rows this transaction added (their update is an insert)
-    if d.primary_key and set(on) == set(d.primary_key):  # by the key index: no target scan
+    by_key = bool(d.primary_key) and set(on) == set(d.primary_key)
+    if by_key:  # by the key index: no target scan
         found = _index_matches(buf, d, w0, src, fill)
     else:
         found = _scan_matches(buf, d, on, key_pred, key_cols, src_idx)
@@ -156,10 +157,13 @@ def merge(
         fids, pos = concat_origins([o for _, o in src_origin])
         order = np.argsort(srcs, kind="stable")
         origins = (fids[order], pos[order])
-        ops.write_rows(buf, d, post_rows.cast(d.schema), DataOp.MERGE, origins=origins)
+        # keys the index found live (now deleted) and keys it found free: no check again
+        ops.write_rows(
+            buf, d, post_rows.cast(d.schema), DataOp.MERGE, origins=origins, keys_checked=by_key
+        )
     if out:
         rows = pa.concat_tables([t.cast(d.schema) for t in out])
-        ops.write_rows(buf, d, rows, DataOp.MERGE)
+        ops.write_rows(buf, d, rows, DataOp.MERGE, keys_checked=by_key)
     return MergeResult(inserted=inserted, updated=updated, deleted=deleted)
 
 

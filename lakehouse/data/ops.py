@@ -59,9 +59,12 @@ def write_rows(
     op: DataOp,
     *,
     origins: Origins | None = None,
+    keys_checked: bool = False,
 ) -> int:
     """Write ``rows`` as new data files; ``origins``: they are new versions of rows an
-    update or merge replaced (the change feed's post-images), one base row each.
+    update or merge replaced (the change feed's post-images), one base row each;
+    ``keys_checked``: the caller knows no live row has any of their primary keys
+    (a merge that looked every key up in the index), so they are only indexed.
     A write of at most the table's ``inline.max_rows`` rows is inlined: its files
     are inline files, kept in the kvstore (:mod:`lakehouse.data.inline`)."""
     from lakehouse.data import inline
@@ -71,7 +74,7 @@ def write_rows(
     keyed = bool(d.primary_key)
     encs: list[bytes] | None = None
     if keyed:  # unique keys, or DuplicateKey before anything is written
-        encs = keyindex.check_new(buf, d, w, rows)
+        encs = keyindex.encode(d, rows) if keys_checked else keyindex.check_new(buf, d, w, rows)
         w.keys = d.primary_key  # a concurrent insert of one of them conflicts
         w.inserted.append(rows.select(list(d.primary_key)))
     small = 0 < rows.num_rows <= inline.max_rows(d)

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from pyroaring import BitMap
+from test_lakehouse_compaction import D0, SCHEMA, rows  # the same table as compaction's tests
 
 import lakehouse
 from lakehouse.data import compaction, rewrites
@@ -27,23 +28,9 @@ from lakehouse.data.compaction import Candidate, plan
 from lakehouse.data.table import file_key_id
 from lakehouse.model import DataOp
 
-SCHEMA = pa.schema([("id", pa.int64()), ("day", pa.date32()), ("v", pa.string())])
 T = "ns.t"
-D0 = dt.date(2024, 1, 1)
 #: writes of up to 20 rows are inlined; no automatic compaction
 SMALL = {"inline.max_rows": "20", "compaction.auto": "false"}
-
-
-def rows(ids, day: int = 0, tag: str = "a") -> pa.Table:
-    ids = list(ids)
-    return pa.table(
-        {
-            "id": pa.array(ids, pa.int64()),
-            "day": pa.array([D0 + dt.timedelta(days=day)] * len(ids), pa.date32()),
-            "v": pa.array([f"{tag}{i}" for i in ids]),
-        },
-        schema=SCHEMA,
-    )
 
 
 @pytest.fixture

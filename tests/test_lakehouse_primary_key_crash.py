@@ -13,50 +13,21 @@ key only the lost commit would have inserted is accepted.
 
 from __future__ import annotations
 
-import logging
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pytest
 from test_lakehouse_crash import LocalBackend, MemoryBackend
+from test_lakehouse_data_crash import KV, SCHEMA, T, _quiet_logs, batch, rows  # noqa: F401
 
 import lakehouse
 from kvstore.objstore import FaultyStore, SimulatedCrash
 
 pytestmark = pytest.mark.slow
 
-SCHEMA = pa.schema([pa.field("k", pa.int64(), nullable=False), ("v", pa.string())])
-T = "ns.t"
-KV = {
-    "background_flush": False,
-    "background_compaction": False,
-    "memtable_bytes": 1024,  # commits also flush the memtable
-    "l0_compaction_trigger": 2,
-    "l0_slowdown_ssts": 2,
-    "l0_max_ssts": 3,
-}
 MODES = {"inline": {}, "parquet": {"inline.max_rows": "0"}}
-
-
-@pytest.fixture(autouse=True)
-def _quiet_logs() -> Iterator[None]:
-    logger = logging.getLogger("kvstore")
-    old = logger.level
-    logger.setLevel(logging.CRITICAL)
-    yield
-    logger.setLevel(old)
-
-
-def batch(keys: list[int], tag: str) -> pa.Table:
-    return pa.table({"k": keys, "v": [f"{tag}{k}" for k in keys]}, schema=SCHEMA)
-
-
-def rows(view: Any) -> list[tuple[int, str]]:
-    t = view.read(T)
-    return sorted(zip(t.column("k").to_pylist(), t.column("v").to_pylist(), strict=True))
 
 
 def build(lh: lakehouse.Lakehouse, mode: str) -> None:

@@ -92,11 +92,15 @@ def _check_demo_counts(out: dict, text: str, path: str, scale: float) -> None:
     assert now["delivered"] == then["delivered"] + updated + added["delivered"]
     assert now["shipped"] == then["shipped"] - updated + added["shipped"]
     assert now["cancelled"] == then["cancelled"] - out["deleted"] + added["cancelled"]
-    # 6. the bad load (order ids 0 ..) and its rollback; 7. compaction keeps every row
-    bad, negative = _printed(r"^6\. Load 6 \(([\d,]+) rows, .*?: ([\d,]+) rows with", text)
+    # 6. a load repeating order ids 0 .. is refused by the primary key; a bad load of
+    # new ids is rolled back; 7. compaction keeps every row
+    (refused,) = _printed(r"^6\. A load of ([\d,]+) rows repeating order ids is refused", text)
+    assert refused == n(200_000) and "(duplicate key order_id=" in text
+    bad, negative = _printed(r"^   Load 6 \(([\d,]+) new orders, .*?: ([\d,]+) rows with", text)
     assert bad == negative == n(200_000)
-    (dupes,) = _printed(r"quantity <= 0 and ([\d,]+) duplicate order ids", text)
-    assert dupes == sum(1 for i, _ in rows if i < bad)
+    (dupes,) = _printed(r"^   \(([\d,]+) duplicate order ids\)", text)
+    assert dupes == 0
+    assert not [i for i, _ in rows if i >= 1_000_000_000]  # the bad load was rolled back
     assert _printed(r"; ([\d,]+) rows again\.", text) == [out["orders"]]
     assert _printed(r"rows unchanged \(([\d,]+)\)", text) == [out["orders"]]
 

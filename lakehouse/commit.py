@@ -431,11 +431,11 @@ def files_added(intent: TxnIntent) -> tuple[str, ...]:
     version's record lists, so a file missing here could be deleted while in use."""
     paths: dict[str, None] = {}
     for w in intent.table_writes.values():
-        paths.update(dict.fromkeys(f.path for f in w.added.values() if not f.is_inline))
+        paths.update(dict.fromkeys(f.path for f in w.added.values() if f.is_stored))
     for key, value in intent.state_writes.items():  # a rollback's or an export's state
         if value is not None and keys.is_data_file_key(key):
             f = codec.decode_data_file(value)
-            if not (f.is_external or f.is_inline):
+            if f.is_stored:
                 paths[f.path] = None
     return tuple(paths)
 

@@ -147,7 +147,7 @@ def export(
             if not keys.is_data_file_key(key):
                 continue
             f = codec.decode_data_file(value)
-            if f.is_external or f.is_inline:  # an inline file rides in its record
+            if not f.is_stored:  # external, or inline: it rides in its record
                 continue
             if kind == "full":
                 data = fetch(ctx.data, f.path)

@@ -390,6 +390,13 @@ class DataFile:
         return "://" in self.path or self.path.startswith("/")
 
     @property
+    def is_stored(self) -> bool:
+        """An object of its own under the lakehouse's data directory (neither
+        external after a minimal export nor inline in its record): what expiry,
+        orphan removal, pins and a full export deal with."""
+        return not (self.is_external or self.is_inline)
+
+    @property
     def is_inline(self) -> bool:
         """Whether the rows live in the file's record (no bytes in storage)."""
         return self.inline is not None

@@ -94,7 +94,7 @@ def state_paths(snap: kvstore.Snapshot) -> set[str] | None:
             for k, v in snap.scan_prefix(keys.STATE_PREFIX)
             if keys.is_data_file_key(k)
             for f in [codec.decode_data_file(v)]
-            if not (f.is_external or f.is_inline)
+            if f.is_stored
         }
     except kvstore.ClosedError:
         return None

@@ -232,9 +232,7 @@ class ReadOps:
         reader = scan.scan_batches(self._data_store(), d, files, columns, pred)
         # the stream outlives this call (and the head view of lh.scan_batches):
         # its files stay pinned against expiry until it ends or is dropped
-        pin = StreamPin(
-            self.version, (f.path for f, _ in files if not (f.is_external or f.is_inline))
-        )
+        pin = StreamPin(self.version, (f.path for f, _ in files if f.is_stored))
         if self._pins is not None:
             self._pins.add(pin)
         return pa.RecordBatchReader.from_batches(reader.schema, self._stream(reader, pin))

@@ -329,11 +329,16 @@ def note_rows(
     (``encs``: their encoded keys, when the caller has them)."""
     if encs is None:
         encs = encode(d, rows)
+    _put(w, d, encs, _locations(file_id, len(encs)))
+
+
+def _put(w: TableWrite, d: TableDef, encs: list[bytes], locations: list[bytes]) -> None:
+    """Entries ``encs`` -> ``locations`` into the write, and its largest key under
+    ``d``'s prefix (see :func:`high_key`)."""
     if not encs:
         return
-    pre = prefix(d)
-    w.index.update(zip(encs, _locations(file_id, len(encs)), strict=True))
-    top = max(encs)
+    w.index.update(zip(encs, locations, strict=True))
+    pre, top = prefix(d), max(encs)
     if top > w.index_high.get(pre, b""):
         w.index_high[pre] = top
 
@@ -373,16 +378,13 @@ def rebuild(buf: TableData, d: TableDef, w: TableWrite) -> None:
     set on a table with rows, a restored or cloned table); DuplicateKey if two
     live rows share a key."""
     from lakehouse.data import scan
+    from lakehouse.data.table import file_key_id
 
     cols = [c for c in d.columns if c.name in d.primary_key]
     seen: dict[bytes, None] = {}
     for f, dv in buf.files(d.namespace, d.name):
-        from lakehouse.data.table import file_key_id
-
         t = scan.read_one(buf.ctx.data, d, (f, dv), cols, None, cols, with_positions=True)
         encs = encode(d, t)
-        fid = file_key_id(f)
-        pre = prefix(d)
         n_before = len(seen)
         seen.update(dict.fromkeys(encs))
         if len(seen) != n_before + len(encs):
@@ -391,10 +393,7 @@ def rebuild(buf: TableData, d: TableDef, w: TableWrite) -> None:
                 f"duplicate key {key_text(d, t, i)} in {d.qualified_name}: two live rows "
                 "have it, so it cannot be the primary key"
             )
-        locs = _locations(fid, len(encs), t.column("_pos").to_numpy())
-        w.index.update(zip(encs, locs, strict=True))
-        if encs and max(encs) > w.index_high.get(pre, b""):
-            w.index_high[pre] = max(encs)
+        _put(w, d, encs, _locations(file_key_id(f), len(encs), t.column("_pos").to_numpy()))
     w.rebuilt = True
 
 

@@ -222,9 +222,7 @@ def _decode_rewrite(x: Any) -> Rewrite:
     if not rest:  # one output, rows in order (every record before clustering)
         return Rewrite(_str(new), sources)
     outs, order = rest
-    return Rewrite(
-        _str(new), sources, tuple((_str(f), _nat(n)) for f, n in outs), _unb64(order)
-    )
+    return Rewrite(_str(new), sources, tuple((_str(f), _nat(n)) for f, n in outs), _unb64(order))
 
 
 # -- helpers ---------------------------------------------------------------------------

@@ -288,7 +288,7 @@ def _split_plain(
     rest: list[FileState] = []
     for fs in files:
         f, dv = fs
-        ok = not dv and not f.is_external and not f.is_inline and bool(f.columns)
+        ok = not dv and f.is_stored and bool(f.columns)
         if ok:
             by_name = {name: cid for cid, name in f.columns}
             by_id = dict(f.columns)

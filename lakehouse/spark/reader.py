@@ -196,24 +196,8 @@ def _inline_rows(files: Sequence[ScanFileLike], schema: pa.Schema, positions: bo
                 f"inline data file {f.path} is damaged: it holds {t.num_rows} rows, "
                 f"its record says {f.rows}"
             )
-        n = t.num_rows
-        arrays = []
-        for fld in out:
-            if fld.name == FILE_COL:
-                arrays.append(pa.array([base_name(f.path)] * n, pa.string()))
-            elif fld.name == ROW_COL:
-                arrays.append(pa.array(np.arange(n, dtype=np.int64)))
-            elif f.columns.get(fld.name) in t.column_names:
-                a = t.column(f.columns[fld.name])
-                arrays.append(a.cast(fld.type, safe=not pa.types.is_timestamp(a.type)))
-            else:
-                arrays.append(pa.nulls(n, fld.type))
-        table = pa.Table.from_arrays(arrays, schema=out)
-        if f.deleted:
-            keep = np.ones(n, dtype=bool)
-            keep[np.asarray(f.deleted.to_array(), dtype=np.int64)] = False
-            table = table.filter(pa.array(keep))
-        parts.append(table)
+        dead = np.asarray(f.deleted.to_array(), dtype=np.int64)
+        parts.append(_shaped(t, base_name(f.path), 0, f.columns, out, dead))
     return pa.concat_tables(parts) if parts else out.empty_table()
 
 
@@ -400,27 +384,38 @@ def _read_file(
         start = 0
         for rg in range(pf.num_row_groups):
             t = pf.read_row_group(rg, columns=wanted)
-            n = t.num_rows
-            arrays = []
-            for fld in out:
-                if fld.name == FILE_COL:
-                    arrays.append(pa.array([name] * n, pa.string()))
-                elif fld.name == ROW_COL:
-                    arrays.append(pa.array(np.arange(start, start + n, dtype=np.int64)))
-                elif mapping.get(fld.name) in stored:
-                    a = t.column(mapping[fld.name])
-                    safe = not pa.types.is_timestamp(a.type)  # ns -> us truncates
-                    arrays.append(a.cast(fld.type, safe=safe))
-                else:
-                    arrays.append(pa.nulls(n, fld.type))
-            table = pa.Table.from_arrays(arrays, schema=out)
-            lo, hi = np.searchsorted(dead, [start, start + n])
-            if hi > lo:
-                keep = np.ones(n, dtype=bool)
-                keep[dead[lo:hi] - start] = False
-                table = table.filter(pa.array(keep))
-            start += n
-            yield from table.to_batches()
+            yield from _shaped(t, name, start, mapping, out, dead).to_batches()
+            start += t.num_rows
+
+
+def _shaped(
+    t: pa.Table, name: str, start: int, mapping: dict[str, str], out: pa.Schema, dead: Any
+) -> pa.Table:
+    """Rows ``start ..`` of data file ``name`` (``t``: its columns under their names
+    in the file) as the scan returns them: renamed and cast to the table's types
+    (``mapping``: table name -> name in the file; absent columns null), with
+    ``_lh_file``/``_lh_row`` when ``out`` has them, the deleted positions (``dead``,
+    sorted) dropped."""
+    n = t.num_rows
+    arrays = []
+    for fld in out:
+        if fld.name == FILE_COL:
+            arrays.append(pa.array([name] * n, pa.string()))
+        elif fld.name == ROW_COL:
+            arrays.append(pa.array(np.arange(start, start + n, dtype=np.int64)))
+        elif mapping.get(fld.name) in t.column_names:
+            a = t.column(mapping[fld.name])
+            safe = not pa.types.is_timestamp(a.type)  # ns -> us truncates
+            arrays.append(a.cast(fld.type, safe=safe))
+        else:
+            arrays.append(pa.nulls(n, fld.type))
+    table = pa.Table.from_arrays(arrays, schema=out)
+    lo, hi = np.searchsorted(dead, [start, start + n])
+    if hi > lo:
+        keep = np.ones(n, dtype=bool)
+        keep[dead[lo:hi] - start] = False
+        table = table.filter(pa.array(keep))
+    return table
 
 
 def _python_frame(

@@ -31,7 +31,6 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
@@ -42,7 +41,8 @@ from lakehouse.data import inline
 from lakehouse.spark.jobs import bad_condition, is_analysis_error, spark_job
 from lakehouse.spark.location import Location, location_of
 from lakehouse.spark.partitions import PART_COL, decode_key, with_key
-from lakehouse.spark.reader import FILE_COL, ROW_COL, base_name, scan_frame
+from lakehouse.spark.positions import collect_bitmaps
+from lakehouse.spark.reader import base_name, scan_frame
 from lakehouse.spark.session import configure
 from lakehouse.spark.types import jvm_writable, match_columns
 from lakehouse.spark.writer import GROUP_SEP, prepare, write_files
@@ -309,23 +309,6 @@ def _max_rows(df: DataFrame) -> float:
         return float("inf")
 
 
-def _positions(frame: DataFrame, by_name: dict[str, str], what: str) -> dict[str, np.ndarray]:
-    """Collect ``(_lh_file, _lh_row)`` rows as {data file path: sorted positions}."""
-    with spark_job(what):
-        got = frame.select(FILE_COL, ROW_COL).toArrow()
-    out: dict[str, np.ndarray] = {}
-    if got.num_rows == 0:
-        return out
-    names = got.column(FILE_COL).to_numpy(zero_copy_only=False)
-    rows = got.column(ROW_COL).to_numpy()
-    order = np.lexsort((rows, names))
-    names, rows = names[order], rows[order]
-    cuts = np.flatnonzero(names[1:] != names[:-1]) + 1
-    for lo, hi in zip(np.r_[0, cuts], np.r_[cuts, len(names)]):
-        out[by_name[str(names[lo])]] = rows[lo:hi]
-    return out
-
-
 def write(
     lh: Any,
     df: DataFrame,
@@ -517,7 +500,7 @@ def delete(lh: Any, spark: SparkSession, table: str, condition: Any, *, txn: Any
         # only the files that may hold a matching row are scanned (partitions, bounds)
         frame, by_name = tbl.frame(spark, positions=True, where=condition)
         hits = _analysed(frame, lambda f: f.where(cond), condition, "condition")
-        found = _positions(hits, by_name, f"finding the rows of {table} to delete")
+        found = collect_bitmaps(hits, by_name, f"finding the rows of {table} to delete")
         n = int(t.delete_rows(table, found)) if found else 0
         if own:
             t.commit()

@@ -396,6 +396,9 @@ class Transaction(DefinitionOps):
     ) -> int:
         """Mark row positions deleted, keyed by data file path (as ``list_data_files``).
 
+        Each file's positions are a pyroaring ``BitMap``, a numpy integer array, an
+        ``array.array`` or pyarrow array of integers (all taken whole, no Python step
+        per position) or any iterable of ints (``dv.from_positions``).
         ``op`` names the operation the deletion belongs to for the conflict rules
         (``"update"`` when new versions of the rows are added with ``add_files``:
         then an overlap with a concurrent delete is a conflict, not a union).

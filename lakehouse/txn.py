@@ -268,10 +268,13 @@ class Transaction(DefinitionOps):
             keyindex.rebuild(self._tables, d, self._tables.write(d.namespace, d.name))
 
     # -- table data: public operations (see lakehouse.data.ops) ---------------------------------
-    def append(self, table: str, data: Any) -> int:
-        """Add rows (a pyarrow Table/RecordBatch/RecordBatchReader or pandas DataFrame)."""
+    def append(self, table: str, data: Any, *, on: Sequence[str] | None = None) -> int:
+        """Add rows (a pyarrow Table/RecordBatch/RecordBatchReader or pandas DataFrame).
+
+        ``on``: the rows are a merge's inserts by these key columns (as ``add_files``'s
+        ``on``): a concurrent commit inserting one of their keys conflicts."""
         with self._tables.atomic():
-            return ops.append(self._tables, table, data)
+            return ops.append(self._tables, table, data, on)
 
     def overwrite(self, table: str, data: Any, *, where: Any = None) -> int:
         """Replace all rows, or only those matching ``where`` (new rows must match it)."""

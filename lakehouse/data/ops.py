@@ -94,14 +94,18 @@ def write_rows(
     return cast(int, rows.num_rows)
 
 
-def append(buf: TableData, table: str, data: Any) -> int:
+def append(buf: TableData, table: str, data: Any, on: Sequence[str] | None = None) -> int:
     d = buf.table(table)
     rows = conform(to_table(data), d.schema)
+    op = DataOp.MERGE if on else DataOp.APPEND
     w = buf.write(d.namespace, d.name)
-    w.note(DataOp.APPEND)
+    w.note(op)
     if rows.num_rows == 0:
         return 0
-    return write_rows(buf, d, rows, DataOp.APPEND)
+    if on and not d.primary_key:  # a merge's inserts (a keyed table's writes list their keys)
+        w.keys = tuple(on)
+        w.inserted.append(rows.select(list(on)))
+    return write_rows(buf, d, rows, op)
 
 
 def _where(d: TableDef, where: Any, required: bool = True) -> Predicate | None:

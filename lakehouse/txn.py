@@ -298,6 +298,20 @@ class Transaction(DefinitionOps):
         with self._tables.atomic():
             return ops.update(self._tables, table, where, values)
 
+    def replace_rows(self, table: str, positions: Any, rows: Any, *, op: str = "update") -> int:
+        """Replace rows by position: ``rows[i]`` (anything ``append`` takes, matched
+        to the table's schema) is the new version of the live row at
+        ``positions[i]``, an Arrow table of ``path`` (a data file, as
+        ``list_data_files`` names it) and ``position`` (int64). The old rows are
+        deleted as updated and the new ones written (inlined when small) as their
+        new versions: the change feed reports update pre- and post-images; primary
+        keys are checked after the old rows are gone. ``op``: ``"update"`` or
+        ``"merge"`` (the conflict rules of that operation). ValueError, nothing
+        changed, for an unknown path, a position past its file's rows, already
+        deleted or given twice, or a length mismatch. Returns the rows written."""
+        with self._tables.atomic():
+            return ops.replace_rows(self._tables, table, positions, rows, op)
+
     def merge(
         self,
         table: str,

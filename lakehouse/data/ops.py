@@ -12,6 +12,8 @@ overwrite      all rows: remove every file, add new ones; ``where``: delete
                which must match ``where``
 delete         deletion vectors only; no file is rewritten
 update         delete the matched rows, add their new versions in a new file
+replace_rows   as update, for rows named by (data file, position) with their
+               new versions given (Spark's update and merge)
 merge          by key columns: matched rows updated (or deleted / kept),
                unmatched source rows inserted; duplicate source keys refused
                (:mod:`lakehouse.data.merge`)
@@ -34,7 +36,9 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence, Set
 from typing import Any, cast
 
+import numpy as np
 import pyarrow as pa
+from pyroaring import BitMap
 
 from lakehouse.data import dv as dvfmt
 from lakehouse.data import keyindex, partitioning, scan
@@ -263,6 +267,83 @@ def update(buf: TableData, table: str, where: Any, values: Mapping[str, Any]) ->
                 buf, d, rows, DataOp.UPDATE, origins=concat_origins(origins) if post else None
             )
     return n
+
+
+def replace_rows(buf: TableData, table: str, positions: Any, rows: Any, op: str = "update") -> int:
+    """Replace live rows by position with new versions: ``rows[i]`` replaces the
+    row at ``positions[i]`` (an Arrow table of ``path``, ``position``). The old rows
+    are deleted as updated (pre-images), the new ones written with their origins
+    (post-images); rows this transaction inserted itself stay inserts."""
+    if op not in (DataOp.UPDATE, DataOp.MERGE):
+        raise ValueError(f"op must be 'update' or 'merge', not {op!r}")
+    d = buf.table(table)
+    new = conform(to_table(rows, "rows"), d.schema, "rows")
+    where = _row_positions(positions, new.num_rows)
+    files = {f.path: (file_key_id(f), f, dv) for f, dv in buf.files(d.namespace, d.name)}
+    w = buf.write(d.namespace, d.name)
+    w.note(DataOp(op))
+    if new.num_rows == 0:
+        return 0
+    paths = where.column("path").dictionary_encode().combine_chunks()
+    codes = paths.indices.to_numpy(zero_copy_only=False)
+    pos = where.column("position").to_numpy()
+    own = np.zeros(len(pos), dtype=bool)  # rows of files this transaction inserted
+    ocode = np.zeros(len(pos), dtype=np.int32)
+    opos = np.zeros(len(pos), dtype=np.int64)
+    deletes: list[tuple[str, BitMap, bool]] = []
+    for code, path in enumerate(paths.dictionary.to_pylist()):
+        if path not in files:
+            raise ValueError(f"{path!r} is not a data file of {d.qualified_name}")
+        fid, f, dv = files[path]
+        idx = np.flatnonzero(codes == code)
+        mine = pos[idx]
+        bm = dvfmt.from_positions(mine)
+        if len(bm) != len(mine):
+            raise ValueError(f"positions name a row of {path} twice")
+        if bm.max() >= f.record_count:
+            raise ValueError(f"position {bm.max()} is past the {f.record_count} rows of {path}")
+        gone = bm & dv
+        if gone:
+            raise ValueError(f"row {gone.min()} of {path} is already deleted")
+        fresh = fid in w.added and fid not in w.post  # rows this transaction inserted
+        if fresh:
+            own[idx] = True
+        else:
+            ocode[idx], opos[idx] = w.origins_of(fid, mine)
+        deletes.append((fid, bm, not fresh))
+    for fid, bm, updated in deletes:  # first: the keys they held are free again
+        w.delete(fid, bm, updated=updated)
+    n = 0
+    if not own.all():
+        keep = ~own
+        post = new.filter(pa.array(keep)) if own.any() else new
+        n += write_rows(buf, d, post, DataOp(op), origins=(ocode[keep], opos[keep]))
+    if own.any():
+        n += write_rows(buf, d, new.filter(pa.array(own)), DataOp(op))
+    return n
+
+
+def _row_positions(positions: Any, n: int) -> pa.Table:
+    """``positions`` as a table of ``path`` (string) and ``position`` (int64), ``n`` rows."""
+    t = to_table(positions, "positions")
+    missing = [c for c in ("path", "position") if c not in t.column_names]
+    if missing:
+        raise ValueError(f"positions needs columns 'path' and 'position'; it lacks {missing}")
+    if t.num_rows != n:
+        raise ValueError(f"{t.num_rows} positions given for {n} rows; one each is needed")
+    if t.column("path").null_count or t.column("position").null_count:
+        raise ValueError("positions has a null path or position")
+    try:
+        return pa.table(
+            {
+                "path": t.column("path").cast(pa.string()),
+                "position": t.column("position").cast(pa.int64()),
+            }
+        )
+    except ARROW_ERRORS as exc:
+        raise ValueError(
+            f"positions: path must be strings, position integers: {first_line(exc)}"
+        ) from None
 
 
 def add_files(

@@ -10,17 +10,17 @@ Parquet reader). Files are grouped by column mapping (files written before
 a rename carry old names) and by whether they have deletions; each group is
 one ``spark.read.schema(...).parquet(*urls)`` whose columns are renamed to
 the current names (absent columns read as nulls; narrower stored types are
-widened by the reader). Groups with deletions are anti-joined with a
-broadcast table of the deleted ``(file size, row index)`` pairs, matched
-against Spark's ``_metadata.file_size`` / ``_metadata.row_index`` (exact per
-file, whatever the row groups). Both fit an int, so Spark packs the key into
-one long and no string is built per row; when two files with deletions have
-the same size the key is ``(file name, row index)`` instead (about twice the
-join's CPU)::
+widened by the reader). Groups with deletions carry each row's file key
+(``_metadata.file_size``, or the file name when two sizes are equal) and
+``_metadata.row_index``, and drop the deleted rows by the cheapest form
+for their deletion vectors (:mod:`lakehouse.spark.deletions`): a filter on
+the row index for a few deleted runs, else a broadcast anti-join with one
+8 KiB bitmap per (file, 65,536 rows) that has deletions::
 
-    files without deletions ──────── read ─────────────────────┐
-    files with deletions ── read + (file_size, row_index) ──┐  ├─ union ─▶ rows
-    deleted (size, row) (driver) ── broadcast ── left anti ─┘──┘
+    files without deletions ──────── read ───────────────────────────┐
+    files with deletions ── read + (file key, row index) ──┐          ├─ union ─▶ rows
+      few runs:  filter NOT (key = k AND row BETWEEN a AND b ...) ─────┤
+      many rows: bitmaps (driver, cached) ── broadcast ── left anti ──┘
 
 Column pruning and filter pushdown reach the Parquet scans through the
 renames, the join and the union (plain Spark operators).
@@ -70,14 +70,12 @@ from pyspark.sql import types as T
 from lakehouse.data import files as datafiles
 from lakehouse.data.scan import storage_failed
 from lakehouse.errors import CorruptionError, DataFileMissing
+from lakehouse.spark import deletions
 from lakehouse.spark.location import Location
 from lakehouse.spark.types import arrow_type, jvm_readable, spark_schema, spark_type
 from lakehouse.spark.writer import col
 
 FILE_COL = "_lh_file"
-#: more deleted positions than this are joined without forcing a broadcast (Spark
-#: then picks a shuffle join: the driver's heap holds the broadcast relation)
-BROADCAST_MAX_KEYS = 8_000_000
 ROW_COL = "_lh_row"
 
 
@@ -219,14 +217,12 @@ SCAN_OPTIONS = {
     "parquet.filter.columnindex.enabled": "false",
 }
 
-_SIZE = "_lh_size"
-_ROW32 = "_lh_row32"
 _INT_MAX = (1 << 31) - 1
 
 
 def _file_sizes(files: Sequence[ScanFileLike]) -> list[int] | None:
-    """Byte sizes of local files, if they tell the files apart and fit an int (with
-    the row counts), so the anti-join key packs into one long; else None."""
+    """Byte sizes of local files, if they tell the files apart and fit an int, so
+    the deletion key is an int (joined as one packed long); else None."""
     sizes = []
     for f in files:
         if not f.url.startswith("file://"):
@@ -237,24 +233,7 @@ def _file_sizes(files: Sequence[ScanFileLike]) -> list[int] | None:
             return None
     if len(set(sizes)) != len(sizes) or max(sizes) > _INT_MAX:
         return None
-    if max(f.rows for f in files) > _INT_MAX:
-        return None
     return sizes
-
-
-def _deletion_keys(
-    spark: SparkSession, files: Sequence[ScanFileLike], sizes: list[int] | None
-) -> DataFrame:
-    """The deleted positions as a small DataFrame: (size, row) as ints, or (name, row)."""
-    rows = [np.asarray(f.deleted.to_array(), dtype=np.int64) for f in files]
-    flat = np.concatenate(rows) if rows else np.zeros(0, np.int64)
-    if sizes is not None:
-        ids = np.concatenate([np.full(len(r), s, np.int32) for r, s in zip(rows, sizes)])
-        keys = pa.table({_SIZE: pa.array(ids), _ROW32: pa.array(flat.astype(np.int32))})
-    else:
-        names = [base_name(f.path) for f, r in zip(files, rows) for _ in range(len(r))]
-        keys = pa.table({FILE_COL: pa.array(names, pa.string()), ROW_COL: pa.array(flat)})
-    return spark.createDataFrame(keys)
 
 
 def _jvm_frame(
@@ -275,25 +254,26 @@ def _jvm_frame(
             ]
         )
         raw = spark.read.schema(stored).options(**SCAN_OPTIONS).parquet(*[f.url for f in group])
-        sizes = _file_sizes(group) if has_deleted else None
-        by_name = has_deleted and sizes is None
+        # hidden columns as SQL (one call into the JVM, not one per Column operator)
         meta = []
-        if positions or by_name:
-            meta += [
-                F.col("_metadata.file_name").alias(FILE_COL),
-                F.col("_metadata.row_index").alias(ROW_COL),
-            ]
-        if sizes is not None:
-            # (file size, row index) as two ints: Spark packs them into one long key,
-            # no string per row (measured: ~1/2 the join's CPU of (name, row))
-            meta += [
-                F.col("_metadata.file_size").cast("int").alias(_SIZE),
-                F.col("_metadata.row_index").cast("int").alias(_ROW32),
-            ]
+        if positions:
+            meta += [f"_metadata.file_name AS {FILE_COL}", f"_metadata.row_index AS {ROW_COL}"]
+        keys: Sequence[Any] = ()
+        if has_deleted:
+            # the file key: its size as an int when sizes tell the files apart (with the
+            # bucket, one packed long to join on), else its base name
+            sizes = _file_sizes(group)
+            if sizes is not None:
+                keys = sizes
+                meta.append(f"int(_metadata.file_size) AS {deletions.KEY}")
+            else:
+                keys = [base_name(f.path) for f in group]
+                meta.append(f"_metadata.file_name AS {deletions.KEY}")
+            meta.append(f"_metadata.row_index AS {deletions.ROW}")
         if all(mapping.get(n) == n for n in schema.names):
             # the common case: the file's names are the table's; the reader already
             # returns the table's types (and widens narrower stored ones)
-            frame = raw.select("*", *meta) if meta else raw
+            frame = raw.selectExpr("*", *meta) if meta else raw
         else:
             cols = [
                 (
@@ -305,17 +285,9 @@ def _jvm_frame(
                 else F.lit(None).cast(spark_type(fld.type, fld.name)).alias(fld.name)
                 for fld in schema
             ]
-            frame = raw.select(*cols, *meta)
+            frame = raw.select(*cols, *[F.expr(m) for m in meta])
         if has_deleted:
-            keys = _deletion_keys(spark, group, sizes)
-            if sum(len(f.deleted) for f in group) <= BROADCAST_MAX_KEYS:
-                keys = F.broadcast(keys)
-            if sizes is not None:
-                frame = frame.join(keys, [_SIZE, _ROW32], "left_anti").drop(_SIZE, _ROW32)
-            else:
-                frame = frame.join(keys, [FILE_COL, ROW_COL], "left_anti")
-                if not positions:
-                    frame = frame.drop(FILE_COL, ROW_COL)
+            frame = deletions.drop_deleted(spark, frame, group, keys)
         frames.append(frame)
     if not frames:
         return _empty(spark, schema, positions)

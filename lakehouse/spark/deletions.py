@@ -60,9 +60,9 @@ ROW = "_lh_drow"
 _BKEY = "_lh_bkey"
 _BUCKET = "_lh_bucket"
 _BITS = "_lh_bits"
-#: relations kept (per process, across sessions; keyed by the session too)
+#: relations kept (per process; an entry serves the session that built it)
 _CACHE_SIZE = 8
-_cache: OrderedDict[tuple[Any, ...], DataFrame] = OrderedDict()
+_cache: OrderedDict[bytes, tuple[SparkSession, DataFrame]] = OrderedDict()
 _lock = threading.Lock()
 
 
@@ -128,15 +128,15 @@ def _relation(
     for f, k in zip(files, keys):
         digest.update(f"{f.path}\0{k}\0".encode())
         digest.update(f.deleted.serialize())
-    ck = (id(spark), digest.digest())
+    ck = digest.digest()
     with _lock:
         hit = _cache.get(ck)
-        if hit is not None:
+        if hit is not None and hit[0] is spark:  # a relation belongs to its session
             _cache.move_to_end(ck)
-            return hit
+            return hit[1]
     rel = spark.createDataFrame(_bitmaps(keys, positions))
     with _lock:
-        _cache[ck] = rel
+        _cache[ck] = (spark, rel)
         while len(_cache) > _CACHE_SIZE:
             _cache.popitem(last=False)
     return rel

@@ -1,14 +1,23 @@
 """``merge``: upsert a DataFrame into a lakehouse table by key columns.
 
-The driver finds the target rows the source matches, executors write the
-updated and inserted rows (one job, two outputs), and the driver records
-the matched rows' deletion and the new files in one transaction:
+The source (prepared to the table's columns, persisted) is first collected
+to the driver, up to :data:`MERGE_DRIVER_ROWS` rows plus one (one job):
 
-* on the table's primary key, the source's keys come to the driver (one
-  job), are checked there (non-null, unique), and the key index says where
-  the matched rows are: the target is never scanned;
-* on other columns, a job checks the source's keys and a second joins them
-  with the whole target (each target key may match once).
+* a source of at most that many rows is checked on the driver (keys
+  non-null and unique) and written by the driver in the same transaction:
+  on the table's primary key the lakehouse's own ``txn.merge`` does the
+  rest (the key index finds the matched rows; the target is not scanned);
+  on other columns ONE Spark job joins the target's rows with the
+  broadcast source keys and returns the matched rows' file, row, source
+  row and the columns the source lacks; the driver checks that no source
+  key matched twice and records the new versions (``replace_rows``),
+  deletions (``delete_rows``) and inserts (``append``, inlined when small);
+* a larger source stays in Spark: on the primary key its keys come to the
+  driver and the key index finds the matched rows; on other columns a job
+  checks the source's keys and a second joins them with the whole target,
+  the matched keys return to the driver (checked there for target
+  duplicates); executors write the updated and inserted rows (one job, two
+  outputs) and the driver records the deletions and the new files.
 """
 
 from __future__ import annotations
@@ -30,6 +39,13 @@ from lakehouse.spark.reader import FILE_COL, ROW_COL
 from lakehouse.spark.session import configure
 from lakehouse.spark.types import match_columns
 from lakehouse.spark.writer import col, prepare
+
+#: A merge source of at most this many rows is collected to the driver (checked
+#: there, matched with the target in one Spark job, written by the driver); a
+#: larger one is checked, matched and written by Spark jobs. See docs/spark.md,
+#: "Deletes and merges": 100,000 rows of the benchmark's orders schema are about
+#: 10 MB of Arrow on the driver and a broadcast of their keys.
+MERGE_DRIVER_ROWS = 100_000
 
 
 def merge(
@@ -92,7 +108,25 @@ def _merge(
     kept: list[str],
 ) -> MergeResult:
     table = tbl.name
-    if tbl.d.primary_key and set(keys) == set(tbl.d.primary_key):
+    by_key = bool(tbl.d.primary_key) and set(keys) == set(tbl.d.primary_key)
+    with spark_job(f"collecting the merge source for {table}"):
+        raw = src.limit(MERGE_DRIVER_ROWS + 1).toArrow()
+    if raw.num_rows <= MERGE_DRIVER_ROWS and _checked(raw, keys):
+        rows = _shaped(tbl, raw, kept)
+        if by_key:  # the lakehouse's own merge: the key index, the driver's writes
+            res: MergeResult = t.merge(
+                table,
+                rows.drop_columns(kept),
+                on=keys,
+                when_matched=when_matched,
+                when_not_matched=when_not_matched,
+            )
+            return res
+        return _merge_on_driver(
+            spark, t, tbl, raw, rows, keys, when_matched, when_not_matched, kept
+        )
+    del raw
+    if by_key:
         found = _matched_by_key(t, tbl, src, keys)  # the source's keys, then the key index
     else:
         found = _matched_by_scan(spark, tbl, src, keys)
@@ -150,6 +184,124 @@ def _merge(
     return MergeResult(inserted=inserted, updated=updated, deleted=deleted)
 
 
+def _checked(raw: pa.Table, keys: list[str]) -> bool:
+    """The source's keys are non-null and unique (ValueError otherwise); False when
+    Arrow cannot group their type (the Spark path then checks them)."""
+    if any(raw.column(k).null_count for k in keys):
+        raise ValueError(f"the merge source has null keys in {keys}")
+    try:
+        counts = raw.select(keys).group_by(keys).aggregate([([], "count_all")])
+    except (pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        return False
+    dup = counts.filter(pc.greater(counts.column("count_all"), 1))
+    if dup.num_rows:
+        row = dup.slice(0, 1).to_pylist()[0]
+        raise ValueError(
+            f"the merge source has duplicate keys on {keys} (e.g. {[row[k] for k in keys]}); "
+            "each key may appear once"
+        )
+    return True
+
+
+def _shaped(tbl: ops.Table, raw: pa.Table, kept: list[str]) -> pa.Table:
+    """Source rows Spark returned, in the table's types (``kept``: nullable)."""
+    schema = pa.schema([f.with_nullable(True) if f.name in kept else f for f in tbl.schema])
+    try:
+        return raw.select(schema.names).cast(schema)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+        raise ValueError(f"a value does not fit the types of {tbl.name}: {e}") from None
+
+
+def _merge_on_driver(
+    spark: SparkSession,
+    t: Any,
+    tbl: ops.Table,
+    raw: pa.Table,
+    rows: pa.Table,
+    keys: list[str],
+    when_matched: str,
+    when_not_matched: str,
+    kept: list[str],
+) -> MergeResult:
+    """Merge a source held by the driver (``raw`` as Spark returned it, ``rows`` in
+    the table's types, its keys checked) on columns other than the primary key: one
+    Spark job finds the target rows its keys match, the driver writes the rest."""
+    table = tbl.name
+    fill = kept if when_matched == "update" else []
+    got, by_name = _matched_on_driver(spark, tbl, raw, keys, fill)
+    src_row = got.column(_SRC).to_numpy()
+    if len(np.unique(src_row)) != len(src_row):
+        raise ValueError(
+            f"a source key matches two rows of {table} on {keys}; merge needs unique target keys"
+        )
+    is_matched = np.zeros(rows.num_rows, dtype=bool)
+    is_matched[src_row] = True
+    new = rows.filter(pa.array(~is_matched)) if when_not_matched == "insert" else None
+    not_null = [n for n in kept if not tbl.schema.field(n).nullable]
+    if not_null and new is not None and new.num_rows:
+        raise ValueError(
+            f"the merge source lacks column {not_null[0]!r}, which may not be null, "
+            f"and {new.num_rows} of its rows would be inserted"
+        )
+    paths = [by_name[str(n)] for n in got.column(FILE_COL).to_pylist()]
+    updated = deleted = inserted = 0
+    if when_matched == "update" and got.num_rows:
+        upd = rows.take(pa.array(src_row))
+        for n in fill:  # the columns the source lacks: the target row's values
+            i = upd.schema.get_field_index(n)
+            upd = upd.set_column(
+                i, upd.schema.field(i), got.column(n).cast(upd.schema.field(i).type)
+            )
+        positions = pa.table(
+            {"path": pa.array(paths, pa.string()), "position": got.column(ROW_COL).cast(pa.int64())}
+        )
+        updated = int(t.replace_rows(table, positions, upd, op="merge"))
+    elif when_matched == "delete" and got.num_rows:
+        deleted = int(t.delete_rows(table, _by_path(paths, got.column(ROW_COL).to_numpy())))
+    if new is not None and new.num_rows:
+        inserted = int(t.append(table, new, on=keys))
+    return MergeResult(inserted=inserted, updated=updated, deleted=deleted)
+
+
+_SRC = "_lh_src"
+
+
+def _matched_on_driver(
+    spark: SparkSession, tbl: ops.Table, raw: pa.Table, keys: list[str], fill: list[str]
+) -> tuple[pa.Table, dict[str, str]]:
+    """The target rows the source's keys match, in one Spark job: the target's rows
+    (of the files that may hold a key, when one integer key bounds them) joined with
+    the source's keys broadcast with their row number; returns ``_lh_file``,
+    ``_lh_row``, ``_lh_src`` (the source row) and the ``fill`` columns per match."""
+    # the keys as Spark returned them: their Spark types are the target's
+    src_keys = raw.select(keys).append_column(_SRC, pa.array(np.arange(raw.num_rows)))
+    target, by_name = tbl.frame(spark, positions=True, where=_bounds(tbl, raw, keys))
+    hit = target.select(*[col(k) for k in keys], *[col(n) for n in fill], FILE_COL, ROW_COL).join(
+        F.broadcast(spark.createDataFrame(src_keys)), keys, "inner"
+    )
+    with spark_job(f"matching the merge source with {tbl.name}"):
+        got = hit.select(FILE_COL, ROW_COL, _SRC, *[col(n) for n in fill]).toArrow()
+    return got, by_name
+
+
+def _bounds(tbl: ops.Table, raw: pa.Table, keys: list[str]) -> str | None:
+    """A condition pruning the target's files to those that may hold a source key:
+    ``k BETWEEN min AND max`` for one integer key column with a plain name."""
+    if len(keys) != 1 or not raw.num_rows:
+        return None
+    k = keys[0]
+    if not (pa.types.is_integer(tbl.schema.field(k).type) and k.isidentifier()):
+        return None
+    lo, hi = pc.min_max(raw.column(k)).values()
+    return f"{k} >= {lo.as_py()} AND {k} <= {hi.as_py()}"
+
+
+def _by_path(paths: list[str], rows: np.ndarray) -> dict[str, np.ndarray]:
+    """Positions grouped by data file path, sorted."""
+    names = np.array(paths, dtype=object)
+    return {str(p): np.sort(rows[names == p]) for p in dict.fromkeys(paths)}
+
+
 def _matched_by_key(
     t: Any, tbl: ops.Table, src: DataFrame, keys: list[str]
 ) -> tuple[pa.Table, dict[str, np.ndarray]]:
@@ -204,16 +356,22 @@ def _matched_by_scan(
             f"the merge source has duplicate keys on {keys} (e.g. {[row[k] for k in keys]}); "
             "each key may appear once"
         )
-    # job 2: the target rows the source matches (each at most once)
+    # job 2: the target rows the source matches, whose keys come to the driver: each
+    # may match once (checked there; by a window in Spark when Arrow cannot group them)
     target, by_name = tbl.frame(spark, positions=True)
     src_keys = src.select(*[col(k) for k in keys])
     hit = target.select(*[col(k) for k in keys], FILE_COL, ROW_COL).join(
         src_keys, keys, "left_semi"
     )
-    counted = hit.withColumn("_n", F.count(F.lit(1)).over(Window.partitionBy(*keys)))
     with spark_job(f"matching the merge source with {table}"):
-        got = counted.toArrow()  # keys, file, row, _n: the matched target rows only
-    if got.num_rows and int(np.max(got.column("_n").to_numpy())) > 1:
+        got = hit.toArrow()  # keys, file, row: the matched target rows only
+    try:
+        twice = got.select(keys).group_by(keys).aggregate([]).num_rows != got.num_rows
+    except (pa.ArrowNotImplementedError, pa.ArrowTypeError):
+        counted = hit.withColumn("_n", F.count(F.lit(1)).over(Window.partitionBy(*keys)))
+        with spark_job(f"checking the merge's matches in {table}"):
+            twice = bool(counted.where(F.col("_n") > 1).limit(1).collect())
+    if twice:
         raise ValueError(
             f"a source key matches two rows of {table} on {keys}; merge needs unique target keys"
         )

@@ -25,6 +25,7 @@ from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyroaring import BitMap
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
@@ -36,8 +37,9 @@ from lakehouse.spark.reader import FILE_COL, ROW_COL
 BUCKET_BITS = 32_768
 _BUCKET = "_lh_bucket"
 _BITS = "_lh_bits"
-#: bucket rows decoded at once on the driver (~64 x 32 KiB of unpacked bits)
-_CHUNK = 64
+#: bucket rows decoded at once on the driver: 8 x 32 KiB of unpacked bits and at
+#: most 8 x 32,768 positions (a few MB of int64 temporaries however dense the rows)
+_CHUNK = 8
 
 
 def bitmap_frame(frame: DataFrame) -> DataFrame:
@@ -61,37 +63,42 @@ def collect_bitmaps(frame: DataFrame, by_name: dict[str, str], what: str) -> dic
 def bitmaps_of(got: pa.Table, by_name: dict[str, str]) -> dict[str, BitMap]:
     """Rows of :func:`bitmap_frame` as ``{path: BitMap}``."""
     out: dict[str, BitMap] = {}
-    if not got.num_rows:
-        return out
     for name, positions in _positions(got):
         path = by_name[name]
-        bm = out.get(path)
         add = BitMap(array.array("I", positions.astype(np.uint32).tobytes()))
-        out[path] = add if bm is None else bm | add
+        bm = out.get(path)
+        if bm is None:
+            out[path] = add
+        else:
+            bm |= add
     return out
 
 
 def _positions(got: pa.Table) -> Iterator[tuple[str, np.ndarray]]:
-    """(file name, positions) per chunk of bucket rows, decoded in numpy."""
-    names = got.column(FILE_COL).to_pylist()
-    buckets = got.column(_BUCKET).to_numpy()
-    bits = got.column(_BITS)
+    """(file name, positions) per run of one file's bucket rows in a chunk, decoded
+    in numpy. Rows are taken in (file, bucket) order, so a file's buckets are
+    adjacent; the driver's extra memory is one chunk's, not the table's."""
+    if not got.num_rows:
+        return
+    order = pc.sort_indices(got, [(FILE_COL, "ascending"), (_BUCKET, "ascending")])
+    names = got.column(FILE_COL).take(order).to_pylist()
+    buckets = got.column(_BUCKET).take(order).to_numpy()
+    width = BUCKET_BITS // 8
+    shift = BUCKET_BITS.bit_length() - 1  # bit i of chunk row r is flat index r * 32768 + i
     for lo in range(0, got.num_rows, _CHUNK):
         hi = min(lo + _CHUNK, got.num_rows)
-        raw = b"".join(bits.slice(lo, hi - lo).to_pylist())
-        width = BUCKET_BITS // 8
+        raw = b"".join(got.column(_BITS).take(order[lo:hi]).to_pylist())
         if len(raw) != width * (hi - lo):
             raise RuntimeError("Spark returned a bitmap of an unexpected size")
-        dense = np.unpackbits(
-            np.frombuffer(raw, np.uint8).reshape(hi - lo, width), axis=1, bitorder="little"
-        )
-        row, bit = np.nonzero(dense)
-        pos = (buckets[lo:hi][row] - 1) * BUCKET_BITS + bit
-        chunk_names = names[lo:hi]
-        # rows of one file are usually adjacent: cut where the name changes
-        owner = np.asarray([chunk_names[r] for r in range(hi - lo)], dtype=object)[row]
-        if len(owner) == 0:
-            continue
-        cuts = np.flatnonzero(owner[1:] != owner[:-1]) + 1
-        for a, b in zip(np.r_[0, cuts], np.r_[cuts, len(owner)]):
-            yield str(owner[a]), pos[a:b]
+        flat = np.flatnonzero(np.unpackbits(np.frombuffer(raw, np.uint8), bitorder="little"))
+        row = flat >> shift
+        flat &= BUCKET_BITS - 1
+        flat += ((buckets[lo:hi] - 1) * BUCKET_BITS)[row]  # now positions in the file
+        start = lo
+        for r in range(lo + 1, hi + 1):
+            if r < hi and names[r] == names[start]:
+                continue
+            a, b = np.searchsorted(row, [start - lo, r - lo])
+            if b > a:
+                yield names[start], flat[a:b]
+            start = r

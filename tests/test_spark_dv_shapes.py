@@ -47,6 +47,18 @@ NOAUTO = {"compaction.auto": "false"}
 PARQUET = {"inline.max_rows": "0", **NOAUTO}
 N = 70_000  # rows per file: three 32k buckets, the last one partial
 BUCKET = 32_768
+#: positions around the edges of 32k- and 64k-row buckets and 64-bit words (files
+#: of 2 * N rows hold them all)
+EDGES = [
+    0,
+    1,
+    63,
+    64,
+    127,
+    128,
+    *(k * BUCKET + d for k in (1, 2, 3, 4) for d in (-1, 0)),
+    2 * N - 1,
+]
 
 
 def rows(start: int, n: int, *, s: str = "s", names: dict[str, str] | None = None) -> pa.Table:
@@ -236,22 +248,33 @@ def shapes(lh: Any) -> dict[str, Model]:
     m.delete(between(3 * N + 69_000, 3 * N + 69_999))  # the tail of the last file
     m.delete(between(150, 160))  # inside a range already deleted (no new rows)
 
+    m = out["many_ranges"] = model(lh, "many_ranges")
+    f = files(m, 3)
+    starts = np.sort(rng.choice(N // 500, 40, replace=False)) * 500  # 40 runs of 1..400 rows
+    m.delete_at(f[0], np.concatenate([np.arange(a, a + rng.integers(1, 400)) for a in starts]))
+    m.delete_at(f[1], np.arange(0, 31 * 2_000, 2_000))  # 31 single rows
+
     m = out["scattered"] = model(lh, "scattered")
-    f = files(m, 4)
+    f = [*files(m, 3), m.append(rows(3 * N, 2 * N)), *files(m, 1, start=5 * N)]
     m.delete_at(f[0], np.arange(0, N, 7))  # every 7th row
-    for i, frac in zip(f[1:], (0.10, 0.50, 0.99)):
-        m.delete_at(i, rng.choice(N, int(N * frac), replace=False))
+    m.delete_at(f[1], rng.choice(N, N // 2, replace=False))  # random 50%
+    m.delete_at(f[2], rng.choice(N, N * 99 // 100, replace=False))  # random 99%
+    # random 10% and every bucket edge (32k and 64k buckets, 64-bit words)
+    m.delete_at(f[3], np.r_[rng.choice(2 * N, 2 * N // 10, replace=False), EDGES])
+    # only the first and the last bit of every 64-bit word
+    m.delete_at(f[4], np.flatnonzero(np.isin(np.arange(N) % 64, (0, 63))))
 
     m = out["edges"] = model(lh, "edges")
-    f = files(m, 4)
+    f = [*files(m, 3), m.append(rows(3 * N, 2 * N)), *files(m, 1, n=10_000, start=5 * N)]
     m.delete_at(f[0], np.delete(np.arange(N), 40_000))  # all but one row
     m.delete_at(f[1], np.arange(N))  # every row
-    m.delete_at(f[2], [0, 1, BUCKET - 1, BUCKET, 2 * BUCKET - 1, 2 * BUCKET, N - 1])
-    # f[3]: no deletions
+    m.delete_at(f[2], [N - 1])  # the last row alone
+    m.delete_at(f[3], EDGES)  # bucket edges, a few runs
+    # f[4]: no deletions
     return out
 
 
-@pytest.mark.parametrize("shape", ["none", "single", "ranges", "scattered", "edges"])
+@pytest.mark.parametrize("shape", ["none", "single", "ranges", "many_ranges", "scattered", "edges"])
 def test_one_shape_per_table(spark: Any, shapes: Any, shape: Any) -> None:
     check(spark, shapes[shape])
 
@@ -274,8 +297,9 @@ def test_files_of_every_shape_in_one_table(spark: Any, lh: Any) -> None:
 
 
 def test_files_of_equal_size(spark: Any, lh: Any) -> None:
-    """Two pairs of byte-identical files (same rows written twice), each file with
-    its own deletions: equal sizes must not mix the files' deletion vectors."""
+    """Pairs of byte-identical files (the same rows written twice), each file with
+    its own deletions: equal sizes must not mix the files' deletion vectors. In
+    one table with scattered deletions, in another with ranges only."""
     m = model(lh, "equal")
     one, two = rows(0, N), rows(N, 50_000)
     f = [m.append(one), m.append(one), m.append(two), m.append(two), m.append(rows(200_000, 1000))]
@@ -286,6 +310,12 @@ def test_files_of_equal_size(spark: Any, lh: Any) -> None:
     m.delete_at(f[1], np.arange(1, N, 3))  # scattered, other rows
     m.delete_at(f[2], np.arange(1_000, 30_000))  # a range
     m.delete_at(f[3], np.arange(0, 50_000, 9))  # scattered
+    check(spark, m)
+
+    m = model(lh, "equal_ranges")
+    f = [m.append(one), m.append(one), m.append(two)]
+    m.delete_at(f[0], np.arange(0, 20_000))
+    m.delete_at(f[1], np.r_[np.arange(10_000, 50_000), [N - 1]])
     check(spark, m)
 
 
@@ -343,25 +373,62 @@ def test_versions_with_different_deletions(spark: Any, lh: Any) -> None:
     after a new delete commit (and a lazy frame built before it) is unchanged."""
     rng = np.random.default_rng(11)
     m = model(lh, "versions")
-    f = files(m, 3, n=50_000)
+    f = files(m, 3, n=40_000)
     seen = {lh.version: m.live()}
     m.delete(between(1_000, 9_000))
     seen[lh.version] = m.live()
-    m.delete_at(f[1], rng.choice(50_000, 20_000, replace=False))
+    m.delete_at(f[1], rng.choice(40_000, 15_000, replace=False))
     seen[lh.version] = m.live()
-    m.delete_at(f[1], rng.choice(50_000, 20_000, replace=False))  # the same file again
-    m.delete_at(f[2], np.arange(0, 50_000, 2))
+    m.delete_at(f[1], rng.choice(40_000, 15_000, replace=False))  # the same file again
+    m.delete_at(f[2], np.arange(0, 40_000, 2))
     seen[lh.version] = m.live()
     v0, v1, v2, v3 = sorted(seen)
     for v in (v1, v2, v3, v0, v2):  # v2 twice, other versions between
         assert_rows(lhs.read(lh, spark, m.name, version=v).toArrow(), seen[v], f"version {v}")
     latest, at_v2 = lhs.read(lh, spark, m.name), lhs.read(lh, spark, m.name, version=v2)
-    m.delete(between(40_000, 60_000))
-    m.delete_at(f[2], np.arange(1, 50_000, 2))
+    m.delete(between(30_000, 50_000))
+    m.delete_at(f[2], np.arange(1, 40_000, 2))
     assert_rows(latest.toArrow(), seen[v3], "a frame of the latest version built before a delete")
     assert_rows(at_v2.toArrow(), seen[v2], "a frame of a version built before a delete")
     check(spark, m, version=v2, want=seen[v2])
     check(spark, m)
+
+    # a transaction's own deletions, not committed: its read has them, a read of
+    # the latest version (the one it started from) does not
+    committed = m.live()
+    pos = np.arange(2_000, 38_000, 3)
+    kept = m.alive[f[0]].copy()
+    m.alive[f[0]][pos] = False
+    mine = m.live()
+    m.alive[f[0]] = kept
+    with lh.begin() as txn:
+        txn.delete_rows(m.name, {m.paths[f[0]]: pos.tolist()})
+        assert_rows(lhs.read(lh, spark, m.name, txn=txn).toArrow(), mine, "a transaction's read")
+        assert_rows(lhs.read(lh, spark, m.name).toArrow(), committed, "a read beside it")
+        txn.rollback()
+    assert_rows(lhs.read(lh, spark, m.name).toArrow(), committed, "after its rollback")
+
+
+def test_two_lakehouses_same_table_same_version(spark: Any, tmp_path: Any) -> None:
+    """Two lakehouses with a table of one name, the same rows (files of equal
+    sizes) and versions, different deletions: each read gives its own rows."""
+    models = []
+    for k, every in enumerate((3, 5)):
+        h = lakehouse.open(str(tmp_path / f"lh{k}"), kv_options={"fsync": False})
+        with h.begin() as txn:
+            txn.create_namespace("ns")
+        m = model(h, "t")
+        f = files(m, 2, n=40_000)
+        m.delete_at(f[0], np.arange(k, 40_000, every))
+        m.delete_at(f[1], np.arange(1_000 * (k + 1), 20_000))
+        models.append(m)
+    try:
+        assert models[0].lh.version == models[1].lh.version
+        for m in (*models, models[0]):
+            assert_rows(lhs.read(m.lh, spark, m.name).toArrow(), m.live(), str(m.lh))
+    finally:
+        for m in models:
+            m.lh.close()
 
 
 # -- the Python reader ------------------------------------------------------------------------

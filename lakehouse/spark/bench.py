@@ -27,6 +27,11 @@ random over the table, half new) into a table of ``rows`` orders with
 rows (an append to a copy of the table without a key); the "plain" column is
 the write.
 
+With ``--rowops`` (:mod:`lakehouse.spark.bench_rowops`, issue 25): delete 10%,
+update ~600 rows, merge 1,000 rows without a primary key, ``count()`` and a
+filtered aggregate after 10% deleted and ``read().count()`` without deletes, each
+vs plain Spark on the same files, and the driver's memory deleting 30%.
+
 Reports the median, min and max seconds of each and the ratio of medians
 (plus the spread of per-repeat ratios), and with psutil installed the ratio
 of the median CPU seconds (JVM and driver), which moves far less than wall
@@ -448,7 +453,7 @@ def format_table(res: dict[str, Any]) -> str:
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m lakehouse.spark.bench", description=__doc__)
     ap.add_argument("--rows", type=int, default=3_000_000)
-    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--repeats", type=int, help="default 5 (3 with --rowops)")
     ap.add_argument("--json", help="also write the results to this file")
     ap.add_argument(
         "--partitioned",
@@ -464,16 +469,28 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument(
         "--merge-no-key", action="store_true", help="--merge into a table without a primary key"
     )
+    ap.add_argument(
+        "--rowops",
+        action="store_true",
+        help="row operations vs plain Spark on the same files, driver memory (issue 25)",
+    )
     args = ap.parse_args(argv)
-    if args.merge:
+    repeats = args.repeats if args.repeats is not None else 3 if args.rowops else 5
+    if args.rowops:
+        from lakehouse.spark.bench_rowops import format_rowops, run_rowops
+
+        res = run_rowops(args.rows, repeats, merge_rows=args.merge_rows)
+        print(format_rowops(res))
+    elif args.merge:
         res = run_merge(
-            args.rows, args.repeats, merge_rows=args.merge_rows, primary_key=not args.merge_no_key
+            args.rows, repeats, merge_rows=args.merge_rows, primary_key=not args.merge_no_key
         )
         key = "no primary key" if args.merge_no_key else "primary_key=[order_id]"
         print(f"merge of {args.merge_rows:,} rows ({key}) vs lhs.write of them (plain = the write)")
+        print(format_table(res))
     else:
-        res = (run_partitioned if args.partitioned else run)(args.rows, args.repeats)
-    print(format_table(res))
+        res = (run_partitioned if args.partitioned else run)(args.rows, repeats)
+        print(format_table(res))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(res, f, indent=2)

@@ -13,6 +13,7 @@ cannot reach the open store: the driver orchestrates every call itself.
 7
 >>> lhs.read(lh, spark, "sales.orders", version=5).count()      # doctest: +SKIP
 >>> lhs.delete(lh, spark, "sales.orders", "status = 'void'")    # doctest: +SKIP
+>>> lhs.update(lh, spark, "sales.orders", "id = 7", {"qty": "qty + 1"})  # doctest: +SKIP
 >>> lhs.merge(lh, changes, "sales.orders", on=["order_id"])     # doctest: +SKIP
 >>> lhs.register_views(lh, spark, version=5)                    # doctest: +SKIP
 >>> spark.sql("SELECT count(*) FROM `sales.orders@v5`")         # doctest: +SKIP
@@ -22,6 +23,8 @@ module                 what it does
 =====================  ===============================================================
 ``ops``                write / read / delete: plan on the driver, run the jobs,
                        record and commit
+``update``             update by a Spark SQL condition and expressions: one scan;
+                       few rows written by the driver (inlined), many by executors
 ``merge``              merge by key: on the primary key through the key index
                        (no target scan), else by joining with the target
 ``types``              Arrow <-> Spark types, safe widening, DataFrame-vs-table matching
@@ -48,6 +51,7 @@ from lakehouse.spark.jobs import SparkJobError
 from lakehouse.spark.merge import merge
 from lakehouse.spark.ops import delete, read, write
 from lakehouse.spark.session import configure, local_session
+from lakehouse.spark.update import update
 from lakehouse.spark.views import register_views
 
 __all__ = [
@@ -58,5 +62,6 @@ __all__ = [
     "merge",
     "read",
     "register_views",
+    "update",
     "write",
 ]

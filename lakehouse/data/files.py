@@ -301,6 +301,68 @@ def read_file(
     return _shaped(raw, wanted, names, columns, schema, deleted, with_positions, None, f)
 
 
+#: rows decoded at a time when a file is streamed (:func:`iter_file`): 64Ki rows of
+#: eight 8-byte columns are 4 MiB, whatever the file's size
+STREAM_BATCH_ROWS = 64 * 1024
+
+
+def iter_file(
+    data: bytes,
+    f: DataFile,
+    columns: Sequence[Column],
+    schema: pa.Schema,
+    deleted: BitMap | None,
+    batch_rows: int | None = None,
+) -> Iterator[pa.Table]:
+    """The rows :func:`read_file` returns, in order, decoded ``batch_rows`` rows at
+    a time (default :data:`STREAM_BATCH_ROWS`; Parquet pages are decoded as the
+    batches are taken), so at most one batch of the file is decoded at once.
+
+    The same checks as :func:`read_file`, at the same moments: the bytes against
+    the record and the row count before any row is decoded, page checksums as
+    each page is. An inline file, and a read of no column the file holds, come
+    as one part (read_file's)."""
+    pf = open_parquet(data, f.path, f) if not f.is_inline else None
+    wanted, names = _in_file(pf.schema_arrow, f, columns) if pf is not None else ([], [])
+    if pf is None or not names:
+        yield read_file(data, f, columns, schema, deleted)
+        return
+    if pf.metadata.num_rows != f.record_count:
+        raise CorruptionError(
+            f"data file {f.path} holds {pf.metadata.num_rows} rows; its record says "
+            f"{f.record_count}"
+        )
+    gone = np.frombuffer(deleted.to_array(), dtype=np.uint32) if deleted else None
+    size = STREAM_BATCH_ROWS if batch_rows is None else batch_rows
+    batches = pf.iter_batches(batch_size=size, columns=names, use_threads=False)
+    start = 0
+    while True:
+        try:
+            batch = next(batches, None)
+        except READ_ERRORS as exc:
+            raise CorruptionError(f"data file {f.path} could not be read: {exc}") from None
+        if batch is None:
+            break
+        n = batch.num_rows
+        part = _shaped(
+            pa.Table.from_batches([batch]), wanted, names, columns, schema, None, False, None, f
+        )
+        del batch
+        if gone is not None:  # the deleted positions in [start, start + n)
+            lo, hi = np.searchsorted(gone, [start, start + n])
+            if hi > lo:
+                keep = np.ones(n, dtype=bool)
+                keep[gone[lo:hi] - start] = False
+                part = part.filter(pa.array(keep))
+        start += n
+        yield part
+        del part
+    if start != f.record_count:
+        raise CorruptionError(
+            f"data file {f.path} holds {start} rows; its record says {f.record_count}"
+        )
+
+
 def _in_file(
     file_schema: pa.Schema, f: DataFile, columns: Sequence[Column]
 ) -> tuple[list[tuple[Column, str | None]], list[str]]:
@@ -707,10 +769,16 @@ def _possible(
 
 
 def batches(tables: Iterator[pa.Table], schema: pa.Schema) -> pa.RecordBatchReader:
-    """A reader streaming the batches of ``tables``, produced one at a time."""
+    """A reader streaming the batches of ``tables``, produced one at a time: each
+    table, and each of its batches once taken, is let go before the next table is
+    produced, so the reader holds one table at a time (not the last one too)."""
 
     def gen() -> Iterator[pa.RecordBatch]:
         for t in tables:
-            yield from t.to_batches()
+            parts = t.to_batches()
+            del t
+            parts.reverse()
+            while parts:
+                yield parts.pop()
 
     return pa.RecordBatchReader.from_batches(schema, gen())

@@ -169,8 +169,10 @@ def run_rowops(
     spark: Any = None,
     files: int = 16,
     merge_rows: int = 1000,
+    warmup: bool = True,
 ) -> dict[str, Any]:
-    """Run the row-operation benchmark; returns a dict of results (see module doc)."""
+    """Run the row-operation benchmark; returns a dict of results (see module doc).
+    ``warmup=False`` (tests): no uncounted first round."""
     own_spark = spark is None
     if spark is None:
         spark = lhs.local_session("lakehouse-spark-bench")
@@ -202,7 +204,8 @@ def run_rowops(
         pairs = _Pairs(_Clock(spark))
         out: dict[str, Any] = {}
         memory: dict[str, Any] | None = None
-        for i in range(repeats + 1):  # round 0 warms the JVM up and is not counted
+        first = 0 if warmup else 1
+        for i in range(first, repeats + 1):  # round 0 warms the JVM up and is not counted
             pairs.round(i)
             d, u, m = (f"bench.d{i}", f"bench.u{i}", f"bench.m{i}")
             with lh.begin() as txn:
@@ -257,12 +260,12 @@ def run_rowops(
             _check("merge (updated, inserted)", (res.updated, res.inserted), (half, len(new_ids)))
             _check("rows after the merge", lh.table_stats(m).rows, rows + len(new_ids))
             src.unpersist()
-            if i == 0:  # after the warm-up: imports and first-call caches are in place
+            if i == first:  # after the warm-up: imports and first-call caches are in place
                 with lh.begin() as txn:
                     txn.clone_table(base, "bench.mem")
                 memory = _memory(lh, spark, "bench.mem", plain)
             with lh.begin() as txn:
-                for copy in (d, u, m, "bench.mem") if i == 0 else (d, u, m):
+                for copy in (d, u, m, "bench.mem") if i == first else (d, u, m):
                     txn.drop_table(copy)
         if not has_update:
             del pairs.times["update"]

@@ -8,8 +8,8 @@ which of them are live, per data file and position), and each Spark read is
 compared, all columns, with that model (an independent pyarrow filter of the
 rows written) and with ``lh.read`` (the Python reader).
 
-Files hold 50k-70k rows so a file spans several 32,768-row buckets; tables
-have 3-6 files. Automatic compaction is off (it would rewrite the files with
+Files hold up to 140k rows so a file spans several 32k- and 64k-row buckets;
+tables have 2-6 files. Automatic compaction is off (it would rewrite the files with
 deletions and so the shapes). One SparkSession per run (tests/spark_fixtures.py);
 tables that are only read are built once per module.
 """
@@ -231,13 +231,13 @@ def shapes(lh: Any) -> dict[str, Model]:
     out = {}
 
     m = out["none"] = model(lh, "none")
-    files(m, 3)
+    files(m, 3, n=30_000)
 
     m = out["single"] = model(lh, "single")
-    f = files(m, 3)
+    f = files(m, 3, n=30_000)
     m.delete_at(f[0], [0])  # first row of a file
-    m.delete_at(f[1], [N - 1])  # last
-    m.delete_at(f[2], [N // 2])  # middle
+    m.delete_at(f[1], [29_999])  # last
+    m.delete_at(f[2], [15_000])  # middle
 
     m = out["ranges"] = model(lh, "ranges")
     files(m, 4)

@@ -486,9 +486,9 @@ def test_python_reader_on_s3_scattered(spark: Any, s3_bucket: Any, s3_options: A
 
 
 # -- readers with positions: delete and merge -------------------------------------------------
-def test_delete_twice_and_merge_over_deletions(spark: Any, lh: Any) -> None:
-    """Spark deletes of overlapping conditions and a merge on a table whose files
-    already have deletions of each shape: counts exact, rows exact."""
+def test_delete_merge_update_over_deletions(spark: Any, lh: Any) -> None:
+    """Spark deletes of overlapping conditions, a merge and an update on a table
+    whose files already have deletions of each shape: counts exact, rows exact."""
     rng = np.random.default_rng(13)
     m = model(lh, "ops")
     f = files(m, 4, n=50_000)
@@ -522,7 +522,15 @@ def test_delete_twice_and_merge_over_deletions(spark: Any, lh: Any) -> None:
     r = lhs.merge(lh, spark.createDataFrame(src), m.name, on="id")
     assert (r.inserted, r.updated, r.deleted) == (600, 300, 0)
     m.kill([np.isin(t.column("id").to_numpy(), live_ids) for t in m.parts])
-    m.parts.append(src)
-    m.alive.append(np.ones(len(keys), bool))
-    m.paths.append("")
+    m.adopt(src, "")  # (the model needs no path of rows it does not delete by position)
+    check(spark, m)
+
+    # update: the live rows of g = 4 below id 120,000, over all those deletions
+    hits = [
+        (t.column("g").to_numpy() == 4) & (t.column("id").to_numpy() < 120_000) for t in m.parts
+    ]
+    new = pa.concat_tables([t.filter(pa.array(a & h)) for t, a, h in zip(m.parts, m.alive, hits)])
+    n = lhs.update(lh, spark, m.name, "g = 4 AND id < 120000", {"x": "x + 1"})
+    assert n == m.kill(hits) == new.num_rows > 0
+    m.adopt(new.set_column(3, SCHEMA.field("x"), pc.add(new.column("x"), 1.0)), "")
     check(spark, m)

@@ -8,19 +8,18 @@ warm-up round) runs every pair back to back, the order alternating, on fresh cop
 the base (``txn.clone_table``: the same files, no copy, not timed), so every repeat
 deletes 10% of the current rows of an untouched table:
 
-=========================  ==============================  ================================
-row                        ours                            plain Spark
-=========================  ==============================  ================================
-``delete_10pct``           ``lhs.delete(order_id % 10 = 3)``  ``filter(cond).count()``
-``count_10pct_deleted``    ``lhs.read(copy).count()``      ``count()`` (no deletions)
-``aggregate_10pct_deleted`` paid orders: sum(total), count  the same, collected
-                           per product_id, collected
-``count_no_deletes``       ``lhs.read(base).count()``      ``count()``
-``update``                 ``lhs.update(product_id = 42,   ``where`` + ``withColumn`` +
-                           quantity + 1)``                 ``write.parquet`` of those rows
-``merge``                  ``lhs.merge`` of 1,000 rows     ``join(src, "order_id").count()``
-                           (half new), no primary key
-=========================  ==============================  ================================
+* ``delete_10pct``: ``lhs.delete(lh, spark, copy, "order_id % 10 = 3")`` vs plain
+  ``where(<the same>).count()``;
+* ``count_10pct_deleted``: ``lhs.read(lh, spark, copy).count()`` after that delete vs
+  plain ``count()`` (of the files without deletions);
+* ``aggregate_10pct_deleted``: paid orders' ``sum(total)`` and ``count(*)`` per
+  ``product_id``, collected, over the same two;
+* ``count_no_deletes``: ``lhs.read(lh, spark, base).count()`` vs plain ``count()``;
+* ``update``: ``lhs.update(lh, spark, copy, "product_id = 42", {"quantity": "quantity +
+  1"})`` vs plain ``where`` + ``withColumn`` + ``write.parquet`` of those rows;
+* ``merge``: ``lhs.merge(lh, src, copy, on="order_id")`` of ``merge_rows`` cached rows
+  (half of them new) into the copy (no primary key) vs plain
+  ``join(src, "order_id").count()``.
 
 Every result is checked against plain Spark (rows deleted, counts, the aggregate of the
 live rows, the updated rows' values, rows after the merge): a wrong result raises
@@ -74,10 +73,12 @@ def _join_count(plain: Any, src: Any) -> int:
     return int(plain.join(src, "order_id").count())
 
 
-def _aggregate(lh: Any, spark: Any, table: Any) -> dict[int, tuple[Any, int]]:
-    """Paid orders per product: (sum of total, rows), collected; of ``lhs.read`` of
-    ``table``, or of the DataFrame ``table`` when ``lh`` is None."""
-    frame = table if lh is None else lhs.read(lh, spark, table)
+def _read_aggregate(lh: Any, spark: Any, table: str) -> dict[int, tuple[Any, int]]:
+    return _aggregate(lhs.read(lh, spark, table))
+
+
+def _aggregate(frame: Any) -> dict[int, tuple[Any, int]]:
+    """Paid orders per product: (sum of total, rows), collected."""
     out = frame.where(AGG_WHERE).groupBy("product_id").agg(F.sum("total"), F.count("*"))
     return {r[0]: (r[1], r[2]) for r in out.collect()}
 
@@ -191,7 +192,7 @@ def run_rowops(
         plain = spark.read.schema(ORDERS_DDL).parquet(*urls)
         _check("plain rows", plain.count(), rows)
         # what the checks compare with, computed once by plain Spark
-        live_agg = _aggregate(None, spark, plain.where(f"NOT ({DELETE_COND})"))
+        live_agg = _aggregate(plain.where(f"NOT ({DELETE_COND})"))
         hit = plain.where(UPDATE_COND).agg(F.count("*"), F.sum("quantity")).collect()[0]
         upd_rows, upd_qty = int(hit[0]), int(hit[1] or 0)
         has_update = hasattr(lhs, "update")
@@ -234,8 +235,8 @@ def run_rowops(
             _check("count() after the delete", (p_count, q_count), (rows, rows - n))
             _, q_agg = pairs.run(
                 "aggregate_10pct_deleted",
-                partial(_aggregate, None, spark, plain),
-                partial(_aggregate, lh, spark, d),
+                partial(_aggregate, plain),
+                partial(_read_aggregate, lh, spark, d),
             )
             _check("aggregate after the delete", q_agg, live_agg)
             counts = pairs.run("count_no_deletes", plain.count, partial(_count, lh, spark, base))

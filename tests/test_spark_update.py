@@ -119,6 +119,21 @@ def test_update_matches_python_update(spark, tmp_path, props):
 
 
 @pytest.mark.parametrize("props", [FILES, None], ids=["executors", "driver-inlined"])
+def test_the_table_is_scanned_once(spark, tmp_path, props):
+    """The condition runs once per row of the table: later jobs read the cache."""
+    seen = spark.sparkContext.accumulator(0)
+
+    def counted(order_id):
+        seen.add(1)
+        return order_id % 2 == 0
+
+    cond = F.udf(counted, "boolean")(F.col("order_id"))
+    with make(tmp_path / "lh", props) as lh:
+        assert lhs.update(lh, spark, T, cond, {"qty": "qty + 1"}) == 300
+        assert seen.value == 600
+
+
+@pytest.mark.parametrize("props", [FILES, None], ids=["executors", "driver-inlined"])
 def test_partitioned_table_moves_rows_between_partitions(spark, tmp_path, props):
     lh, n = same_as_python(
         spark,
@@ -218,6 +233,23 @@ def test_joins_a_transaction_and_rolls_back_with_it(spark, tmp_path):
         txn.rollback()
         assert rows(lh) == before and lh.version == v + 1
         assert files_on_disk_match(lh)
+
+
+def test_concurrent_delete_of_an_updated_row_retries(spark, tmp_path):
+    """The executors' path (the driver's is txn.replace_rows, tested on its own)."""
+    with make(tmp_path / "lh", FILES) as lh:
+        txn = lh.begin()
+        assert lhs.update(lh, spark, T, "order_id < 20", {"qty": 50}, txn=txn) == 20
+        lh.delete(T, "order_id = 7")  # commits first
+        with pytest.raises(lakehouse.RetryableConflict):
+            txn.commit()
+        assert lh.read(T, where="qty = 50").num_rows == 0
+        # a delete of another row does not stop it
+        txn = lh.begin()
+        lhs.update(lh, spark, T, "order_id < 20", {"qty": 50}, txn=txn)
+        lh.delete(T, "order_id = 500")
+        txn.commit()
+        assert lh.read(T, where="qty = 50").num_rows == 19
 
 
 def test_no_matching_row_writes_nothing(spark, tmp_path):

@@ -66,7 +66,7 @@ def joined(lh: Any, txn: Any) -> Iterator[tuple[Any, bool]]:
         raise
 
 
-def _condition(spark: SparkSession, condition: Any, what: str) -> Column:
+def spark_condition(spark: SparkSession, condition: Any, what: str) -> Column:
     if isinstance(condition, Column):
         return condition
     if not isinstance(condition, str):
@@ -84,7 +84,7 @@ def _condition(spark: SparkSession, condition: Any, what: str) -> Column:
         raise
 
 
-def _analysed(frame: DataFrame, build: Any, condition: Any, what: str) -> DataFrame:
+def analysed(frame: DataFrame, build: Any, condition: Any, what: str) -> DataFrame:
     """Apply ``build(frame)``; analysis errors (unknown column, bad type) -> ValueError."""
     try:
         with _quiet_analysis():
@@ -97,7 +97,7 @@ def _analysed(frame: DataFrame, build: Any, condition: Any, what: str) -> DataFr
         raise
 
 
-def _check_names(condition: Any, schema: Any, table: str, what: str) -> None:
+def check_names(condition: Any, schema: Any, table: str, what: str) -> None:
     """A str condition names only ``table``'s columns: checked on the driver before
     Spark analyses it, so an unknown column is a short ValueError (no Spark error
     log) whose suggestions are the table's columns, never the lakehouse's internal
@@ -241,7 +241,7 @@ class Table:
             return None
         with spark_job(what):
             got = df.toArrow()
-        return self._shaped(got) if got.num_rows <= limit else None
+        return self.shaped(got) if got.num_rows <= limit else None
 
     def read_small(self, files: list[Written]) -> pa.Table | None:
         """The rows of files just written, when they are at most the table's
@@ -259,10 +259,10 @@ class Table:
         parts = []
         for p, _ in files:
             with self.loc.open_input(p) as fh:
-                parts.append(self._shaped(pq.read_table(fh)))
+                parts.append(self.shaped(pq.read_table(fh)))
         return pa.concat_tables(parts) if parts else None
 
-    def _shaped(self, rows: pa.Table) -> pa.Table:
+    def shaped(self, rows: pa.Table) -> pa.Table:
         """Rows Spark produced, in the table's types (as a Python task casts them)."""
         try:
             return rows.select(self.schema.names).cast(self.schema)
@@ -352,9 +352,9 @@ def write(
         plans = match_columns(df.schema, tbl.schema, table)
         cond = None
         if where is not None:
-            cond = _condition(spark, where, "where")
+            cond = spark_condition(spark, where, "where")
             _check_where(where, tbl.schema)
-        shaped = _analysed(df, lambda f: prepare(f, plans, table, cond), where, "where")
+        shaped = analysed(df, lambda f: prepare(f, plans, table, cond), where, "where")
         replace = mode == "replace_partitions" and tbl.partitioned
         whole = mode != "append" and where is None and not replace
         remove = [f.path for f in t.scan_plan(table)] if whole else []
@@ -427,20 +427,20 @@ def read(
         raise TypeError(f"table must be a str such as 'ns.table', not {type(table).__name__}")
     configure(spark)
     loc = location_of(lh)
-    cond = None if where is None else _condition(spark, where, "where")
+    cond = None if where is None else spark_condition(spark, where, "where")
     if txn is not None:
         schema = txn.describe_table(table).schema
-        _check_names(where, schema, table, "where")
+        check_names(where, schema, table, "where")
         plan = txn.scan_plan(table, where=_prunable(spark, where, schema))
     else:
         with _view(lh, version, timestamp) as view:
             schema = view.describe_table(table).schema
-            _check_names(where, schema, table, "where")
+            check_names(where, schema, table, "where")
             plan = view.scan_plan(table, where=_prunable(spark, where, schema))
     frame = scan_frame(spark, plan, schema, loc)
     if cond is None:
         return frame
-    return _analysed(frame, lambda f: f.where(cond), where, "where")
+    return analysed(frame, lambda f: f.where(cond), where, "where")
 
 
 def _prunable(spark: SparkSession, where: Any, schema: pa.Schema) -> Any:
@@ -493,13 +493,13 @@ def delete(lh: Any, spark: SparkSession, table: str, condition: Any, *, txn: Any
     """Delete the rows matching a Spark SQL ``condition`` (str or Column); executors
     find them, the driver commits deletion vectors. Returns rows deleted."""
     configure(spark)
-    cond = _condition(spark, condition, "condition")
+    cond = spark_condition(spark, condition, "condition")
     with joined(lh, txn) as (t, own):
         tbl = Table(lh, t, table)
-        _check_names(condition, tbl.schema, table, "condition")
+        check_names(condition, tbl.schema, table, "condition")
         # only the files that may hold a matching row are scanned (partitions, bounds)
         frame, by_name = tbl.frame(spark, positions=True, where=condition)
-        hits = _analysed(frame, lambda f: f.where(cond), condition, "condition")
+        hits = analysed(frame, lambda f: f.where(cond), condition, "condition")
         found = collect_bitmaps(hits, by_name, f"finding the rows of {table} to delete")
         n = int(t.delete_rows(table, found)) if found else 0
         if own:

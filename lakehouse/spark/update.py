@@ -68,13 +68,13 @@ def update(
         if not isinstance(name, str):
             raise TypeError(f"values keys must be column names (str), not {type(name).__name__}")
     configure(spark)
-    cond = ops._condition(spark, condition, "condition")
+    cond = ops.spark_condition(spark, condition, "condition")
     with ops.joined(lh, txn) as (t, own):
         tbl = ops.Table(lh, t, table)
-        ops._check_names(condition, tbl.schema, table, "condition")
+        ops.check_names(condition, tbl.schema, table, "condition")
         exprs = _values(spark, tbl, values)
         frame, by_name = tbl.frame(spark, positions=True, where=condition)
-        matched = ops._analysed(frame, lambda f: f.where(cond), condition, "condition")
+        matched = ops.analysed(frame, lambda f: f.where(cond), condition, "condition")
         hits = _new_rows(tbl, matched, exprs, values).persist(StorageLevel.MEMORY_AND_DISK)
         try:
             n = _apply(t, tbl, hits, by_name)
@@ -103,7 +103,7 @@ def _apply(t: Any, tbl: ops.Table, hits: DataFrame, by_name: dict[str, str]) -> 
                 "position": got.column(ROW_COL).cast(pa.int64()),
             }
         )
-        return int(t.replace_rows(table, positions, tbl._shaped(got.select(names)), op="update"))
+        return int(t.replace_rows(table, positions, tbl.shaped(got.select(names)), op="update"))
     written = tbl.write(hits.select(*[col(c) for c in names]), f"writing the update of {table}")
     files = written.get("", [])
     try:
@@ -135,8 +135,8 @@ def _values(spark: SparkSession, tbl: ops.Table, values: Mapping[str, Any]) -> d
         if isinstance(value, str):
             lit = _literal(value)
             if lit is _NOT_LITERAL:
-                ops._check_names(value, tbl.schema, tbl.name, what)
-                out[name] = ops._condition(spark, value, what)
+                ops.check_names(value, tbl.schema, tbl.name, what)
+                out[name] = ops.spark_condition(spark, value, what)
                 continue
             value = lit
         out[name] = _typed_literal(tbl, field, value, what)
@@ -204,13 +204,13 @@ def _new_rows(
     names = tbl.schema.names
     new_cols = [exprs[n].alias(n) if n in exprs else col(n) for n in names]
     try:
-        new = ops._analysed(
+        new = ops.analysed(
             matched, lambda f: f.select(*new_cols, FILE_COL, ROW_COL), dict(values), "values"
         )
     except ValueError as exc:  # name the value Spark could not analyse
         for n, e in exprs.items():
             what = f"value for column {n!r}"
-            ops._analysed(matched, lambda f, e=e: f.select(e), values[n], what)
+            ops.analysed(matched, lambda f, e=e: f.select(e), values[n], what)
         raise exc from None
     for n in exprs:  # the result's type as a DataFrame column's (match_columns' rules)
         field = tbl.schema.field(n)

@@ -252,6 +252,27 @@ def test_concurrent_delete_of_an_updated_row_retries(spark, tmp_path):
         assert lh.read(T, where="qty = 50").num_rows == 19
 
 
+@pytest.mark.parametrize("props", [FILES, None], ids=["executors", "driver-inlined"])
+def test_rows_the_transaction_wrote_keep_their_kind(spark, tmp_path, props):
+    """In one transaction: rows it inserted stay inserts when updated again, rows
+    it updated before stay updates (one pre- and one post-image), as in Python."""
+    feeds = []
+    for name in ("spark", "python"):
+        with make(tmp_path / name, props) as h:
+            with h.begin() as txn:
+                txn.append(T, data(1000, 1010))
+                txn.update(T, "order_id < 10", {"qty": 1})
+                cond, values = "order_id < 20 OR order_id >= 1005", {"price": "price * 2"}
+                if name == "spark":
+                    assert lhs.update(h, spark, T, cond, values, txn=txn) == 25
+                else:
+                    assert txn.update(T, cond, values) == 25
+            feed = h.changes(T, h.version, h.version)
+            feeds.append((rows(h), Counter(feed.column("_change_type").to_pylist())))
+    assert feeds[0] == feeds[1]
+    assert feeds[0][1] == Counter({"insert": 10, "update_preimage": 20, "update_postimage": 20})
+
+
 def test_no_matching_row_writes_nothing(spark, tmp_path):
     with make(tmp_path / "lh", FILES) as lh:
         v, files = lh.version, lh.list_data_files(T)

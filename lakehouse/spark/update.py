@@ -13,11 +13,13 @@ that reads the table. Then, from the cache:
 * more: executors write the new versions as data files (one job) and
   return the old rows' positions as bitmaps per file (one job,
   :mod:`lakehouse.spark.positions`); the driver marks those rows deleted as
-  updated, then registers the files as their new versions::
+  updated, then registers the files as their new versions. Matched rows of
+  files the transaction itself added are collected and go through
+  ``replace_rows`` instead (an update of its own inserts stays an insert)::
 
     executors: scan ── where(cond) ── new values + (_lh_file, _lh_row) ── persist, count
     driver:    few rows:  toArrow ── replace_rows
-               many rows: write files (job) ── bitmaps (job) ── delete_rows ── add_files
+               many rows: bitmaps (job) ── write files (job) ── delete_rows ── add_files
 
 The values are checked on the driver before any job: unknown columns,
 expressions Spark cannot analyse, and results that cannot be cast safely to
@@ -27,7 +29,7 @@ as a value: ``{"qty": "5"}`` fits a ``smallint`` column).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from decimal import Decimal
 from typing import Any
 
@@ -41,7 +43,7 @@ from lakehouse.data import inline
 from lakehouse.spark import ops
 from lakehouse.spark.jobs import spark_job
 from lakehouse.spark.positions import collect_bitmaps
-from lakehouse.spark.reader import FILE_COL, ROW_COL
+from lakehouse.spark.reader import FILE_COL, ROW_COL, base_name
 from lakehouse.spark.session import configure
 from lakehouse.spark.types import ColumnPlan, match_columns, spark_type
 from lakehouse.spark.writer import col, prepare
@@ -77,7 +79,7 @@ def update(
         matched = ops.analysed(frame, lambda f: f.where(cond), condition, "condition")
         hits = _new_rows(tbl, matched, exprs, values).persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            n = _apply(t, tbl, hits, by_name)
+            n = _apply(lh, t, tbl, hits, by_name)
         finally:
             hits.unpersist()
         if own:
@@ -85,35 +87,58 @@ def update(
         return n
 
 
-def _apply(t: Any, tbl: ops.Table, hits: DataFrame, by_name: dict[str, str]) -> int:
+def _apply(lh: Any, t: Any, tbl: ops.Table, hits: DataFrame, by_name: dict[str, str]) -> int:
     """Record the persisted matched rows' new versions in ``t``; returns how many."""
     table = tbl.name
     with spark_job(f"finding the rows of {table} to update"):
         n = int(hits.count())  # the one scan of the table; fills the cache
     if n == 0:
         return 0
-    names = tbl.schema.names
     if n <= inline.max_rows(tbl.d):  # few: the driver writes them (inlined)
-        with spark_job(f"collecting the updated rows of {table}"):
-            got = hits.toArrow()
-        files = got.column(FILE_COL).to_pylist()
-        positions = pa.table(
-            {
-                "path": pa.array([by_name[f] for f in files], pa.string()),
-                "position": got.column(ROW_COL).cast(pa.int64()),
-            }
-        )
-        return int(t.replace_rows(table, positions, tbl.shaped(got.select(names)), op="update"))
-    written = tbl.write(hits.select(*[col(c) for c in names]), f"writing the update of {table}")
+        return _replace_on_driver(t, tbl, hits, by_name)
+    found = collect_bitmaps(hits, by_name, f"finding the rows of {table} to update")
+    # rows of files this transaction added (its own inserts, or new versions of rows
+    # it updated before) go through replace_rows, which tells the two apart for the
+    # change feed; a file's new rows are all inserts or all post-images
+    mine = [base_name(p) for p in _added_files(lh, t, table, found)]
+    rest = hits.where(~F.col(FILE_COL).isin(mine)) if mine else hits
+    found = {p: bm for p, bm in found.items() if base_name(p) not in mine}
+    names = [col(c) for c in tbl.schema.names]
+    written = tbl.write(rest.select(*names), f"writing the update of {table}") if found else {}
     files = written.get("", [])
+    m = 0
     try:
-        found = collect_bitmaps(hits, by_name, f"finding the rows of {table} to update")
-        # the old rows go first: a table with a primary key then sees their keys free
-        t.delete_rows(table, found, op="update", updated=True)
+        if found:  # the old rows go first: a table with a primary key sees their keys free
+            t.delete_rows(table, found, op="update", updated=True)
+        if mine:
+            m = _replace_on_driver(t, tbl, hits.where(F.col(FILE_COL).isin(mine)), by_name)
     except BaseException:
         tbl.loc.delete([p for p, _ in files])
         raise
-    return tbl.add(files, updates=True)  # deletes the files if it fails
+    return m + tbl.add(files, updates=True)  # deletes the files if it fails
+
+
+def _replace_on_driver(t: Any, tbl: ops.Table, hits: DataFrame, by_name: dict[str, str]) -> int:
+    """Collect the (cached) new rows and record them with ``txn.replace_rows``."""
+    with spark_job(f"collecting the updated rows of {tbl.name}"):
+        got = hits.toArrow()
+    files = got.column(FILE_COL).to_pylist()
+    positions = pa.table(
+        {
+            "path": pa.array([by_name[f] for f in files], pa.string()),
+            "position": got.column(ROW_COL).cast(pa.int64()),
+        }
+    )
+    rows = tbl.shaped(got.select(tbl.schema.names))
+    return int(t.replace_rows(tbl.name, positions, rows, op="update"))
+
+
+def _added_files(lh: Any, t: Any, table: str, paths: Iterable[str]) -> list[str]:
+    """Of ``paths``, the files the transaction ``t`` added (not in its begin version)."""
+    with lh.at_version(t.version) as view:
+        old = view.file_states(table) if view.table_exists(table) else []
+    base = {f.path for f, _ in old}
+    return [p for p in paths if p not in base]
 
 
 def _values(spark: SparkSession, tbl: ops.Table, values: Mapping[str, Any]) -> dict[str, Column]:

@@ -47,8 +47,7 @@ def test_bitmaps_encode_exactly_the_positions(name):
     pos = CASES[name]
     bm = BitMap(pos)
     other = BitMap([5, 70_000])
-    arr = [deletions.positions_of(bm), deletions.positions_of(other)]
-    rel = deletions._bitmaps([11, 12], arr)
+    rel = deletions._bitmaps([11, 12], [bm, other])
     assert np.array_equal(_decode(rel, 11), np.asarray(pos))
     assert np.array_equal(_decode(rel, 12), np.asarray([5, 70_000]))
     # one row per bucket with deletions, no more
@@ -56,9 +55,7 @@ def test_bitmaps_encode_exactly_the_positions(name):
 
 
 def test_bitmaps_with_name_keys_and_empty_files():
-    rel = deletions._bitmaps(
-        ["a.parquet", "b.parquet"], [np.zeros(0, np.int64), np.asarray([3, 4], np.int64)]
-    )
+    rel = deletions._bitmaps(["a.parquet", "b.parquet"], [BitMap(), BitMap([3, 4])])
     assert rel.column("_lh_bkey").to_pylist() == ["b.parquet"]
     assert np.array_equal(_decode(rel, "b.parquet"), [3, 4])
 

@@ -86,11 +86,14 @@ def drop_deleted(
     the rows the files' deletion vectors name; ``keys``: each file's key value (its
     size, an int, or its base name) as :data:`KEY` holds it. The helper columns are
     dropped from the result."""
-    positions = [positions_of(f.deleted) for f in files]
-    spans = [runs(p) for p in positions]
-    if sum(len(lo) for lo, _ in spans) <= RANGES_MAX:
+    # runs counted by roaring itself (positions not followed by their predecessor)
+    n_runs = sum(
+        len(f.deleted) - f.deleted.intersection_cardinality(f.deleted.shift(1)) for f in files
+    )
+    if n_runs <= RANGES_MAX:
+        spans = [runs(positions_of(f.deleted)) for f in files]
         return frame.where(F.expr(f"NOT ({_in_ranges(keys, spans)})")).drop(KEY, ROW)
-    rel = _relation(spark, files, keys, positions)
+    rel = _relation(spark, files, keys)
     # one SQL string: each Column operator would be a call into the JVM
     mask = (1 << BUCKET_SHIFT) - 1
     cond = F.expr(
@@ -119,9 +122,7 @@ def _in_ranges(keys: Sequence[Any], spans: list[tuple[np.ndarray, np.ndarray]]) 
     return " OR ".join(terms) or "false"
 
 
-def _relation(
-    spark: SparkSession, files: Sequence[Any], keys: Sequence[Any], positions: list[np.ndarray]
-) -> DataFrame:
+def _relation(spark: SparkSession, files: Sequence[Any], keys: Sequence[Any]) -> DataFrame:
     """The (key, bucket, bits) relation of ``files``' deletions, from the cache when
     the same deletions were read before in this session."""
     digest = hashlib.blake2b(digest_size=16)
@@ -134,7 +135,7 @@ def _relation(
         if hit is not None and hit[0] is spark:  # a relation belongs to its session
             _cache.move_to_end(ck)
             return hit[1]
-    rel = spark.createDataFrame(_bitmaps(keys, positions))
+    rel = spark.createDataFrame(_bitmaps(keys, [f.deleted for f in files]))
     with _lock:
         _cache[ck] = (spark, rel)
         while len(_cache) > _CACHE_SIZE:
@@ -142,14 +143,17 @@ def _relation(
     return rel
 
 
-def _bitmaps(keys: Sequence[Any], positions: list[np.ndarray]) -> pa.Table:
-    """One row per (file, bucket with deletions): key, bucket, 1,024 words of bits."""
+def _bitmaps(keys: Sequence[Any], vectors: Sequence[Any]) -> pa.Table:
+    """One row per (file, bucket with deletions): key, bucket, 1,024 words of bits;
+    ``vectors``: each file's deletion vector (a BitMap), decoded one at a time so the
+    driver holds one file's positions beside the result (at most a bit per row)."""
     out_keys: list[Any] = []
     buckets: list[np.ndarray] = []
     words: list[np.ndarray] = []
-    for key, pos in zip(keys, positions):
-        if not len(pos):
+    for key, vector in zip(keys, vectors):
+        if not vector:
             continue
+        pos = positions_of(vector)
         b = pos >> BUCKET_SHIFT
         ub = np.unique(b)
         # slot of each position's word in its file's dense block (positions are sorted

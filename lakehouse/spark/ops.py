@@ -38,6 +38,7 @@ from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from lakehouse.data import inline
+from lakehouse.spark.counted import with_live_count
 from lakehouse.spark.jobs import bad_condition, is_analysis_error, spark_job
 from lakehouse.spark.location import Location, location_of
 from lakehouse.spark.partitions import PART_COL, decode_key, with_key
@@ -439,7 +440,7 @@ def read(
             plan = view.scan_plan(table, where=_prunable(spark, where, schema))
     frame = scan_frame(spark, plan, schema, loc)
     if cond is None:
-        return frame
+        return with_live_count(frame, plan)  # its count() from the plan: no job
     return analysed(frame, lambda f: f.where(cond), where, "where")
 
 

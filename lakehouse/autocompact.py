@@ -24,6 +24,11 @@ Table properties (strings, set with ``create_table(properties=...)`` or
                                              it) that queue it; also the size
                                              of a tier that is merged
 ``compaction.target-file-bytes``  64 MiB     target size; "small" is below half
+``compaction.delete-threshold``   ``0.5``    deleted fraction of a file (deleted
+                                             rows / rows, in (0, 1]) at which a
+                                             commit's deletes queue its
+                                             partition, whose compaction then
+                                             rewrites it
 ``inline.flush_rows``             10 x max   live inlined rows of a table that
                                              make it flush them (0: any); by
                                              default 10 x its
@@ -40,6 +45,15 @@ its count and is queued again by the next commit that adds a small file to
 it. Its own commits add no count. A kill at any point loses nothing: a
 compaction is one commit (its files are orphans until then, removed by
 ``remove_orphan_files``).
+
+**Deleted rows.** A commit that deletes rows (a delete, update or merge) looks
+up the files it deleted from (their records, which the transaction read) and
+queues the partition of each file whose deleted fraction, its earlier
+deletions included, reaches ``compaction.delete-threshold``. The partition's
+incremental compaction rewrites the files at the threshold, binned by size,
+besides the small files it merges anyway (a file below it keeps its
+deletion vector). The rewrite carries deletes committed meanwhile like any
+compaction.
 
 **Inlined rows** (inline data files, :mod:`lakehouse.data.inline`) are
 counted per table apart from small files: a commit's inline files add their
@@ -66,11 +80,14 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pyroaring import AbstractBitMap
+
 from lakehouse.data import compaction, partitioning
 from lakehouse.errors import NotFound, RetryableConflict
-from lakehouse.model import CompactResult, DataOp, TableDef
+from lakehouse.model import CompactResult, DataFile, DataOp, TableDef
 
 if TYPE_CHECKING:
+    from lakehouse.data.table import TableIntent
     from lakehouse.intent import TxnIntent
     from lakehouse.txn import Transaction
 
@@ -93,6 +110,8 @@ class Settings:
     target: int
     #: live inlined rows that make the table's inline files flushed
     flush_rows: int
+    #: a file's deleted fraction that queues its partition
+    delete_threshold: float = compaction.DELETE_THRESHOLD
 
 
 def settings(d: TableDef) -> Settings:
@@ -114,7 +133,13 @@ def settings(d: TableDef) -> Settings:
             f"table {d.qualified_name}: property compaction.min-files must be an integer "
             f">= 2, not {raw!r}"
         )
-    return Settings(auto == "true", n, compaction.target_bytes(d, None), compaction.flush_rows(d))
+    return Settings(
+        auto == "true",
+        n,
+        compaction.target_bytes(d, None),
+        compaction.flush_rows(d),
+        compaction.delete_threshold(d),
+    )
 
 
 #: a job's key: (table id, partition; None: every partition; :data:`_INLINE`: the
@@ -130,6 +155,31 @@ class _Job:
     #: None: every partition (the first look at a table, or a flush of inlined rows)
     partition: Mapping[str, Any] | None
     key: _Key
+
+
+def _heavy(
+    intent: TxnIntent, w: TableIntent, threshold: float
+) -> dict[compaction.PartKey, DataFile]:
+    """Per partition, a file ``w`` deleted rows from whose deleted fraction now
+    reaches ``threshold`` (its record and earlier deletions as the transaction
+    read them: point lookups when it did not load the table whole)."""
+    base = intent.base_files(w.ns, w.name)
+    out: dict[compaction.PartKey, DataFile] = {}
+    for fid, new in w.deletes.items():
+        dv: AbstractBitMap | None
+        if fid in w.added:
+            f, dv = w.added[fid], w.added_dvs.get(fid)
+        else:
+            fs = base.get(fid)
+            if fs is None:
+                continue
+            f, dv = fs
+        if f.is_inline or not f.record_count:
+            continue  # inline files are flushed by their own rule
+        deleted = len(new | dv) if dv else len(new)
+        if deleted / f.record_count >= threshold:  # as compaction.candidates counts it
+            out.setdefault(compaction.part_key(f), f)
+    return out
 
 
 class AutoCompactor:
@@ -160,7 +210,7 @@ class AutoCompactor:
 
     def _note(self, intent: TxnIntent) -> None:
         for (ns, name), w in intent.table_writes.items():
-            if not w.added or set(w.ops) <= {DataOp.COMPACT}:
+            if not (w.added or w.deletes) or set(w.ops) <= {DataOp.COMPACT}:
                 continue
             change = intent.touched.get(("table", f"{ns}.{name}"))
             d = None if change is None else change.final
@@ -184,6 +234,7 @@ class AutoCompactor:
                     k = compaction.part_key(f)
                     counts[k] = counts.get(k, 0) + 1
                     small.setdefault(k, f)
+            heavy = _heavy(intent, w, s.delete_threshold) if w.deletes else {}
             with self._cond:
                 if (counts or inline_files) and d.table_id not in self._seen:
                     self._seen.add(d.table_id)  # small or inline files of earlier writers?
@@ -201,6 +252,9 @@ class AutoCompactor:
                     if total >= s.min_files:
                         part = partitioning.partition_dict(d, small[k])
                         self._enqueue(_Job(d.qualified_name, d.table_id, part, key))
+                for k, f in heavy.items():  # the same job: it rewrites these files too
+                    part = partitioning.partition_dict(d, f)
+                    self._enqueue(_Job(d.qualified_name, d.table_id, part, (d.table_id, k)))
 
     def _enqueue(self, job: _Job) -> None:
         if job.key not in self._queued and not self._closed:

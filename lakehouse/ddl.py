@@ -347,6 +347,8 @@ def _check_table_properties(props: Mapping[str, str]) -> None:
         inline.check_property(props[inline.PROPERTY])
     if compaction.FLUSH_PROPERTY in props:
         compaction.check_flush_rows(props[compaction.FLUSH_PROPERTY])
+    if compaction.DELETE_THRESHOLD_PROPERTY in props:
+        compaction.check_delete_threshold(props[compaction.DELETE_THRESHOLD_PROPERTY])
 
 
 def _check_columns(schema: Any, names: tuple[str, ...], what: str) -> tuple[str, ...]:

@@ -344,10 +344,12 @@ class Transaction(DefinitionOps):
         ``compaction.target-file-bytes``, else 64 MiB. ``where`` (naming only
         partition columns) or ``partition`` (a ``DataFile.partition`` dict) limits it
         to those partitions. ``min_files=N``: incremental, as automatic compaction
-        runs it (only small files are merged, N or more of one size tier at a time;
-        ranges may still overlap). Inlined rows (inline files) are always moved into
-        Parquet files, a lone inline file too; with ``min_files`` only once the scope
-        holds ``inline.flush_rows`` live inlined rows or ``min_files`` inline files
+        runs it (only small files are merged, N or more of one size tier at a time,
+        and files whose deleted fraction reaches the table property
+        ``compaction.delete-threshold`` are rewritten; ranges may still overlap).
+        Inlined rows (inline files) are always moved into Parquet files, a lone
+        inline file too; with ``min_files`` only once the scope holds
+        ``inline.flush_rows`` live inlined rows or ``min_files`` inline files
         (docs/lakehouse.md, "Flushing inlined rows"). ``progress(done, total)`` is
         called as the files being rewritten are read (bytes read so far, bytes of
         those files in all)."""

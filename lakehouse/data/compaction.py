@@ -40,6 +40,12 @@ bytes, then one tier per further factor of ``min_files``) holding at least
 sort keys within each group. A row is rewritten about once per tier (not on
 every compaction, as merging every small file into the growing last one
 would), and ranges may still overlap: a full ``compact`` clusters them.
+Files whose deleted fraction (deleted rows / rows) reaches the table property
+``compaction.delete-threshold`` (default 0.5) are rewritten too, whatever
+their size or tier (those of one partition binned together, about the target
+size per new file); the rest with deletions keep them until a full ``compact``
+or their tier's merge. Automatic compaction queues a partition when a commit's
+deletes make one of its files reach the threshold.
 
 **Inlined rows** (inline data files, :mod:`lakehouse.data.inline`) are
 always candidates: an inline file is never "done" (its rows belong in
@@ -60,6 +66,7 @@ moved row follows it to the right position of the right new file.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -105,6 +112,8 @@ class Candidate:
     hi: tuple[Any, ...] | None = None
     #: an inline file (rows kept in the kvstore): always rewritten
     inline: bool = False
+    #: deleted rows / rows (incremental compaction rewrites it at the delete threshold)
+    dead: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -128,10 +137,15 @@ def _hashable(v: Any) -> Any:
 
 # -- planning (pure) ----------------------------------------------------------------------
 def plan(
-    files: Sequence[Candidate], target: int, sort: bool, min_files: int | None = None
+    files: Sequence[Candidate],
+    target: int,
+    sort: bool,
+    min_files: int | None = None,
+    delete_threshold: float | None = None,
 ) -> list[Job]:
     """The rewrites that compact ``files`` (see the module docstring); ``min_files``:
-    only small files, ``min_files`` or more of one size tier at a time."""
+    only small files, ``min_files`` or more of one size tier at a time, and (with
+    ``delete_threshold``) the files whose deleted fraction reaches it."""
     by_part: dict[PartKey, list[Candidate]] = {}
     for c in files:
         by_part.setdefault(c.partition, []).append(c)
@@ -139,7 +153,10 @@ def plan(
     for key in sorted(by_part, key=repr):
         group = sorted(by_part[key], key=lambda c: c.fid)
         if min_files is not None:
-            jobs += [Job(key, g, sort) for g in _tiers(group, target, min_files)]
+            tiers = _tiers(group, target, min_files)
+            if delete_threshold is not None:
+                tiers += _deleted(group, target, delete_threshold, tiers)
+            jobs += [Job(key, g, sort) for g in tiers]
         elif sort:
             jobs += [Job(key, run, True) for run in _runs(group, target)]
         else:
@@ -194,6 +211,16 @@ def _tiers(files: list[Candidate], target: int, min_files: int) -> list[tuple[st
     return out
 
 
+def _deleted(
+    files: list[Candidate], target: int, threshold: float, taken: list[tuple[str, ...]]
+) -> list[tuple[str, ...]]:
+    """Files (not inline, not in ``taken``) whose deleted fraction reaches
+    ``threshold``, in groups of about ``target`` bytes of live rows."""
+    done = {fid for g in taken for fid in g}
+    heavy = [c for c in files if c.dead >= threshold and not c.inline and c.fid not in done]
+    return _bins(heavy, target)
+
+
 def _runs(files: list[Candidate], target: int) -> list[tuple[str, ...]]:
     """Runs of neighbouring overlapping-or-small components (clustering)."""
     ordered = sorted(files, key=lambda c: (c.lo, c.hi, c.fid))
@@ -240,7 +267,8 @@ def candidates(d: TableDef, files: Mapping[str, tuple[DataFile, BitMap]]) -> lis
         lo = hi = None
         if first is not None:
             lo, hi = _range(user_stats(f, names).get(first), live, bool(dv))
-        out.append(Candidate(fid, part_key(f), size, bool(dv), lo, hi, f.is_inline))
+        dead = len(dv) / f.record_count if f.record_count else 0.0
+        out.append(Candidate(fid, part_key(f), size, bool(dv), lo, hi, f.is_inline, dead))
     return out
 
 
@@ -306,6 +334,44 @@ def flush_rows(d: TableDef) -> int:
         return FLUSH_FACTOR * inline.max_rows(d)
     try:
         return check_flush_rows(raw)
+    except ValueError as exc:
+        raise ValueError(f"{exc} (table {d.qualified_name})") from None
+
+
+#: the table property: the deleted fraction (deleted rows / rows) of a file at
+#: which incremental and automatic compaction rewrite it
+DELETE_THRESHOLD_PROPERTY = "compaction.delete-threshold"
+
+#: its default: a read pays for every deleted row still stored, a rewrite costs the
+#: file's live rows once; at 0.5 a rewrite copies at most one live row per deleted
+#: row it drops (write amplification at most 2x per deleted row). DuckLake's
+#: ``rewrite_data_files`` waits for 0.95, Delta's OPTIMIZE purges above 5%
+#: (docs/lakehouse.md, "Compaction and clustering")
+DELETE_THRESHOLD = 0.5
+
+
+def check_delete_threshold(value: Any) -> float:
+    """``compaction.delete-threshold`` as a float (ValueError naming it unless a
+    number in (0, 1] such as ``"0.5"``)."""
+    try:
+        x = float(value.strip()) if isinstance(value, str) else math.nan
+    except ValueError:
+        x = math.nan
+    if not 0.0 < x <= 1.0:  # also NaN
+        raise ValueError(
+            f"table property {DELETE_THRESHOLD_PROPERTY} must be a number in (0, 1] (the "
+            f"deleted fraction of a file that makes compaction rewrite it), not {value!r}"
+        )
+    return x
+
+
+def delete_threshold(d: TableDef) -> float:
+    """``d``'s ``compaction.delete-threshold`` (ValueError naming it if malformed)."""
+    raw = d.properties.get(DELETE_THRESHOLD_PROPERTY)
+    if raw is None:
+        return DELETE_THRESHOLD
+    try:
+        return check_delete_threshold(raw)
     except ValueError as exc:
         raise ValueError(f"{exc} (table {d.qualified_name})") from None
 
@@ -378,7 +444,8 @@ def compact(
     }
     if min_files is not None and not flush_due(d, files.values(), min_files):
         files = {fid: fs for fid, fs in files.items() if not fs[0].is_inline}
-    jobs = plan(candidates(d, files), target, bool(d.sort_keys), min_files)
+    threshold = None if min_files is None else delete_threshold(d)
+    jobs = plan(candidates(d, files), target, bool(d.sort_keys), min_files, threshold)
     if not jobs:
         return CompactResult()
     w.note(DataOp.COMPACT)

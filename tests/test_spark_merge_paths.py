@@ -135,6 +135,17 @@ def test_driver_and_spark_paths_give_the_same_table(
     )
 
 
+def test_string_keys_of_two_columns_and_an_empty_source(spark, tmp_path, monkeypatch):
+    src = rows(SOURCE, name="n").set_column(2, "qty", pa.array([99] * len(SOURCE), pa.int32()))
+    got = all_paths(spark, tmp_path, monkeypatch, src, on=["name", "grp"])
+    assert got["driver"] == got["spark"] == got["python"]
+    assert got["driver"][0] == (4, 4, 0)
+    empty = rows([]).select(["id", "name"])
+    got = all_paths(spark, tmp_path / "empty", monkeypatch, empty)
+    assert got["driver"] == got["spark"] == got["python"]
+    assert got["driver"][0] == (0, 0, 0)
+
+
 def test_kept_columns_and_partitioned_target(spark, tmp_path, monkeypatch):
     """A source without qty: updated rows keep the target's qty, inserted get null;
     the target is partitioned by grp (matched rows in every partition)."""

@@ -227,6 +227,8 @@ def _merge_on_driver(
     the table's types, its keys checked) on columns other than the primary key: one
     Spark job finds the target rows its keys match, the driver writes the rest."""
     table = tbl.name
+    if not rows.num_rows:
+        return MergeResult(inserted=0, updated=0, deleted=0)
     fill = kept if when_matched == "update" else []
     got, by_name = _matched_on_driver(spark, tbl, raw, keys, fill)
     src_row = got.column(_SRC).to_numpy()

@@ -451,7 +451,7 @@ PRIVATE_ACCESS_ALLOWED: dict[tuple[str, str], str] = {
         "checked against the parser with it)"
     ),
     ("lakehouse.cli.parser", "argparse._SubParsersAction"): "the same: argparse's subparser type",
-    ("lakehouse.spark.bench", "spark._jvm"): (
+    ("lakehouse.spark.bench_common", "spark._jvm"): (
         "PySpark offers no public call for the driver JVM's process id (the bench "
         "reports its memory)"
     ),
@@ -459,6 +459,10 @@ PRIVATE_ACCESS_ALLOWED: dict[tuple[str, str], str] = {
         "PySpark offers no public call for the row bound of a DataFrame's optimized "
         "plan; it only lets a small write be inlined without a job, and any failure "
         "(Spark Connect) writes files as usual"
+    ),
+    ("lakehouse.spark.counted", "frame._jdf"): (
+        "PySpark offers no public way to make a DataFrame of another class over the same "
+        "plan; the read's DataFrame answers its own count() from the scan plan"
     ),
     ("lakehouse.spark.partitions", "df._jdf"): (
         "PySpark offers no public call for a DataFrame's physical output partitioning; "

@@ -44,89 +44,13 @@ import argparse
 import json
 import os
 import shutil
-import statistics
 import tempfile
 import time
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
-ORDERS_DDL = (
-    "order_id long, customer_id long, product_id int, quantity int, "
-    "total decimal(12,2), discount double, status string, placed_at timestamp"
-)
-
-
-def orders_frame(spark: Any, rows: int, partitions: int = 4, seed: int = 7) -> Any:
-    """``rows`` synthetic orders (deterministic for a seed)."""
-    return _orders(spark.range(0, rows, numPartitions=partitions), seed)
-
-
-def _orders(ids: Any, seed: int) -> Any:
-    """The orders of :func:`orders_frame` for a DataFrame of ``id`` (long) values."""
-    from pyspark.sql import functions as F
-
-    statuses = F.array(*[F.lit(s) for s in ("placed", "paid", "shipped", "delivered", "cancelled")])
-    return ids.select(
-        F.col("id").alias("order_id"),
-        (F.abs(F.hash(F.col("id"), F.lit(seed))) % 200_000).alias("customer_id"),
-        (F.abs(F.hash(F.col("id"), F.lit(seed + 1))) % 5_000).cast("int").alias("product_id"),
-        (F.abs(F.hash(F.col("id"), F.lit(seed + 2))) % 9 + 1).cast("int").alias("quantity"),
-        (F.rand(seed) * 500).cast("decimal(12,2)").alias("total"),
-        F.round(F.rand(seed + 3) * 0.3, 2).alias("discount"),
-        F.element_at(statuses, (F.abs(F.hash(F.col("id"))) % 5 + 1).cast("int")).alias("status"),
-        F.timestamp_seconds(F.lit(1_735_689_600) + F.col("id") % 7_776_000).alias("placed_at"),
-    )
-
-
-class _Clock:
-    """Wall time, and CPU seconds of the JVM plus this process (psutil, if installed):
-    on a shared machine the CPU seconds move much less than the wall time."""
-
-    def __init__(self, spark: Any) -> None:
-        self.procs: list[Any] = []
-        try:
-            import psutil
-
-            pid = spark._jvm.java.lang.ProcessHandle.current().pid()
-            self.procs = [psutil.Process(pid), psutil.Process()]
-        except Exception:  # no psutil, or not a local JVM
-            self.procs = []
-
-    def _cpu(self) -> float:
-        return sum(sum(p.cpu_times()[:2]) for p in self.procs)
-
-    def timed(self, fn: Callable[[], Any]) -> tuple[float, float]:
-        c, t = self._cpu(), time.perf_counter()
-        fn()
-        return time.perf_counter() - t, self._cpu() - c
-
-    def pair(
-        self, plain: Callable[[], Any], lake: Callable[[], Any], flip: bool
-    ) -> tuple[tuple[float, float], tuple[float, float]]:
-        """Time both, in the order given (``flip``: the lakehouse variant first)."""
-        if flip:
-            b = self.timed(lake)
-            return self.timed(plain), b
-        a = self.timed(plain)
-        return a, self.timed(lake)
-
-
-def _summary(plain: list[tuple[float, float]], lake: list[tuple[float, float]]) -> dict[str, Any]:
-    wp, wl = [p[0] for p in plain], [q[0] for q in lake]
-    cp, cl = [p[1] for p in plain], [q[1] for q in lake]
-    ratios = [b / a for a, b in zip(wp, wl)]
-    out: dict[str, Any] = {
-        "plain_s": {"median": statistics.median(wp), "min": min(wp), "max": max(wp)},
-        "lakehouse_s": {"median": statistics.median(wl), "min": min(wl), "max": max(wl)},
-        "ratio": statistics.median(wl) / statistics.median(wp),
-        "ratio_range": [min(ratios), max(ratios)],
-    }
-    if statistics.median(cp) > 0:
-        out["cpu_plain_s"] = statistics.median(cp)
-        out["cpu_lakehouse_s"] = statistics.median(cl)
-        out["cpu_ratio"] = statistics.median(cl) / statistics.median(cp)
-    return out
+from lakehouse.spark.bench_common import Clock, orders_frame, orders_of, summary
 
 
 def run(
@@ -154,7 +78,7 @@ def run(
         def noop(frame: Any) -> None:
             frame.write.format("noop").mode("overwrite").save()
 
-        clock = _Clock(spark)
+        clock = Clock(spark)
         w_plain: list[tuple[float, float]] = []
         w_lake: list[tuple[float, float]] = []
         r_plain: list[tuple[float, float]] = []
@@ -204,9 +128,9 @@ def run(
             "repeats": repeats,
             "cores": spark.sparkContext.defaultParallelism,
             "deleted_rows": deleted,
-            "write": _summary(w_plain, w_lake),
-            "read": _summary(r_plain, r_lake),
-            "read_1pct_deleted": _summary(d_plain, d_lake),
+            "write": summary(w_plain, w_lake),
+            "read": summary(r_plain, r_lake),
+            "read_1pct_deleted": summary(d_plain, d_lake),
         }
     finally:
         if root is None:
@@ -251,7 +175,7 @@ def run_partitioned(
         def noop(frame: Any) -> None:
             frame.write.format("noop").mode("overwrite").save()
 
-        clock = _Clock(spark)
+        clock = Clock(spark)
         # (label, plain writer, the lakehouse table's write.distribution-mode)
         variants: list[tuple[str, Callable[[str], Any], str]] = [
             ("write", lambda d: plain_df.write.partitionBy("day").parquet(d), "hash"),
@@ -325,8 +249,8 @@ def run_partitioned(
             "cores": spark.sparkContext.defaultParallelism,
             "files": files,
             "day_rows": day_rows,
-            **{label: _summary(*w) for label, w in writes.items()},
-            "read": _summary(r_plain, r_lake),
+            **{label: summary(*w) for label, w in writes.items()},
+            "read": summary(r_plain, r_lake),
         }
     finally:
         spark.conf.set("spark.sql.session.timeZone", zone)
@@ -378,7 +302,7 @@ def run_merge(
             lhs.write(lh, df, table)
             setup[table] = time.perf_counter() - t0
         df.unpersist()
-        clock = _Clock(spark)
+        clock = Clock(spark)
         w: list[tuple[float, float]] = []
         m: list[tuple[float, float]] = []
         inserted = 0
@@ -387,7 +311,7 @@ def run_merge(
             half = merge_rows // 2
             new = (1 << 40) + i * merge_rows + np.arange(merge_rows - half)
             ids = rng.permutation(np.concatenate([rng.choice(rows, half, replace=False), new]))
-            src = _orders(spark.createDataFrame([(int(x),) for x in ids], "id long"), 7 + i)
+            src = orders_of(spark.createDataFrame([(int(x),) for x in ids], "id long"), 7 + i)
             src = src.cache()
             src.count()
             before = (lh.table_stats(keyed).rows, lh.table_stats(plain).rows)
@@ -413,7 +337,7 @@ def run_merge(
             "cores": spark.sparkContext.defaultParallelism,
             "setup_write_s": setup,
             "inserted": inserted,
-            "merge": _summary(w, m),
+            "merge": summary(w, m),
         }
     finally:
         if root is None:

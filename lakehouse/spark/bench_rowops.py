@@ -45,7 +45,7 @@ from pyspark.sql import functions as F
 
 import lakehouse
 import lakehouse.spark as lhs
-from lakehouse.spark.bench import ORDERS_DDL, _Clock, _orders, _summary, orders_frame
+from lakehouse.spark.bench_common import ORDERS_DDL, Clock, orders_frame, orders_of, summary
 from lakehouse.spark.types import arrow_schema
 
 DELETE_COND = "order_id % 10 = 3"
@@ -92,7 +92,7 @@ class _Pairs:
     """The timed pairs of every row (after the warm-up round), each pair's two results
     returned for the checks."""
 
-    def __init__(self, clock: _Clock) -> None:
+    def __init__(self, clock: Clock) -> None:
         self.clock = clock
         self.times: dict[str, tuple[list[tuple[float, float]], list[tuple[float, float]]]] = {
             key: ([], []) for key, _, _ in ROWS
@@ -202,7 +202,7 @@ def run_rowops(
             new = plain.where(UPDATE_COND).withColumn("quantity", F.col("quantity") + 1)
             new.write.mode("overwrite").parquet(update_dir)
 
-        pairs = _Pairs(_Clock(spark))
+        pairs = _Pairs(Clock(spark))
         out: dict[str, Any] = {}
         memory: dict[str, Any] | None = None
         first = 0 if warmup else 1
@@ -216,7 +216,7 @@ def run_rowops(
             half = merge_rows // 2
             new_ids = (1 << 40) + i * merge_rows + np.arange(merge_rows - half)
             ids = rng.permutation(np.concatenate([rng.choice(rows, half, replace=False), new_ids]))
-            src = _orders(spark.createDataFrame([(int(x),) for x in ids], "id long"), 7 + i)
+            src = orders_of(spark.createDataFrame([(int(x),) for x in ids], "id long"), 7 + i)
             src = src.cache()
             src.count()
             want, n = pairs.run(
@@ -282,7 +282,7 @@ def run_rowops(
         }
         for key, _, target in ROWS:
             if key in pairs.times:
-                r = _summary(*pairs.times[key])
+                r = summary(*pairs.times[key])
                 result[key] = {
                     **r,
                     "target": target,

@@ -1,0 +1,86 @@
+"""What the Spark benchmarks share: the orders data, a clock of wall and CPU time, the
+summary of paired timings (``bench`` and ``bench_rowops``)."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+ORDERS_DDL = (
+    "order_id long, customer_id long, product_id int, quantity int, "
+    "total decimal(12,2), discount double, status string, placed_at timestamp"
+)
+
+
+def orders_frame(spark: Any, rows: int, partitions: int = 4, seed: int = 7) -> Any:
+    """``rows`` synthetic orders (deterministic for a seed)."""
+    return orders_of(spark.range(0, rows, numPartitions=partitions), seed)
+
+
+def orders_of(ids: Any, seed: int) -> Any:
+    """The orders of :func:`orders_frame` for a DataFrame of ``id`` (long) values."""
+    from pyspark.sql import functions as F
+
+    statuses = F.array(*[F.lit(s) for s in ("placed", "paid", "shipped", "delivered", "cancelled")])
+    return ids.select(
+        F.col("id").alias("order_id"),
+        (F.abs(F.hash(F.col("id"), F.lit(seed))) % 200_000).alias("customer_id"),
+        (F.abs(F.hash(F.col("id"), F.lit(seed + 1))) % 5_000).cast("int").alias("product_id"),
+        (F.abs(F.hash(F.col("id"), F.lit(seed + 2))) % 9 + 1).cast("int").alias("quantity"),
+        (F.rand(seed) * 500).cast("decimal(12,2)").alias("total"),
+        F.round(F.rand(seed + 3) * 0.3, 2).alias("discount"),
+        F.element_at(statuses, (F.abs(F.hash(F.col("id"))) % 5 + 1).cast("int")).alias("status"),
+        F.timestamp_seconds(F.lit(1_735_689_600) + F.col("id") % 7_776_000).alias("placed_at"),
+    )
+
+
+class Clock:
+    """Wall time, and CPU seconds of the JVM plus this process (psutil, if installed):
+    on a shared machine the CPU seconds move much less than the wall time."""
+
+    def __init__(self, spark: Any) -> None:
+        self.procs: list[Any] = []
+        try:
+            import psutil
+
+            pid = spark._jvm.java.lang.ProcessHandle.current().pid()
+            self.procs = [psutil.Process(pid), psutil.Process()]
+        except Exception:  # no psutil, or not a local JVM
+            self.procs = []
+
+    def _cpu(self) -> float:
+        return sum(sum(p.cpu_times()[:2]) for p in self.procs)
+
+    def timed(self, fn: Callable[[], Any]) -> tuple[float, float]:
+        c, t = self._cpu(), time.perf_counter()
+        fn()
+        return time.perf_counter() - t, self._cpu() - c
+
+    def pair(
+        self, plain: Callable[[], Any], lake: Callable[[], Any], flip: bool
+    ) -> tuple[tuple[float, float], tuple[float, float]]:
+        """Time both, in the order given (``flip``: the lakehouse variant first)."""
+        if flip:
+            b = self.timed(lake)
+            return self.timed(plain), b
+        a = self.timed(plain)
+        return a, self.timed(lake)
+
+
+def summary(plain: list[tuple[float, float]], lake: list[tuple[float, float]]) -> dict[str, Any]:
+    wp, wl = [p[0] for p in plain], [q[0] for q in lake]
+    cp, cl = [p[1] for p in plain], [q[1] for q in lake]
+    ratios = [b / a for a, b in zip(wp, wl)]
+    out: dict[str, Any] = {
+        "plain_s": {"median": statistics.median(wp), "min": min(wp), "max": max(wp)},
+        "lakehouse_s": {"median": statistics.median(wl), "min": min(wl), "max": max(wl)},
+        "ratio": statistics.median(wl) / statistics.median(wp),
+        "ratio_range": [min(ratios), max(ratios)],
+    }
+    if statistics.median(cp) > 0:
+        out["cpu_plain_s"] = statistics.median(cp)
+        out["cpu_lakehouse_s"] = statistics.median(cl)
+        out["cpu_ratio"] = statistics.median(cl) / statistics.median(cp)
+    return out

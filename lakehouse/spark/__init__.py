@@ -25,21 +25,28 @@ module                 what it does
                        record and commit
 ``update``             update by a Spark SQL condition and expressions: one scan;
                        few rows written by the driver (inlined), many by executors
-``merge``              merge by key: on the primary key through the key index
-                       (no target scan), else by joining with the target
+``merge``              merge by key: a small source checked and written by the
+                       driver after one matching job; on the primary key through
+                       the key index (no target scan)
+``positions``          rows found by executors come back as one bitmap per
+                       (file, 32,768 rows), decoded into roaring bitmaps
 ``types``              Arrow <-> Spark types, safe widening, DataFrame-vs-table matching
 ``writer``             executors write Parquet files (Spark's writer on local disk,
                        pyarrow in Python tasks elsewhere); retries leave no duplicate
 ``partitions``         partitioned tables: each row's partition as a hidden column
                        (Spark expressions, an Arrow UDF for bucket), the rebalance
-``reader``             a scan plan as a DataFrame: deletion vectors by broadcast
-                       anti-join, or Python tasks on S3; inlined rows decoded on
-                       the driver and unioned in
+``reader``             a scan plan as a DataFrame: Spark's Parquet reader, or
+                       Python tasks on S3; inlined rows decoded on the driver
+``deletions``          deletion vectors in the JVM scan: a row-index filter for a
+                       few runs, else a broadcast anti-join with bucket bitmaps
+``counted``            a read's own ``count()`` answered from the scan plan
 ``views``              temporary views ``ns.table`` / ``ns.table@vN`` for Spark SQL
 ``location``           where the data directory is, as driver and tasks reach it
 ``jobs``               typed errors for failed jobs (:class:`SparkJobError`)
 ``session``            a local SparkSession with the settings the lakehouse needs
-``bench``              write/read benchmark against plain ``df.write.parquet``
+``bench``              write/read benchmark against plain ``df.write.parquet``;
+                       ``--rowops`` (``bench_rowops``): delete, update, merge and
+                       reads after deletes against plain Spark
 =====================  ===============================================================
 
 See docs/spark.md.

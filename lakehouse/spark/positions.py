@@ -45,10 +45,10 @@ _CHUNK = 8
 def bitmap_frame(frame: DataFrame) -> DataFrame:
     """``frame``'s ``(_lh_file, _lh_row)`` pairs as one row per (file, bucket):
     ``_lh_file``, ``_lh_bucket`` (from 1), ``_lh_bits`` (4,096 bytes)."""
-    shifted = F.col(ROW_COL) + F.lit(1)
-    return frame.groupBy(F.col(FILE_COL), F.bitmap_bucket_number(shifted).alias(_BUCKET)).agg(
-        F.bitmap_construct_agg(F.bitmap_bit_position(shifted)).alias(_BITS)
-    )
+    # SQL strings: each Column operator would be one more call into the JVM
+    return frame.groupBy(
+        F.col(FILE_COL), F.expr(f"bitmap_bucket_number({ROW_COL} + 1) AS {_BUCKET}")
+    ).agg(F.expr(f"bitmap_construct_agg(bitmap_bit_position({ROW_COL} + 1)) AS {_BITS}"))
 
 
 def collect_bitmaps(frame: DataFrame, by_name: dict[str, str], what: str) -> dict[str, BitMap]:

@@ -4,21 +4,22 @@ The Python ``txn.update`` with Spark SQL: the condition and the new values
 are Spark expressions, evaluated by executors on the old row. One scan of
 the table (only the files that may hold a matching row, pruned on the
 driver) produces the matched rows' new versions with their file and row,
-persisted (memory, then local disk) and counted: that count is the only job
-that reads the table. Then, from the cache:
+persisted (memory, then local disk); the first job collects at most
+``inline.max_rows + 1`` of them (Spark's limit, all files in one job) and is
+the only one that reads the table. Then:
 
-* at most the table's ``inline.max_rows`` rows: collected to the driver
-  (Arrow) and recorded with ``txn.replace_rows`` (new versions inlined,
+* at most the table's ``inline.max_rows`` rows: what that job returned is
+  recorded with ``txn.replace_rows`` (new versions inlined,
   the change feed's pre/post images paired row by row);
-* more: executors write the new versions as data files (one job) and
+* more (from the cache): executors write the new versions as data files (one job) and
   return the old rows' positions as bitmaps per file (one job,
   :mod:`lakehouse.spark.positions`); the driver marks those rows deleted as
   updated, then registers the files as their new versions. Matched rows of
   files the transaction itself added are collected and go through
   ``replace_rows`` instead (an update of its own inserts stays an insert)::
 
-    executors: scan ── where(cond) ── new values + (_lh_file, _lh_row) ── persist, count
-    driver:    few rows:  toArrow ── replace_rows
+    executors: scan ── where(cond) ── new values + (_lh_file, _lh_row) ── persist ── limit
+    driver:    few rows:  replace_rows (what the limit returned)
                many rows: bitmaps (job) ── write files (job) ── delete_rows ── add_files
 
 The values are checked on the driver before any job: unknown columns,
@@ -90,13 +91,17 @@ def update(
 def _apply(lh: Any, t: Any, tbl: ops.Table, hits: DataFrame, by_name: dict[str, str]) -> int:
     """Record the persisted matched rows' new versions in ``t``; returns how many."""
     table = tbl.name
-    with spark_job(f"finding the rows of {table} to update"):
-        n = int(hits.count())  # the one scan of the table; fills the cache
-    if n == 0:
-        return 0
-    if n <= inline.max_rows(tbl.d):  # few: the driver writes them (inlined)
-        return _replace_on_driver(t, tbl, hits, by_name)
+    limit = inline.max_rows(tbl.d)
+    if limit:
+        # the one scan of the table, which fills the cache: at most limit + 1 rows
+        # come back (Spark's limit, in the same job), so few rows need no second job
+        with spark_job(f"finding the rows of {table} to update"):
+            got = hits.limit(limit + 1).toArrow()
+        if got.num_rows <= limit:  # few: the driver writes them (inlined)
+            return _replace_rows(t, tbl, got, by_name) if got.num_rows else 0
     found = collect_bitmaps(hits, by_name, f"finding the rows of {table} to update")
+    if not found:
+        return 0
     # rows of files this transaction added (its own inserts, or new versions of rows
     # it updated before) go through replace_rows, which tells the two apart for the
     # change feed; a file's new rows are all inserts or all post-images
@@ -122,6 +127,11 @@ def _replace_on_driver(t: Any, tbl: ops.Table, hits: DataFrame, by_name: dict[st
     """Collect the (cached) new rows and record them with ``txn.replace_rows``."""
     with spark_job(f"collecting the updated rows of {tbl.name}"):
         got = hits.toArrow()
+    return _replace_rows(t, tbl, got, by_name)
+
+
+def _replace_rows(t: Any, tbl: ops.Table, got: pa.Table, by_name: dict[str, str]) -> int:
+    """Record collected new rows (with ``_lh_file``/``_lh_row``) with ``replace_rows``."""
     files = got.column(FILE_COL).to_pylist()
     positions = pa.table(
         {

@@ -3,7 +3,9 @@
 One SparkSession; a table of ``rows`` orders (:func:`~lakehouse.spark.bench.orders_frame`,
 written by :func:`lakehouse.spark.write` in ``files`` files, automatic compaction off so
 the files stay those files) is the *base*. Plain Spark reads the SAME Parquet files:
-``spark.read.schema(ORDERS_DDL).parquet(*<the base's file urls>)``. Each repeat (after a
+``spark.read.schema(ORDERS_DDL).parquet(*<the base's file urls>)``, made anew for each
+timed operation (its file listing is part of the operation, as resolving the table
+version and its files is part of ours). Each repeat (after a
 warm-up round) runs every pair back to back, the order alternating, on fresh copies of
 the base (``txn.clone_table``: the same files, no copy, not timed), so every repeat
 deletes 10% of the current rows of an untouched table:
@@ -191,6 +193,12 @@ def run_rowops(
         urls = [f.url for f in lh.scan_plan(base)]
         plain = spark.read.schema(ORDERS_DDL).parquet(*urls)
         _check("plain rows", plain.count(), rows)
+
+        def files() -> Any:
+            """Plain Spark's DataFrame of the files, made anew for each timed operation
+            (its file listing included) as ours resolves the table version each time."""
+            return spark.read.schema(ORDERS_DDL).parquet(*urls)
+
         # what the checks compare with, computed once by plain Spark
         live_agg = _aggregate(plain.where(f"NOT ({DELETE_COND})"))
         hit = plain.where(UPDATE_COND).agg(F.count("*"), F.sum("quantity")).collect()[0]
@@ -199,7 +207,7 @@ def run_rowops(
         update_dir = os.path.join(tmp, "plain-update")
 
         def plain_update() -> None:
-            new = plain.where(UPDATE_COND).withColumn("quantity", F.col("quantity") + 1)
+            new = files().where(UPDATE_COND).withColumn("quantity", F.col("quantity") + 1)
             new.write.mode("overwrite").parquet(update_dir)
 
         pairs = _Pairs(Clock(spark))
@@ -221,7 +229,7 @@ def run_rowops(
             src.count()
             want, n = pairs.run(
                 "delete_10pct",
-                lambda: plain.where(DELETE_COND).count(),
+                lambda: files().where(DELETE_COND).count(),
                 partial(lhs.delete, lh, spark, d, DELETE_COND),
             )
             _check("rows deleted", n, want)
@@ -229,17 +237,19 @@ def run_rowops(
             out["deleted_rows"] = n
             p_count, q_count = pairs.run(
                 "count_10pct_deleted",
-                plain.count,
+                lambda: files().count(),
                 partial(_count, lh, spark, d),
             )
             _check("count() after the delete", (p_count, q_count), (rows, rows - n))
             _, q_agg = pairs.run(
                 "aggregate_10pct_deleted",
-                partial(_aggregate, plain),
+                lambda: _aggregate(files()),
                 partial(_read_aggregate, lh, spark, d),
             )
             _check("aggregate after the delete", q_agg, live_agg)
-            counts = pairs.run("count_no_deletes", plain.count, partial(_count, lh, spark, base))
+            counts = pairs.run(
+                "count_no_deletes", lambda: files().count(), partial(_count, lh, spark, base)
+            )
             _check("count() without deletes", counts, (rows, rows))
             if has_update:
                 new_qty = {"quantity": "quantity + 1"}
@@ -254,7 +264,7 @@ def run_rowops(
                 out["updated_rows"] = n
             matched, res = pairs.run(
                 "merge",
-                partial(_join_count, plain, src),
+                lambda: _join_count(files(), src),  # noqa: B023
                 partial(lhs.merge, lh, src, m, on="order_id"),
             )
             _check("plain join rows", matched, half)

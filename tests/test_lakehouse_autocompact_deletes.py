@@ -11,30 +11,16 @@ from __future__ import annotations
 
 import datetime as dt
 
-import pyarrow as pa
 import pytest
+from test_lakehouse_compaction import D0, SCHEMA, rows  # the same table as compaction's tests
 
 import lakehouse
 from lakehouse.data import compaction
 from lakehouse.data.compaction import Candidate, plan
 from lakehouse.model import DataOp
 
-SCHEMA = pa.schema([("id", pa.int64()), ("day", pa.date32()), ("v", pa.string())])
-D0 = dt.date(2024, 1, 1)
 #: Parquet files only (no inlined rows) and no merge of small files: only deletes queue
 PROPS = {"inline.max_rows": "0", "compaction.min-files": "100"}
-
-
-def rows(ids, day: int = 0) -> pa.Table:
-    ids = list(ids)
-    return pa.table(
-        {
-            "id": pa.array(ids, pa.int64()),
-            "day": pa.array([D0 + dt.timedelta(days=day)] * len(ids), pa.date32()),
-            "v": pa.array([f"v{i}" for i in ids]),
-        },
-        schema=SCHEMA,
-    )
 
 
 @pytest.fixture

@@ -312,16 +312,7 @@ def _matched_by_key(
     key index says where the matching rows are; the target is never scanned."""
     with spark_job(f"collecting the merge source's keys for {tbl.name}"):
         src_keys = src.select(*[col(k) for k in keys]).toArrow()
-    if any(src_keys.column(k).null_count for k in keys):
-        raise ValueError(f"the merge source has null keys in {keys}")
-    counts = src_keys.group_by(keys).aggregate([([], "count_all")])
-    dup = counts.filter(pc.greater(counts.column("count_all"), 1))
-    if dup.num_rows:
-        row = dup.slice(0, 1).to_pylist()[0]
-        raise ValueError(
-            f"the merge source has duplicate keys on {keys} (e.g. {[row[k] for k in keys]}); "
-            "each key may appear once"
-        )
+    _checked(src_keys, keys)  # key columns are never floating or nested: Arrow groups them
     got = t.lookup_keys(tbl.name, src_keys)
     matched: dict[str, np.ndarray] = {}
     if got.num_rows:

@@ -194,7 +194,7 @@ def run_rowops(
         plain = spark.read.schema(ORDERS_DDL).parquet(*urls)
         _check("plain rows", plain.count(), rows)
 
-        def files() -> Any:
+        def plain_files() -> Any:
             """Plain Spark's DataFrame of the files, made anew for each timed operation
             (its file listing included) as ours resolves the table version each time."""
             return spark.read.schema(ORDERS_DDL).parquet(*urls)
@@ -207,7 +207,7 @@ def run_rowops(
         update_dir = os.path.join(tmp, "plain-update")
 
         def plain_update() -> None:
-            new = files().where(UPDATE_COND).withColumn("quantity", F.col("quantity") + 1)
+            new = plain_files().where(UPDATE_COND).withColumn("quantity", F.col("quantity") + 1)
             new.write.mode("overwrite").parquet(update_dir)
 
         pairs = _Pairs(Clock(spark))
@@ -229,7 +229,7 @@ def run_rowops(
             src.count()
             want, n = pairs.run(
                 "delete_10pct",
-                lambda: files().where(DELETE_COND).count(),
+                lambda: plain_files().where(DELETE_COND).count(),
                 partial(lhs.delete, lh, spark, d, DELETE_COND),
             )
             _check("rows deleted", n, want)
@@ -237,18 +237,18 @@ def run_rowops(
             out["deleted_rows"] = n
             p_count, q_count = pairs.run(
                 "count_10pct_deleted",
-                lambda: files().count(),
+                lambda: plain_files().count(),
                 partial(_count, lh, spark, d),
             )
             _check("count() after the delete", (p_count, q_count), (rows, rows - n))
             _, q_agg = pairs.run(
                 "aggregate_10pct_deleted",
-                lambda: _aggregate(files()),
+                lambda: _aggregate(plain_files()),
                 partial(_read_aggregate, lh, spark, d),
             )
             _check("aggregate after the delete", q_agg, live_agg)
             counts = pairs.run(
-                "count_no_deletes", lambda: files().count(), partial(_count, lh, spark, base)
+                "count_no_deletes", lambda: plain_files().count(), partial(_count, lh, spark, base)
             )
             _check("count() without deletes", counts, (rows, rows))
             if has_update:
@@ -264,7 +264,7 @@ def run_rowops(
                 out["updated_rows"] = n
             matched, res = pairs.run(
                 "merge",
-                lambda: _join_count(files(), src),  # noqa: B023
+                lambda: _join_count(plain_files(), src),  # noqa: B023
                 partial(lhs.merge, lh, src, m, on="order_id"),
             )
             _check("plain join rows", matched, half)

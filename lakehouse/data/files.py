@@ -348,12 +348,8 @@ def iter_file(
             pa.Table.from_batches([batch]), wanted, names, columns, schema, None, False, None, f
         )
         del batch
-        if gone is not None:  # the deleted positions in [start, start + n)
-            lo, hi = np.searchsorted(gone, [start, start + n])
-            if hi > lo:
-                keep = np.ones(n, dtype=bool)
-                keep[gone[lo:hi] - start] = False
-                part = part.filter(pa.array(keep))
+        if gone is not None:
+            part = drop_positions(part, gone, start)
         start += n
         yield part
         del part
@@ -361,6 +357,18 @@ def iter_file(
         raise CorruptionError(
             f"data file {f.path} holds {start} rows; its record says {f.record_count}"
         )
+
+
+def drop_positions(t: pa.Table, gone: np.ndarray[Any, Any], start: int) -> pa.Table:
+    """Rows ``start .. start + len(t)`` of a file (``t``) without the deleted
+    positions ``gone`` (sorted) that fall among them."""
+    n = t.num_rows
+    lo, hi = np.searchsorted(gone, [start, start + n])
+    if hi <= lo:
+        return t
+    keep = np.ones(n, dtype=bool)
+    keep[gone[lo:hi] - start] = False
+    return t.filter(pa.array(keep))
 
 
 def _in_file(

@@ -112,7 +112,7 @@ def _merge(
     with spark_job(f"collecting the merge source for {table}"):
         raw = src.limit(MERGE_DRIVER_ROWS + 1).toArrow()
     if raw.num_rows <= MERGE_DRIVER_ROWS and _checked(raw, keys):
-        rows = _shaped(tbl, raw, kept)
+        rows = tbl.shaped(raw, nullable=kept)
         if by_key:  # the lakehouse's own merge: the key index, the driver's writes
             res: MergeResult = t.merge(
                 table,
@@ -201,15 +201,6 @@ def _checked(raw: pa.Table, keys: list[str]) -> bool:
             "each key may appear once"
         )
     return True
-
-
-def _shaped(tbl: ops.Table, raw: pa.Table, kept: list[str]) -> pa.Table:
-    """Source rows Spark returned, in the table's types (``kept``: nullable)."""
-    schema = pa.schema([f.with_nullable(True) if f.name in kept else f for f in tbl.schema])
-    try:
-        return raw.select(schema.names).cast(schema)
-    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-        raise ValueError(f"a value does not fit the types of {tbl.name}: {e}") from None
 
 
 def _merge_on_driver(
@@ -314,13 +305,7 @@ def _matched_by_key(
         src_keys = src.select(*[col(k) for k in keys]).toArrow()
     _checked(src_keys, keys)  # key columns are never floating or nested: Arrow groups them
     got = t.lookup_keys(tbl.name, src_keys)
-    matched: dict[str, np.ndarray] = {}
-    if got.num_rows:
-        paths = got.column("path").to_numpy(zero_copy_only=False)
-        rows = got.column("position").to_numpy()
-        for path in np.unique(paths):
-            matched[str(path)] = np.sort(rows[paths == path])
-    return got, matched
+    return got, _by_path(got.column("path").to_pylist(), got.column("position").to_numpy())
 
 
 def _matched_by_scan(
@@ -368,10 +353,5 @@ def _matched_by_scan(
         raise ValueError(
             f"a source key matches two rows of {table} on {keys}; merge needs unique target keys"
         )
-    matched: dict[str, np.ndarray] = {}
-    if got.num_rows:
-        names = got.column(FILE_COL).to_numpy(zero_copy_only=False)
-        rows = got.column(ROW_COL).to_numpy()
-        for name in np.unique(names):
-            matched[by_name[str(name)]] = np.sort(rows[names == name])
-    return got, matched
+    paths = [by_name[n] for n in got.column(FILE_COL).to_pylist()]
+    return got, _by_path(paths, got.column(ROW_COL).to_numpy())

@@ -263,10 +263,15 @@ class Table:
                 parts.append(self.shaped(pq.read_table(fh)))
         return pa.concat_tables(parts) if parts else None
 
-    def shaped(self, rows: pa.Table) -> pa.Table:
-        """Rows Spark produced, in the table's types (as a Python task casts them)."""
+    def shaped(self, rows: pa.Table, nullable: Sequence[str] = ()) -> pa.Table:
+        """Rows Spark produced, in the table's types (as a Python task casts them);
+        ``nullable``: columns that may hold nulls whatever the table says (a merge
+        source lacking them)."""
+        schema = pa.schema(
+            [f.with_nullable(True) if f.name in nullable else f for f in self.schema]
+        )
         try:
-            return rows.select(self.schema.names).cast(self.schema)
+            return rows.select(schema.names).cast(schema)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
             raise ValueError(f"a value does not fit the types of {self.name}: {e}") from None
 

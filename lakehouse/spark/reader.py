@@ -381,13 +381,7 @@ def _shaped(
             arrays.append(a.cast(fld.type, safe=safe))
         else:
             arrays.append(pa.nulls(n, fld.type))
-    table = pa.Table.from_arrays(arrays, schema=out)
-    lo, hi = np.searchsorted(dead, [start, start + n])
-    if hi > lo:
-        keep = np.ones(n, dtype=bool)
-        keep[dead[lo:hi] - start] = False
-        table = table.filter(pa.array(keep))
-    return table
+    return datafiles.drop_positions(pa.Table.from_arrays(arrays, schema=out), dead, start)
 
 
 def _python_frame(

@@ -324,12 +324,27 @@ def write(
     where: str | None = None,
     txn: Any = None,
 ) -> int | None:
+    """Write a DataFrame into ``table``; see :func:`write_counted` (which also
+    returns the rows written)."""
+    return write_counted(lh, df, table, mode=mode, where=where, txn=txn)[0]
+
+
+def write_counted(
+    lh: Any,
+    df: DataFrame,
+    table: str,
+    *,
+    mode: str = "append",
+    where: str | None = None,
+    txn: Any = None,
+) -> tuple[int | None, int]:
     """Write a DataFrame into ``table``: ``mode="append"``, ``"overwrite"`` (all rows,
     or with ``where`` only the rows matching that SQL condition; every new row must
     match it) or ``"replace_partitions"`` (every row of each partition the DataFrame
     has rows in is replaced, other partitions are untouched, as
     ``txn.replace_partitions``; on an unpartitioned table: overwrite). Commits and
-    returns the version, or joins ``txn`` and returns None.
+    returns the version, or joins ``txn`` and returns None; with the rows written
+    (SQL's ``num_affected_rows``).
 
     A partitioned table is written one file per partition per task: each row's
     partition is computed in Spark (hidden, never a column of the files), the rows
@@ -377,12 +392,14 @@ def write(
             if remove:  # first: new rows may have the keys of rows they replace
                 t.remove_files(table, remove)
             if rows is None:
-                tbl.add(written, replace=replace)
-            elif rows.num_rows:  # small: inlined by the lakehouse's own write
-                if replace:
-                    t.replace_partitions(table, rows)
-                else:
-                    t.append(table, rows)
+                n = tbl.add(written, replace=replace)
+            else:
+                n = rows.num_rows
+                if n:  # small: inlined by the lakehouse's own write
+                    if replace:
+                        t.replace_partitions(table, rows)
+                    else:
+                        t.append(table, rows)
         except BaseException:
             if rows is None:
                 tbl.loc.delete([p for p, _ in written])
@@ -390,7 +407,7 @@ def write(
         finally:
             if rows is not None and written:  # read back and inlined: not data files
                 tbl.loc.delete([p for p, _ in written])
-        return t.commit() if own else None
+        return (t.commit() if own else None), n
 
 
 def _check_where(where: str, schema: Any) -> None:

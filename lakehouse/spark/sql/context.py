@@ -1,0 +1,109 @@
+"""What every SQL statement handler gets: the lakehouse, the SparkSession and the
+transaction the statement runs in.
+
+Runs on the driver. Handlers (``query``, ``dml``, ``merge``, ``ddl``,
+``catalog``) take ``(ctx: Context, tree)`` and return a DataFrame; they read
+through ``ctx.reads`` (the open transaction, so its own writes are seen and a
+SERIALIZABLE read is recorded, or the lakehouse's latest version) and write
+only inside ``with ctx.writing() as t:``, which joins the session's
+transaction (``BEGIN ... COMMIT``) or begins one that commits when the block
+ends cleanly (rolled back, its files deleted, when it raises).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import decimal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import types as T
+
+from lakehouse.spark.ops import joined
+
+
+@dataclass
+class Context:
+    """One statement's surroundings. ``txn``: the open transaction the statement
+    joins (a :class:`~lakehouse.spark.sql.session.SqlSession`'s after ``BEGIN``, or
+    the ``txn=`` of :func:`lakehouse.spark.sql`), None outside one; ``isolation``:
+    the level a transaction begun by :meth:`writing` gets (None: the lakehouse's
+    default)."""
+
+    lh: Any
+    spark: SparkSession
+    txn: Any = None
+    isolation: Any = None
+
+    @property
+    def reads(self) -> Any:
+        """Where reads go: the open transaction, else the lakehouse (latest version)."""
+        return self.txn if self.txn is not None else self.lh
+
+    @contextmanager
+    def writing(self) -> Iterator[Any]:
+        """The transaction to write in: ``ctx.txn`` (not committed here), or a new one
+        committed when the block ends without an exception (rolled back otherwise)."""
+        if self.txn is None and self.isolation is not None:
+            own = self.lh.begin(self.isolation)
+            try:
+                yield own
+            except BaseException:
+                own.rollback()
+                raise
+            own.commit()
+            return
+        with joined(self.lh, self.txn) as (t, own_txn):
+            yield t
+            if own_txn:
+                t.commit()
+
+    def is_table(self, name: str) -> bool:
+        """True when ``name`` (``"ns.t"``, see :func:`~lakehouse.spark.sql.names.table_name`)
+        is a lakehouse table as ``ctx.reads`` sees it."""
+        return self._exists(name, "table_exists")
+
+    def is_view(self, name: str) -> bool:
+        """True when ``name`` is a lakehouse view as ``ctx.reads`` sees it."""
+        return self._exists(name, "view_exists")
+
+    def _exists(self, name: str, call: str) -> bool:
+        if not isinstance(name, str) or name.count(".") != 1:
+            return False
+        try:
+            return bool(getattr(self.reads, call)(name))
+        except (ValueError, TypeError):  # not a valid lakehouse name: not one of ours
+            return False
+
+    def result(self, **columns: Any) -> DataFrame:
+        """A one-row DataFrame of ``columns`` (in the order given), each typed from
+        its Python value: int -> bigint, float -> double, bool -> boolean, str and
+        None -> string, Decimal -> decimal(38, 18), datetime -> timestamp, date ->
+        date. The schema is explicit, so this works under Spark Connect too."""
+        fields = [T.StructField(k, _spark_type(v), True) for k, v in columns.items()]
+        return self.spark.createDataFrame([tuple(columns.values())], T.StructType(fields))
+
+    def empty(self) -> DataFrame:
+        """A DataFrame of no rows and no columns (what DDL returns, as in Spark)."""
+        return self.spark.createDataFrame([], T.StructType([]))
+
+
+def _spark_type(value: Any) -> T.DataType:
+    if isinstance(value, bool):
+        return T.BooleanType()
+    if isinstance(value, int):
+        return T.LongType()
+    if isinstance(value, float):
+        return T.DoubleType()
+    if isinstance(value, decimal.Decimal):
+        return T.DecimalType(38, 18)
+    if isinstance(value, dt.datetime):
+        return T.TimestampType()
+    if isinstance(value, dt.date):
+        return T.DateType()
+    if value is None or isinstance(value, str):
+        return T.StringType()
+    raise TypeError(f"no Spark type for a result value of type {type(value).__name__}")

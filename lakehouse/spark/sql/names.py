@@ -1,0 +1,35 @@
+"""Table names in lakehouse SQL, and the error for what the SQL layer does not support.
+
+Runs on the driver only (no Spark call). A lakehouse object is named with two
+parts, ``ns.t`` (each part may be quoted: ```sales`.`orders```). A third,
+catalog part is accepted only as ``lakehouse`` (``lakehouse.ns.t`` = ``ns.t``):
+it is stripped. Any other catalog (``spark_catalog.db.t``, ...) names an object
+of that Spark catalog, never a lakehouse one: :func:`table_name` keeps it in
+the name (three parts), so :meth:`Context.is_table` answers False and the
+reference is left to Spark.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+#: the catalog name that means "the lakehouse" in a three-part name
+CATALOG = "lakehouse"
+
+
+def table_name(t: exp.Table) -> str:
+    """``"ns.t"`` for a table reference (quotes removed; ``lakehouse.`` stripped);
+    ``"t"`` for a one-part name; ``"cat.ns.t"`` for another catalog's table."""
+    parts = [p.name for p in t.parts]
+    if len(parts) == 3 and parts[0].lower() == CATALOG:
+        parts = parts[1:]
+    return ".".join(parts)
+
+
+def unsupported(construct: str, hint: str = "") -> ValueError:
+    """The ValueError for a construct lakehouse SQL does not support (raised before
+    any job runs): ``unsupported in lakehouse SQL: <construct>[; <hint>]``."""
+    text = f"unsupported in lakehouse SQL: {construct}"
+    if hint:
+        text += f"; {hint}"
+    return ValueError(text)

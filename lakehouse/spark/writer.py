@@ -135,7 +135,8 @@ def write_jvm(
     try:
         with spark_job(what):
             w = (
-                df.write.mode("errorifexists")
+                # "error" (= errorifexists): the one spelling Spark Connect accepts too
+                df.write.mode("error")
                 .option("compression", "snappy")
                 .option("parquet.page.write-checksum.enabled", "true")  # parquet-mr's default
             )

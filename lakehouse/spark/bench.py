@@ -32,6 +32,11 @@ update ~600 rows, merge 1,000 rows without a primary key, ``count()`` and a
 filtered aggregate after 10% deleted and ``read().count()`` without deletes, each
 vs plain Spark on the same files, and the driver's memory deleting 30%.
 
+With ``--sql`` (:mod:`lakehouse.spark.bench_sql`, issue 23): ``DELETE``, ``UPDATE``,
+``MERGE INTO``, ``INSERT INTO ... SELECT`` and ``SELECT ... VERSION AS OF`` through
+:func:`lakehouse.spark.sql`, each vs the equivalent Python call on the same data
+(default 1,000,000 rows in 8 files).
+
 Reports the median, min and max seconds of each and the ratio of medians
 (plus the spread of per-repeat ratios), and with psutil installed the ratio
 of the median CPU seconds (JVM and driver), which moves far less than wall
@@ -376,7 +381,7 @@ def format_table(res: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(prog="python -m lakehouse.spark.bench", description=__doc__)
-    ap.add_argument("--rows", type=int, default=3_000_000)
+    ap.add_argument("--rows", type=int, help="default 3,000,000 (1,000,000 with --sql)")
     ap.add_argument("--repeats", type=int, help="default 5 (3 with --rowops)")
     ap.add_argument("--json", help="also write the results to this file")
     ap.add_argument(
@@ -398,9 +403,21 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="row operations vs plain Spark on the same files, driver memory (issue 25)",
     )
+    ap.add_argument(
+        "--sql",
+        action="store_true",
+        help="SQL statements vs the equivalent Python calls on the same data (issue 23)",
+    )
     args = ap.parse_args(argv)
     repeats = args.repeats if args.repeats is not None else 3 if args.rowops else 5
-    if args.rowops:
+    if args.rows is None:
+        args.rows = 1_000_000 if args.sql else 3_000_000
+    if args.sql:
+        from lakehouse.spark.bench_sql import format_sql, run_sql
+
+        res = run_sql(args.rows, repeats, merge_rows=args.merge_rows)
+        print(format_sql(res))
+    elif args.rowops:
         from lakehouse.spark.bench_rowops import format_rowops, run_rowops
 
         res = run_rowops(args.rows, repeats, merge_rows=args.merge_rows)

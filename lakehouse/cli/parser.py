@@ -415,7 +415,50 @@ def build_parser() -> Parser:
         help="delete the files only expired versions use after this long (readers "
         "elsewhere may still read them): seconds or 7d/12h/30m/45s (default: 1h)",
     )
+    _add_sql(add)
     return parser
+
+
+def _cmd_sql(ctx: Any) -> int:
+    from lakehouse.cli.sql import cmd_sql  # sqlglot and Spark only for this command
+
+    return cmd_sql(ctx)
+
+
+def _add_sql(add: Any) -> None:
+    q = add(
+        "sql",
+        _cmd_sql,
+        "A Spark SQL console over the lakehouse (local Spark), or a script with -e / -f: "
+        "lakehouse tables as ns.table, time travel, DML, DDL, BEGIN ... COMMIT.",
+        writes=True,
+    )
+    g = q.add_mutually_exclusive_group()
+    g.add_argument("-e", "--execute", metavar="SQL", help="run these statements (';'-separated)")
+    g.add_argument("-f", "--file", metavar="FILE", help="run the statements of FILE ('-': stdin)")
+    q.add_argument("--master", default="local[2]", help="Spark master (default: local[2])")
+    q.add_argument(
+        "--conf",
+        action="append",
+        type=p.arg(p.parse_pair),
+        metavar="K=V",
+        help="a Spark setting for the session (repeatable)",
+    )
+    q.add_argument(
+        "--max-rows",
+        type=p.arg(p.positive),
+        default=1000,
+        metavar="N",
+        help="show at most N rows of a result (default 1000)",
+    )
+    q.add_argument("--wide", action="store_true", help="do not cut long values")
+    q.add_argument("--timing", action="store_true", help="print each statement's time")
+    q.add_argument(
+        "--history",
+        metavar="FILE",
+        help="readline history file (default: $LAKEHOUSE_SQL_HISTORY, else "
+        "~/.lakehouse_sql_history; '' keeps none)",
+    )
 
 
 # ---------------------------------------------------------------------------

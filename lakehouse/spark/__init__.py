@@ -28,6 +28,8 @@ module                 what it does
 ``merge``              merge by key: a small source checked and written by the
                        driver after one matching job; on the primary key through
                        the key index (no target scan)
+``merge_clauses``      merge by Delta's WHEN clauses (conditions, update / delete /
+                       insert, first match wins): one join, then driver or executors
 ``positions``          rows found by executors come back as one bitmap per
                        (file, 32,768 rows), decoded into roaring bitmaps
 ``types``              Arrow <-> Spark types, safe widening, DataFrame-vs-table matching
@@ -56,12 +58,14 @@ from __future__ import annotations
 
 from lakehouse.spark.jobs import SparkJobError
 from lakehouse.spark.merge import merge
+from lakehouse.spark.merge_clauses import MergeClause
 from lakehouse.spark.ops import delete, read, write
 from lakehouse.spark.session import configure, local_session
 from lakehouse.spark.update import update
 from lakehouse.spark.views import register_views
 
 __all__ = [
+    "MergeClause",
     "SparkJobError",
     "configure",
     "delete",

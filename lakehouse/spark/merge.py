@@ -35,6 +35,7 @@ from pyspark.sql.window import Window
 from lakehouse.model import MergeResult
 from lakehouse.spark import ops
 from lakehouse.spark.jobs import spark_job
+from lakehouse.spark.merge_clauses import MergeClause, merge_clauses
 from lakehouse.spark.reader import FILE_COL, ROW_COL
 from lakehouse.spark.session import configure
 from lakehouse.spark.types import match_columns
@@ -57,13 +58,34 @@ def merge(
     txn: Any = None,
     when_matched: str = "update",
     when_not_matched: str = "insert",
+    clauses: Sequence[MergeClause] | None = None,
+    source_alias: str = "s",
+    target_alias: str = "t",
 ) -> MergeResult:
     """Upsert ``df`` into ``table`` by the key columns ``on`` (default: the table's
     primary key) with the Python ``txn.merge`` semantics: keys unique and non-null in
     the source, unique in the target. On the primary key, the source's keys come to
-    the driver and the key index finds the matched rows: the target is not scanned."""
+    the driver and the key index finds the matched rows: the target is not scanned.
+
+    With ``clauses`` (:class:`~lakehouse.spark.merge_clauses.MergeClause`, Delta's
+    ``WHEN`` clauses, in order, the first that holds wins): ``on`` is a Spark SQL
+    condition over ``target_alias.*`` and ``source_alias.*`` (or key column names),
+    and :mod:`lakehouse.spark.merge_clauses` does the merge."""
     if not isinstance(df, DataFrame):
         raise TypeError(f"df must be a pyspark DataFrame, not {type(df).__name__}")
+    if clauses is not None:
+        if (when_matched, when_not_matched) != ("update", "insert"):
+            raise ValueError("give clauses or when_matched/when_not_matched, not both")
+        return merge_clauses(
+            lh,
+            df,
+            table,
+            on,
+            clauses,
+            txn=txn,
+            source_alias=source_alias,
+            target_alias=target_alias,
+        )
     keys = [on] if isinstance(on, str) else list(on or ())
     if on is None:
         keys = list((txn if txn is not None else lh).describe_table(table).primary_key)

@@ -49,7 +49,7 @@ from lakehouse.spark.session import configure
 from lakehouse.spark.types import ColumnPlan, match_columns, spark_type
 from lakehouse.spark.writer import col, prepare
 
-_NOT_LITERAL = object()
+NOT_LITERAL = object()
 
 
 def update(
@@ -80,7 +80,7 @@ def update(
         matched = ops.analysed(frame, lambda f: f.where(cond), condition, "condition")
         hits = _new_rows(tbl, matched, exprs, values).persist(StorageLevel.MEMORY_AND_DISK)
         try:
-            n = _apply(lh, t, tbl, hits, by_name)
+            n = record_updates(lh, t, tbl, hits, by_name)
         finally:
             hits.unpersist()
         if own:
@@ -88,8 +88,17 @@ def update(
         return n
 
 
-def _apply(lh: Any, t: Any, tbl: ops.Table, hits: DataFrame, by_name: dict[str, str]) -> int:
-    """Record the persisted matched rows' new versions in ``t``; returns how many."""
+def record_updates(
+    lh: Any,
+    t: Any,
+    tbl: ops.Table,
+    hits: DataFrame,
+    by_name: dict[str, str],
+    op: str = "update",
+) -> int:
+    """Record the persisted matched rows' new versions in ``t`` (``hits``: the table's
+    columns with ``_lh_file``/``_lh_row`` of the old row); returns how many. ``op``:
+    ``"update"`` or ``"merge"`` (the operation's conflict rules and name)."""
     table = tbl.name
     limit = inline.max_rows(tbl.d)
     if limit:
@@ -98,7 +107,7 @@ def _apply(lh: Any, t: Any, tbl: ops.Table, hits: DataFrame, by_name: dict[str, 
         with spark_job(f"finding the rows of {table} to update"):
             got = hits.limit(limit + 1).toArrow()
         if got.num_rows <= limit:  # few: the driver writes them (inlined)
-            return _replace_rows(t, tbl, got, by_name) if got.num_rows else 0
+            return _replace_rows(t, tbl, got, by_name, op) if got.num_rows else 0
     found = collect_bitmaps(hits, by_name, f"finding the rows of {table} to update")
     if not found:
         return 0
@@ -114,23 +123,27 @@ def _apply(lh: Any, t: Any, tbl: ops.Table, hits: DataFrame, by_name: dict[str, 
     m = 0
     try:
         if found:  # the old rows go first: a table with a primary key sees their keys free
-            t.delete_rows(table, found, op="update", updated=True)
+            t.delete_rows(table, found, op=op, updated=True)
         if mine:
-            m = _replace_on_driver(t, tbl, hits.where(F.col(FILE_COL).isin(mine)), by_name)
+            m = _replace_on_driver(t, tbl, hits.where(F.col(FILE_COL).isin(mine)), by_name, op)
     except BaseException:
         tbl.loc.delete([p for p, _ in files])
         raise
     return m + tbl.add(files, updates=True)  # deletes the files if it fails
 
 
-def _replace_on_driver(t: Any, tbl: ops.Table, hits: DataFrame, by_name: dict[str, str]) -> int:
+def _replace_on_driver(
+    t: Any, tbl: ops.Table, hits: DataFrame, by_name: dict[str, str], op: str
+) -> int:
     """Collect the (cached) new rows and record them with ``txn.replace_rows``."""
     with spark_job(f"collecting the updated rows of {tbl.name}"):
         got = hits.toArrow()
-    return _replace_rows(t, tbl, got, by_name)
+    return _replace_rows(t, tbl, got, by_name, op)
 
 
-def _replace_rows(t: Any, tbl: ops.Table, got: pa.Table, by_name: dict[str, str]) -> int:
+def _replace_rows(
+    t: Any, tbl: ops.Table, got: pa.Table, by_name: dict[str, str], op: str = "update"
+) -> int:
     """Record collected new rows (with ``_lh_file``/``_lh_row``) with ``replace_rows``."""
     files = got.column(FILE_COL).to_pylist()
     positions = pa.table(
@@ -140,7 +153,7 @@ def _replace_rows(t: Any, tbl: ops.Table, got: pa.Table, by_name: dict[str, str]
         }
     )
     rows = tbl.shaped(got.select(tbl.schema.names))
-    return int(t.replace_rows(tbl.name, positions, rows, op="update"))
+    return int(t.replace_rows(tbl.name, positions, rows, op=op))
 
 
 def _added_files(lh: Any, t: Any, table: str, paths: Iterable[str]) -> list[str]:
@@ -168,32 +181,32 @@ def _values(spark: SparkSession, tbl: ops.Table, values: Mapping[str, Any]) -> d
             out[name] = value
             continue
         if isinstance(value, str):
-            lit = _literal(value)
-            if lit is _NOT_LITERAL:
+            lit = literal(value)
+            if lit is NOT_LITERAL:
                 ops.check_names(value, tbl.schema, tbl.name, what)
                 out[name] = ops.spark_condition(spark, value, what)
                 continue
             value = lit
-        out[name] = _typed_literal(tbl, field, value, what)
+        out[name] = typed_literal(tbl, field, value, what)
     return out
 
 
-def _literal(text: str) -> Any:
+def literal(text: str) -> Any:
     """The Python value of a Spark SQL expression that is a plain literal (a
-    number, a quoted string, NULL, TRUE/FALSE), else ``_NOT_LITERAL``."""
+    number, a quoted string, NULL, TRUE/FALSE), else ``NOT_LITERAL``."""
     import sqlglot
     from sqlglot import exp
 
     try:
         tree = sqlglot.parse_one(text, read="spark")
     except sqlglot.errors.SqlglotError:
-        return _NOT_LITERAL
+        return NOT_LITERAL
     neg = isinstance(tree, exp.Neg)
     if neg:
         tree = tree.this
     if isinstance(tree, exp.Literal):
         if tree.is_string:
-            return _NOT_LITERAL if neg else tree.this
+            return NOT_LITERAL if neg else tree.this
         digits = ("-" if neg else "") + tree.this
         try:
             return int(digits)
@@ -201,17 +214,17 @@ def _literal(text: str) -> Any:
             try:
                 return Decimal(digits)
             except ArithmeticError:
-                return _NOT_LITERAL
+                return NOT_LITERAL
     if neg:
-        return _NOT_LITERAL
+        return NOT_LITERAL
     if isinstance(tree, exp.Null):
         return None
     if isinstance(tree, exp.Boolean):
         return bool(tree.this)
-    return _NOT_LITERAL
+    return NOT_LITERAL
 
 
-def _typed_literal(tbl: ops.Table, field: pa.Field, value: Any, what: str) -> Column:
+def typed_literal(tbl: ops.Table, field: pa.Field, value: Any, what: str) -> Column:
     """``value`` as a literal Column of ``field``'s type, checked here: it must
     convert to the type exactly (pyarrow's safe cast)."""
     if value is None:

@@ -1,0 +1,522 @@
+"""``merge`` with Delta's clauses: ``WHEN MATCHED [AND c] THEN UPDATE | DELETE``,
+``WHEN NOT MATCHED [AND c] THEN INSERT``, in order, the first that holds wins.
+
+The source ``s`` and the target ``t`` (read with each row's file and position)
+are joined once, ``s LEFT JOIN t ON <on>``: a source row comes back once per
+target row it matches, or once with a null target when it matches none. Each
+joined row picks its clause (a ``CASE`` over the clauses of its kind, in
+order; a condition that is null does not hold) and gets, per table column, the
+value that clause gives it (``SET *`` / ``INSERT *``: the source's column of
+the same name; a column an update does not set keeps the target's value, one
+an insert does not give is null). Rows no clause picks do nothing. What is left
+is one persisted DataFrame of actions: kind ``U`` (update: new row values and
+the old row's file and position), ``D`` (delete: the position) or ``I``
+(insert: the new row)::
+
+    executors: s LEFT JOIN t ON cond ── pick clause ── values ── persist ── limit
+    driver:    few actions:  check (no target row changed twice) ── delete_rows (D),
+                             replace_rows (U), append (I): what the limit returned
+               many:         check (job) ── bitmaps (D, job) ── update's path (U:
+                             bitmaps + files) ── files (I, job) ── register
+
+A target row that two source rows would change raises ValueError before
+anything is written (SQL's and Delta's rule: the result would depend on which
+source row came first); two source rows deleting the same target row are not
+ambiguous and delete it once. Everything the driver can check is checked
+before any job: clause shapes, column names (a ``WHEN NOT MATCHED`` clause may
+name only the source's columns), expressions Spark cannot analyse, results
+that cannot be cast safely to their column's type, and not-nullable columns
+an insert leaves out.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+from pyspark import StorageLevel
+from pyspark.sql import Column, DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from lakehouse.model import MergeResult
+from lakehouse.spark import ops
+from lakehouse.spark.jobs import spark_job
+from lakehouse.spark.positions import collect_bitmaps
+from lakehouse.spark.reader import FILE_COL, ROW_COL
+from lakehouse.spark.session import configure
+from lakehouse.spark.types import ColumnPlan, match_columns, spark_type
+from lakehouse.spark.update import NOT_LITERAL, literal, record_updates, typed_literal
+from lakehouse.spark.writer import prepare
+
+log = logging.getLogger("lakehouse.spark")
+
+#: at most this many actions (rows to update, delete or insert) are collected and
+#: recorded by the driver after the one job that finds them; more are written by
+#: executors (the same bound as a key merge's source, ``MERGE_DRIVER_ROWS``)
+DRIVER_ROWS = 100_000
+
+_KIND = "_lh_kind"
+_ACTIONS = {True: ("update", "delete"), False: ("insert",)}
+_AMBIGUOUS = (
+    "cannot merge into {table}: several source rows matched the same target row "
+    "and a clause would change it (file {file}, row {row}); which source row wins "
+    "would be undefined. Make the source's matching rows unique (e.g. aggregate or "
+    "deduplicate them) or narrow the ON condition"
+)
+
+
+@dataclass(frozen=True)
+class MergeClause:
+    """One ``WHEN`` clause of a merge (Delta's grammar):
+
+    * ``matched=True``: ``WHEN MATCHED [AND condition] THEN UPDATE SET ... | DELETE``
+      (``action`` ``"update"`` or ``"delete"``);
+    * ``matched=False``: ``WHEN NOT MATCHED [BY TARGET] [AND condition] THEN INSERT``
+      (``action`` ``"insert"``).
+
+    ``condition``: Spark SQL over the target's and the source's columns (qualified
+    by their aliases, ``t.qty > s.qty``; a not-matched clause sees only the
+    source). ``values``: ``{target column: Spark SQL expression}``; None means
+    ``*``, the source's columns of the same names."""
+
+    matched: bool
+    action: str
+    condition: str | None = None
+    values: Mapping[str, str] | None = None
+
+
+def merge_clauses(
+    lh: Any,
+    df: DataFrame,
+    table: str,
+    on: Sequence[str] | str | None,
+    clauses: Sequence[MergeClause],
+    *,
+    txn: Any = None,
+    source_alias: str = "s",
+    target_alias: str = "t",
+) -> MergeResult:
+    """Merge ``df`` into ``table`` by ``clauses`` (see the module doc). ``on``: a Spark
+    SQL condition over ``target_alias.*`` and ``source_alias.*``, or key column names
+    (a list, or one name; None: the table's primary key) meaning ``t.k = s.k AND
+    ...``. Commits, or joins ``txn``."""
+    if not isinstance(df, DataFrame):
+        raise TypeError(f"df must be a pyspark DataFrame, not {type(df).__name__}")
+    clauses = _checked_clauses(clauses)
+    sa, ta = _aliases(source_alias, target_alias)
+    spark = df.sparkSession
+    configure(spark)
+    with ops.joined(lh, txn) as (t, own):
+        tbl = ops.Table(lh, t, table)
+        plan = _Plan(spark, tbl, df, sa, ta)
+        cond = plan.on_condition(on)
+        actions, by_name = plan.actions(cond, clauses)
+        actions = actions.persist(StorageLevel.MEMORY_AND_DISK)
+        try:
+            result = _record(lh, t, tbl, actions, by_name)
+        finally:
+            actions.unpersist()
+        if own:
+            t.commit()
+        return result
+
+
+def _checked_clauses(clauses: Sequence[MergeClause]) -> list[MergeClause]:
+    """The clauses, their shapes checked (Delta's rules: only the last clause of each
+    kind may omit its condition)."""
+    if isinstance(clauses, MergeClause) or not isinstance(clauses, Sequence):
+        raise TypeError("clauses must be a list of MergeClause")
+    out = list(clauses)
+    if not out:
+        raise ValueError("a merge needs at least one WHEN clause")
+    for i, c in enumerate(out):
+        if not isinstance(c, MergeClause):
+            raise TypeError(f"clauses[{i}] must be a MergeClause, not {type(c).__name__}")
+        what = "WHEN MATCHED" if c.matched else "WHEN NOT MATCHED"
+        if c.action not in _ACTIONS[bool(c.matched)]:
+            allowed = " or ".join(repr(a) for a in _ACTIONS[bool(c.matched)])
+            raise ValueError(
+                f"clauses[{i}]: a {what} clause's action is {allowed}, not {c.action!r}"
+            )
+        if c.condition is not None and (
+            not isinstance(c.condition, str) or not c.condition.strip()
+        ):
+            raise ValueError(f"clauses[{i}]: condition must be a non-empty Spark SQL str or None")
+        if c.action == "delete" and c.values is not None:
+            raise ValueError(f"clauses[{i}]: a DELETE clause takes no values")
+        if c.values is not None:
+            if not isinstance(c.values, Mapping) or not c.values:
+                raise ValueError(
+                    f"clauses[{i}]: values must be a non-empty {{column: Spark SQL expression}} "
+                    "or None (meaning *)"
+                )
+            for k, v in c.values.items():
+                if not isinstance(k, str) or not isinstance(v, str):
+                    raise TypeError(f"clauses[{i}]: values must map column names to SQL str")
+    for matched in (True, False):
+        same = [i for i, c in enumerate(out) if bool(c.matched) == matched]
+        for i in same[:-1]:
+            if out[i].condition is None:
+                what = "WHEN MATCHED" if matched else "WHEN NOT MATCHED"
+                raise ValueError(
+                    f"clauses[{i}]: only the last {what} clause may omit its condition "
+                    "(a later one could never apply)"
+                )
+    return out
+
+
+def _aliases(source_alias: str, target_alias: str) -> tuple[str, str]:
+    for a in (source_alias, target_alias):
+        if not isinstance(a, str) or not a.isidentifier():
+            raise ValueError(f"alias {a!r} must be a plain identifier")
+    if source_alias.lower() == target_alias.lower():
+        raise ValueError(f"the source and the target need different aliases, not {source_alias!r}")
+    return source_alias, target_alias
+
+
+def _quoted(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+class _Plan:
+    """The driver's half: names checked, expressions analysed, the actions DataFrame."""
+
+    def __init__(
+        self, spark: SparkSession, tbl: ops.Table, df: DataFrame, sa: str, ta: str
+    ) -> None:
+        self.spark = spark
+        self.tbl = tbl
+        self.sa, self.ta = sa, ta
+        self.src_names = {f.name.lower(): f.name for f in df.schema.fields}
+        self.tgt_names = {n.lower(): n for n in tbl.schema.names}
+        self.df = df
+
+    # -- names -------------------------------------------------------------------------
+    def on_condition(self, on: Sequence[str] | str | None) -> str:
+        """``on`` as a condition string (key names become ``t.k = s.k AND ...``)."""
+        if on is None:
+            keys = list(self.tbl.d.primary_key)
+            if not keys:
+                raise ValueError(
+                    f"{self.tbl.name} has no primary key: give the merge condition with on="
+                )
+        elif isinstance(on, str):
+            if on.lower() in self.tgt_names and on.lower() in self.src_names:
+                keys = [on]
+            else:
+                self.check_names(on, "the merge condition", source_only=False)
+                return on
+        else:
+            keys = list(on)
+            if not keys or not all(isinstance(k, str) for k in keys):
+                raise ValueError("on must be a Spark SQL condition or key column names")
+        for k in keys:
+            if k.lower() not in self.tgt_names:
+                raise ValueError(f"merge key {k!r} is not a column of {self.tbl.name}")
+            if k.lower() not in self.src_names:
+                raise ValueError(f"merge key {k!r} is not a column of the merge source")
+        return " AND ".join(
+            f"{self.ta}.{_quoted(self.tgt_names[k.lower()])} = "
+            f"{self.sa}.{_quoted(self.src_names[k.lower()])}"
+            for k in keys
+        )
+
+    def check_names(self, text: str, what: str, *, source_only: bool) -> None:
+        """The columns ``text`` names exist on the side its qualifier says (either,
+        unqualified); ``source_only``: none of the target's (a not-matched clause).
+        Checked on the driver with sqlglot, so the error names the column; text it
+        cannot parse is left to Spark's analysis."""
+        import sqlglot
+        from sqlglot import exp
+
+        try:
+            tree = sqlglot.parse_one(text, read="spark")
+        except sqlglot.errors.SqlglotError:
+            return
+        if tree is None:
+            return
+        bound = {i.name.lower() for lam in tree.find_all(exp.Lambda) for i in lam.expressions}
+        for c in tree.find_all(exp.Column):
+            if c.find_ancestor(exp.Select) is not None:  # a subquery's columns are its own
+                continue
+            parts = [p.name for p in c.parts]
+            if not parts or not parts[0]:
+                continue
+            side = parts[0].lower() if len(parts) >= 2 else ""
+            if side == self.ta.lower():
+                name = parts[1]
+                if source_only:
+                    raise ValueError(
+                        f"bad {what} {text!r}: a WHEN NOT MATCHED clause sees only the "
+                        f"source's columns, not the target's ({parts[0]}.{name})"
+                    )
+                if name.lower() not in self.tgt_names:
+                    raise ValueError(
+                        f"bad {what} {text!r}: {self.tbl.name} ({self.ta}) has no column "
+                        f"{name!r} (its columns: {', '.join(self.tbl.schema.names)})"
+                    )
+            elif side == self.sa.lower():
+                name = parts[1]
+                if name.lower() not in self.src_names:
+                    raise ValueError(
+                        f"bad {what} {text!r}: the merge source ({self.sa}) has no column "
+                        f"{name!r} (its columns: {', '.join(self.src_names.values())})"
+                    )
+            else:
+                name = parts[0].lower()
+                if name in bound:
+                    continue
+                if source_only and name not in self.src_names and name in self.tgt_names:
+                    raise ValueError(
+                        f"bad {what} {text!r}: a WHEN NOT MATCHED clause sees only the "
+                        f"source's columns; {parts[0]!r} is the target's"
+                    )
+                if name not in self.src_names and name not in self.tgt_names:
+                    raise ValueError(
+                        f"bad {what} {text!r}: no column {parts[0]!r} in the merge source "
+                        f"({self.sa}) or in {self.tbl.name} ({self.ta})"
+                    )
+
+    # -- the actions ---------------------------------------------------------------------
+    def actions(self, cond: str, clauses: list[MergeClause]) -> tuple[DataFrame, dict[str, str]]:
+        """The persisted-to-be DataFrame of actions: the table's columns (new values),
+        ``_lh_file``/``_lh_row`` (the target row, null for inserts) and ``_lh_kind``."""
+        tbl, ta, sa = self.tbl, self.ta, self.sa
+        on = ops.spark_condition(self.spark, cond, "merge condition")
+        target, by_name = tbl.frame(self.spark, positions=True)
+        joined = ops.analysed(
+            self.df.alias(sa),
+            lambda f: f.join(target.alias(ta), on, "left"),
+            cond,
+            "merge condition",
+        )
+        is_matched = F.col(f"{ta}.{FILE_COL}").isNotNull()
+        conds: list[Column] = []
+        values: list[dict[str, Column]] = []
+        for i, c in enumerate(clauses):
+            what = f"condition of clauses[{i}]"
+            cc = F.lit(True)
+            if c.condition is not None:
+                self.check_names(c.condition, what, source_only=not c.matched)
+                cc = self.boolean(joined, c.condition, what)
+            conds.append((is_matched if c.matched else ~is_matched) & cc)
+            values.append(self.values(joined, i, c))
+        pick = F.when(conds[0], F.lit(0))
+        for i in range(1, len(clauses)):
+            pick = pick.when(conds[i], F.lit(i))
+        kinds = {"update": "U", "delete": "D", "insert": "I"}
+        kind: Column = F.lit(None).cast("string")
+        cols: dict[str, Column] = {n: F.col(f"{ta}.{_quoted(n)}") for n in tbl.schema.names}
+        for i in reversed(range(len(clauses))):  # CASE _clause WHEN i ... ELSE t.c END
+            chosen = F.col("_lh_clause") == F.lit(i)
+            kind = F.when(chosen, F.lit(kinds[clauses[i].action])).otherwise(kind)
+            for n, v in values[i].items():
+                cols[n] = F.when(chosen, v).otherwise(cols[n])
+        picked = joined.select("*", pick.alias("_lh_clause")).where(F.col("_lh_clause").isNotNull())
+        out = picked.select(
+            *[cols[n].alias(n) for n in tbl.schema.names],
+            F.col(f"{ta}.{FILE_COL}").alias(FILE_COL),
+            F.col(f"{ta}.{ROW_COL}").alias(ROW_COL),
+            kind.alias(_KIND),
+        )
+        out = ops.analysed(out, lambda f: f, cond, "merge")
+        plans = match_columns(
+            T.StructType([out.schema[n] for n in tbl.schema.names]), tbl.schema, tbl.name
+        )
+        plans += [
+            ColumnPlan(FILE_COL, T.StringType(), "keep"),
+            ColumnPlan(ROW_COL, T.LongType(), "keep"),
+            ColumnPlan(_KIND, T.StringType(), "keep"),
+        ]
+        return prepare(out, plans, tbl.name), by_name
+
+    def boolean(self, joined: DataFrame, text: str, what: str) -> Column:
+        c = ops.spark_condition(self.spark, text, what)
+        got = ops.analysed(joined, lambda f: f.select(c.alias("_c")), text, what)
+        dt = got.schema["_c"].dataType
+        if not isinstance(dt, (T.BooleanType, T.NullType)):
+            raise ValueError(f"bad {what} {text!r}: it is {dt.simpleString()}, not boolean")
+        return c
+
+    def values(self, joined: DataFrame, i: int, c: MergeClause) -> dict[str, Column]:
+        """Clause ``i``'s value per table column it sets, as Columns of the column's
+        type (checked: known names, analysable, safely castable, not-null given)."""
+        tbl = self.tbl
+        if c.action == "delete":
+            return {}
+        if c.values is None:  # *: the source's columns of the same names
+            given = {
+                n: f"{self.sa}.{_quoted(self.src_names[n.lower()])}"
+                for n in tbl.schema.names
+                if n.lower() in self.src_names
+            }
+        else:
+            given = {}
+            for k, v in c.values.items():
+                name = self.tgt_names.get(k.lower())
+                if name is None:
+                    raise ValueError(
+                        f"clauses[{i}]: {tbl.name} has no column {k!r} to "
+                        f"{c.action} (its columns: {', '.join(tbl.schema.names)})"
+                    )
+                if name in given:
+                    raise ValueError(f"clauses[{i}]: column {name!r} is given twice")
+                given[name] = v
+        if c.action == "insert":
+            for f in tbl.schema:
+                if f.name not in given and not f.nullable:
+                    raise ValueError(
+                        f"clauses[{i}]: the INSERT gives no value for column {f.name!r} of "
+                        f"{tbl.name}, which may not be null"
+                    )
+        out: dict[str, Column] = {}
+        exprs: dict[str, Column] = {}
+        for n, text in given.items():
+            field = tbl.schema.field(n)
+            what = f"value for column {n!r} in clauses[{i}]"
+            lit = literal(text)
+            if lit is not NOT_LITERAL:
+                out[n] = typed_literal(tbl, field, lit, what)
+                continue
+            self.check_names(text, what, source_only=not c.matched)
+            exprs[n] = ops.spark_condition(self.spark, text, what)
+        if exprs:
+            got = self._analysed(joined, exprs, given, i)
+            for n, e in exprs.items():
+                field = tbl.schema.field(n)
+                dst = spark_type(field.type, n)
+                src = got.schema[n]
+                try:
+                    match_columns(T.StructType([src]), pa.schema([field]), tbl.name)
+                except ValueError:
+                    raise ValueError(
+                        f"bad value for column {n!r} of {tbl.name} in clauses[{i}]: "
+                        f"{given[n]!r} is {src.dataType.simpleString()}, which cannot be cast "
+                        f"safely to {dst.simpleString()} ({field.type}); cast it "
+                        f"(CAST(... AS {dst.simpleString()})) if its values fit"
+                    ) from None
+                out[n] = e.cast(dst)
+        return out
+
+    def _analysed(
+        self, joined: DataFrame, exprs: dict[str, Column], given: dict[str, str], i: int
+    ) -> DataFrame:
+        """``exprs`` analysed together (one round trip); on an error, one by one to
+        name the value Spark could not analyse."""
+        try:
+            return ops.analysed(
+                joined,
+                lambda f: f.select(*[e.alias(n) for n, e in exprs.items()]),
+                {n: given[n] for n in exprs},
+                f"values of clauses[{i}]",
+            )
+        except ValueError as exc:
+            for n, e in exprs.items():
+                what = f"value for column {n!r} in clauses[{i}]"
+                ops.analysed(joined, lambda f, e=e: f.select(e), given[n], what)
+            raise exc from None
+
+
+# -- recording ---------------------------------------------------------------------------
+def _record(
+    lh: Any, t: Any, tbl: ops.Table, actions: DataFrame, by_name: dict[str, str]
+) -> MergeResult:
+    """Run the jobs and record the actions in ``t`` (module doc)."""
+    table = tbl.name
+    with spark_job(f"finding the merge's changes to {table}"):
+        got = actions.limit(DRIVER_ROWS + 1).toArrow()
+    if got.num_rows <= DRIVER_ROWS:
+        return _record_on_driver(t, tbl, got, by_name)
+    _check_once_in_spark(tbl, actions)
+    kind = F.col(_KIND)
+    deleted = updated = inserted = 0
+    found = collect_bitmaps(
+        actions.where(kind == "D"), by_name, f"finding the rows of {table} the merge deletes"
+    )
+    if found:  # first: a table with a primary key sees their keys free
+        deleted = int(t.delete_rows(table, found, op="merge"))
+    updated = record_updates(lh, t, tbl, actions.where(kind == "U").drop(_KIND), by_name, "merge")
+    new = actions.where(kind == "I").select(*[F.col(_quoted(n)) for n in tbl.schema.names])
+    written = tbl.write(new, f"writing the merge's inserts into {table}").get("", [])
+    inserted = tbl.add(written)
+    return MergeResult(inserted=inserted, updated=updated, deleted=deleted)
+
+
+def _record_on_driver(
+    t: Any, tbl: ops.Table, got: pa.Table, by_name: dict[str, str]
+) -> MergeResult:
+    """Record actions the driver holds: deletions, new versions, inserts."""
+    table = tbl.name
+    kinds = got.column(_KIND)
+    changed = got.filter(pc.is_in(kinds, pa.array(["U", "D"])))
+    _check_once(table, changed)
+    dels = got.filter(pc.equal(kinds, "D"))
+    upd = got.filter(pc.equal(kinds, "U"))
+    ins = got.filter(pc.equal(kinds, "I"))
+    deleted = updated = inserted = 0
+    if dels.num_rows:
+        deleted = int(t.delete_rows(table, _by_path(dels, by_name), op="merge"))
+    if upd.num_rows:
+        files = upd.column(FILE_COL).to_pylist()
+        positions = pa.table(
+            {
+                "path": pa.array([by_name[f] for f in files], pa.string()),
+                "position": upd.column(ROW_COL).cast(pa.int64()),
+            }
+        )
+        rows = tbl.shaped(upd.select(tbl.schema.names))
+        updated = int(t.replace_rows(table, positions, rows, op="merge"))
+    if ins.num_rows:
+        inserted = int(t.append(table, tbl.shaped(ins.select(tbl.schema.names))))
+    return MergeResult(inserted=inserted, updated=updated, deleted=deleted)
+
+
+def _by_path(rows: pa.Table, by_name: dict[str, str]) -> dict[str, np.ndarray]:
+    """Positions (distinct, sorted) by data file path."""
+    names = np.array(rows.column(FILE_COL).to_pylist(), dtype=object)
+    pos = rows.column(ROW_COL).to_numpy()
+    return {by_name[str(n)]: np.unique(pos[names == n]) for n in dict.fromkeys(names.tolist())}
+
+
+def _check_once(table: str, changed: pa.Table) -> None:
+    """No target row is changed by two source rows unless all of them delete it."""
+    if not changed.num_rows:
+        return
+    marks = pa.table(
+        {
+            "f": changed.column(FILE_COL),
+            "r": changed.column(ROW_COL),
+            "u": pc.equal(changed.column(_KIND), "U"),
+        }
+    )
+    counts = marks.group_by(["f", "r"]).aggregate([([], "count_all"), ("u", "any")])
+    bad = counts.filter(pc.and_(pc.greater(counts.column("count_all"), 1), counts.column("u_any")))
+    if bad.num_rows:
+        row = bad.slice(0, 1).to_pylist()[0]
+        raise ValueError(_AMBIGUOUS.format(table=table, file=row["f"], row=row["r"]))
+
+
+def _check_once_in_spark(tbl: ops.Table, actions: DataFrame) -> None:
+    """:func:`_check_once` as a Spark job (the actions stay in Spark)."""
+    with spark_job(f"checking the merge's matches in {tbl.name}"):
+        bad = (
+            actions.where(F.col(_KIND).isin("U", "D"))
+            .groupBy(FILE_COL, ROW_COL)
+            .agg(
+                F.count(F.lit(1)).alias("n"),
+                F.max((F.col(_KIND) == "U").cast("int")).alias("u"),
+            )
+            .where("n > 1 AND u = 1")
+            .limit(1)
+            .collect()
+        )
+    if bad:
+        raise ValueError(
+            _AMBIGUOUS.format(table=tbl.name, file=bad[0][FILE_COL], row=bad[0][ROW_COL])
+        )

@@ -17,6 +17,7 @@ cannot reach the open store: the driver orchestrates every call itself.
 >>> lhs.merge(lh, changes, "sales.orders", on=["order_id"])     # doctest: +SKIP
 >>> lhs.register_views(lh, spark, version=5)                    # doctest: +SKIP
 >>> spark.sql("SELECT count(*) FROM `sales.orders@v5`")         # doctest: +SKIP
+>>> lhs.sql(lh, spark, "SELECT count(*) FROM sales.orders VERSION AS OF 5")  # doctest: +SKIP
 
 =====================  ===============================================================
 module                 what it does
@@ -43,6 +44,12 @@ module                 what it does
                        few runs, else a broadcast anti-join with bucket bitmaps
 ``counted``            a read's own ``count()`` answered from the scan plan
 ``views``              temporary views ``ns.table`` / ``ns.table@vN`` for Spark SQL
+``sql``                Spark SQL with lakehouse tables (package): queries with
+                       ``VERSION``/``TIMESTAMP AS OF``, DML, DDL, ``SHOW``/``CALL``
+``sql.query``          a query's lakehouse references -> ``read`` DataFrames, run
+                       by ``spark.sql``
+``sql.statements``     parse a text (sqlglot), dispatch each statement
+``sql.session``        ``SqlSession``: ``BEGIN`` / ``COMMIT`` / ``ROLLBACK``
 ``location``           where the data directory is, as driver and tasks reach it
 ``jobs``               typed errors for failed jobs (:class:`SparkJobError`)
 ``session``            a local SparkSession with the settings the lakehouse needs
@@ -61,18 +68,21 @@ from lakehouse.spark.merge import merge
 from lakehouse.spark.merge_clauses import MergeClause
 from lakehouse.spark.ops import delete, read, write
 from lakehouse.spark.session import configure, local_session
+from lakehouse.spark.sql import SqlSession, sql
 from lakehouse.spark.update import update
 from lakehouse.spark.views import register_views
 
 __all__ = [
     "MergeClause",
     "SparkJobError",
+    "SqlSession",
     "configure",
     "delete",
     "local_session",
     "merge",
     "read",
     "register_views",
+    "sql",
     "update",
     "write",
 ]

@@ -25,6 +25,29 @@ module             what it does
 
 from __future__ import annotations
 
-from lakehouse.spark.sql.context import Context
+from typing import Any
 
-__all__ = ["Context"]
+from pyspark.sql import DataFrame, SparkSession
+
+from lakehouse.spark.sql.context import Context
+from lakehouse.spark.sql.session import SqlSession, run_text
+
+__all__ = ["Context", "SqlSession", "sql"]
+
+
+def sql(lh: Any, spark: SparkSession, text: str, *, txn: Any = None) -> DataFrame:
+    """Run the Spark SQL statements of ``text`` (``;``-separated) over ``lh``; the
+    last statement's result.
+
+    Every statement is parsed before any runs (a syntax error anywhere:
+    ValueError, nothing run). Lakehouse tables are named ``ns.t``; queries may
+    time travel (``ns.t VERSION AS OF 7``, ``ns.t TIMESTAMP AS OF '...'`` in the
+    Spark session's time zone). Without ``txn`` each statement commits on its own
+    (a complete ``BEGIN ... COMMIT`` inside ``text`` commits once); with
+    ``txn`` (a lakehouse Transaction) every statement joins it and nothing is
+    committed here. ``BEGIN``/``COMMIT``/``ROLLBACK`` spanning calls need a
+    :class:`SqlSession`.
+
+    >>> lhs.sql(lh, spark, "SELECT count(*) FROM sales.orders VERSION AS OF 3")  # doctest: +SKIP
+    """
+    return run_text(lh, spark, text, txn=txn)

@@ -30,7 +30,6 @@ import sqlglot
 from pyspark.sql import DataFrame
 from sqlglot import exp
 from sqlglot.dialects.spark import Spark
-from sqlglot.tokens import TokenType
 
 from lakehouse.spark.sql.context import Context
 from lakehouse.spark.sql.names import table_name, unsupported
@@ -67,7 +66,7 @@ def split(text: str) -> list[exp.Expression]:
     pieces: list[str] = []
     start = 0
     for tok in tokens:
-        if tok.token_type == TokenType.SEMICOLON:
+        if tok.token_type.name == "SEMICOLON":
             pieces.append(text[start : tok.start])
             start = tok.end + 1
     pieces.append(text[start:])
@@ -96,20 +95,32 @@ def _parse(piece: str, dialect: Any) -> exp.Expression | None:
     elif _END.match(piece):  # END [TRANSACTION]: Postgres' spelling of COMMIT
         return exp.Commit()
     try:
-        return sqlglot.parse_one(piece, read=dialect)
+        tree = sqlglot.parse_one(piece, read=dialect)
     except sqlglot.errors.ParseError as exc:
         if "No expression was parsed" in str(exc):  # comments only
             return None
         raise ValueError(f"SQL syntax error: {_first_error(exc)}") from None
     except sqlglot.errors.SqlglotError as exc:
         raise ValueError(f"SQL syntax error: {exc}") from None
+    if not isinstance(tree, exp.Expression):
+        raise ValueError(f"SQL syntax error: not a statement: {piece.strip()!r}")
+    return tree
+
+
+_TOKEN = re.compile(r"<Token token_type: TokenType\.(\w+), text: (.*?), line: .*?>")
+
+
+def _token(m: re.Match[str]) -> str:
+    return "the end of the statement" if m.group(1) == "SENTINEL" else repr(m.group(2))
 
 
 def _first_error(exc: sqlglot.errors.ParseError) -> str:
     errors = getattr(exc, "errors", None)
     if errors:
-        e = errors[0]
-        return f"{e.get('description')} at line {e.get('line')}, column {e.get('col')}: {original(exc)}"
+        e = dict(errors[0])
+        e["description"] = _TOKEN.sub(_token, str(e.get("description")))
+        where = f"line {e.get('line')}, column {e.get('col')}"
+        return f"{e.get('description')} at {where}: {original(exc)}"
     return str(exc)
 
 
@@ -127,6 +138,11 @@ def original(obj: Any) -> str:
 
 def run(ctx: Context, tree: exp.Expression) -> DataFrame:
     """Run one parsed statement; its result as a DataFrame."""
+    out: DataFrame = _dispatch(ctx, tree)
+    return out
+
+
+def _dispatch(ctx: Context, tree: exp.Expression) -> Any:
     if isinstance(tree, TRANSACTIONS):
         raise ValueError(
             f"{original(tree)!r} needs a lakehouse.spark.SqlSession "
@@ -163,7 +179,9 @@ def run(ctx: Context, tree: exp.Expression) -> DataFrame:
     if isinstance(tree, exp.Command) and str(tree.this).upper() in ("SHOW", "CALL"):
         from lakehouse.spark.sql import catalog
 
-        return catalog.show(ctx, tree) if str(tree.this).upper() == "SHOW" else catalog.call(ctx, tree)
+        if str(tree.this).upper() == "SHOW":
+            return catalog.show(ctx, tree)
+        return catalog.call(ctx, tree)
     for t in tree.find_all(exp.Table):
         name = table_name(t)
         if ctx.is_table(name) or ctx.is_view(name):

@@ -1,0 +1,344 @@
+"""Queries over lakehouse tables: the lakehouse references become DataFrames, Spark
+runs the query.
+
+:func:`frame_of` takes a parsed ``SELECT`` / ``VALUES`` / set operation (with
+its CTEs and subqueries) and, on the driver:
+
+1. finds every table reference naming a lakehouse table (``ns.t``, quoted or
+   not, ``lakehouse.ns.t``) with its ``VERSION AS OF n`` / ``TIMESTAMP AS OF
+   '...'`` (a timestamp without a zone is in the Spark session's time zone);
+   CTE names are one part and never shadow a two-part lakehouse name;
+2. expands a lakehouse view into its SQL as a subquery (recursively; a
+   ``VERSION AS OF`` on the view applies to the tables it reads);
+3. replaces each table reference by a ``{placeholder}`` for the DataFrame
+   :func:`lakehouse.spark.read` gives for it (``txn=ctx.txn`` inside a
+   transaction, so its own writes are seen and a SERIALIZABLE read is
+   recorded; a reference with a version reads that version of the
+   lakehouse). A reference without an alias gets the table's name as alias,
+   so ``t.col`` and ``ns.t.col`` still resolve;
+4. for a query reading one lakehouse table, the simple conjuncts of its
+   ``WHERE`` (comparisons, ``IN``, ``BETWEEN``, ``IS NULL`` of the table's
+   columns with literals) are also given to ``read(where=)``, which prunes
+   files by partition and column bounds before Spark plans the scan;
+5. calls ``spark.sql(text, **frames)`` (user braces escaped), which works in
+   classic Spark and under Spark Connect; executors read the files.
+
+A query naming no lakehouse object is given to ``spark.sql`` as written. A
+two-part name that is neither a lakehouse object nor a Spark table or view
+raises ValueError before any job.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import secrets
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyspark.sql import DataFrame
+from sqlglot import exp
+
+from lakehouse.spark.ops import _quiet_analysis, read
+from lakehouse.spark.sql.context import Context
+from lakehouse.spark.sql.names import table_name, unsupported
+
+#: nodes a pushed-down WHERE conjunct may hold (deterministic, evaluated the
+#: same by Spark row by row; the read applies the conjunct, the query again)
+_SIMPLE = (
+    exp.Column,
+    exp.Identifier,
+    exp.Literal,
+    exp.Boolean,
+    exp.Null,
+    exp.EQ,
+    exp.NEQ,
+    exp.GT,
+    exp.GTE,
+    exp.LT,
+    exp.LTE,
+    exp.In,
+    exp.Between,
+    exp.Is,
+    exp.Not,
+    exp.And,
+    exp.Or,
+    exp.Paren,
+    exp.Neg,
+    exp.Tuple,
+    exp.Like,
+    exp.Cast,
+    exp.DataType,
+    exp.DataTypeParam,
+)
+
+#: views expanded inside views: deeper than this is a cycle
+_MAX_DEPTH = 32
+
+
+@dataclass(frozen=True)
+class At:
+    """Which version a reference reads: the context's (``None``), a version
+    number, or as of a timestamp (epoch ms)."""
+
+    version: int | None = None
+    timestamp_ms: int | None = None
+
+    @property
+    def latest(self) -> bool:
+        return self.version is None and self.timestamp_ms is None
+
+
+@dataclass
+class _Rewrite:
+    ctx: Context
+    marker: str = field(default_factory=lambda: f"lhref{secrets.token_hex(6)}x")
+    frames: dict[str, DataFrame] = field(default_factory=dict)
+    keys: dict[tuple[str, At, str | None], str] = field(default_factory=dict)
+    # (ns, t) of the references left without an alias of their own: columns
+    # qualified ``ns.t.col`` become ``t.col``
+    unaliased: set[tuple[str, str]] = field(default_factory=set)
+    changed: bool = False
+
+    def ident(self, ref: str) -> str:
+        """The identifier standing for ``{ref}`` in the generated SQL (``_`` ends it,
+        so no ident is a prefix of another)."""
+        return f"{self.marker}{ref}_"
+
+    def placeholder(self, name: str, at: At, where: str | None) -> str:
+        key = (name, at, where)
+        if key not in self.keys:
+            ref = f"lh_{len(self.keys)}"
+            self.keys[key] = ref
+            self.frames[ref] = self.read(name, at, where)
+        return self.keys[key]
+
+    def read(self, name: str, at: At, where: str | None) -> DataFrame:
+        ctx = self.ctx
+        kw: dict[str, Any] = {}
+        if at.version is not None:
+            kw["version"] = at.version
+        elif at.timestamp_ms is not None:
+            kw["timestamp"] = at.timestamp_ms
+        elif ctx.txn is not None:
+            kw["txn"] = ctx.txn
+        if where is not None:
+            try:
+                return read(ctx.lh, ctx.spark, name, where=where, **kw)
+            except ValueError:  # not something read() takes: Spark filters every row
+                pass
+        return read(ctx.lh, ctx.spark, name, **kw)
+
+
+def frame_of(ctx: Context, tree: exp.Expression) -> DataFrame:
+    """The DataFrame of a query (see the module doc). Nothing is committed."""
+    rw = _Rewrite(ctx)
+    work = tree.copy()
+    pushed = _pushable(ctx, work)
+    work = _rewrite(rw, work, At(), pushed, depth=0)
+    if not rw.changed:
+        return ctx.spark.sql(_text_of(tree))
+    if rw.unaliased:
+        _strip_db(work, rw.unaliased)
+    text = work.sql(dialect="spark").replace("{", "{{").replace("}", "}}")
+    for ref in rw.frames:
+        text = text.replace(rw.ident(ref), "{" + ref + "}")
+    try:
+        with _quiet_analysis():
+            return ctx.spark.sql(text, None, **rw.frames)
+    except Exception as exc:
+        from lakehouse.spark.jobs import is_analysis_error
+
+        if is_analysis_error(exc):
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ValueError(f"bad query {_text_of(tree)!r}: {first[:400]}") from None
+        raise
+
+
+def _text_of(tree: exp.Expression) -> str:
+    text = tree.meta.get("sql")
+    return text if isinstance(text, str) else tree.sql(dialect="spark")
+
+
+def _rewrite(
+    rw: _Rewrite,
+    tree: exp.Expression,
+    outer: At,
+    pushed: tuple[exp.Table, str] | None,
+    depth: int,
+) -> exp.Expression:
+    if depth > _MAX_DEPTH:
+        raise ValueError("lakehouse views nest too deeply (a view that reads itself?)")
+    ctx = rw.ctx
+    for node in list(tree.find_all(exp.Table)):
+        if not isinstance(node.this, exp.Identifier):  # a table function: range(10), ...
+            continue
+        name = table_name(node)
+        if len(node.parts) < 2:
+            continue  # a temp view, a CTE or a Spark table of the current database
+        at = _at(ctx, node, name, outer)
+        if ctx.is_table(name):
+            where = pushed[1] if pushed is not None and pushed[0] is node else None
+            ref = rw.placeholder(name, at, where)
+            alias = node.alias or node.name
+            if not node.alias:
+                rw.unaliased.add((node.args["db"].name if node.args.get("db") else "", node.name))
+            node.set("catalog", None)
+            node.set("db", None)
+            node.set("version", None)
+            node.set("this", exp.to_identifier(rw.ident(ref)))
+            node.set("alias", exp.TableAlias(this=exp.to_identifier(alias)))
+            rw.changed = True
+        elif ctx.is_view(name):
+            body = _view_tree(ctx, name, at)
+            body = _rewrite(rw, body, at, None, depth + 1)
+            alias = node.alias or node.name
+            if not node.alias:
+                rw.unaliased.add((node.args["db"].name if node.args.get("db") else "", node.name))
+            sub = exp.Subquery(this=body, alias=exp.TableAlias(this=exp.to_identifier(alias)))
+            if node is tree:
+                return sub
+            node.replace(sub)
+            rw.changed = True
+        elif not _spark_has(ctx, name):
+            raise ValueError(
+                f"table or view {name} not found: neither a lakehouse table or view "
+                "nor a Spark table or view"
+            )
+    return tree
+
+
+def _at(ctx: Context, node: exp.Table, name: str, outer: At) -> At:
+    version = node.args.get("version")
+    if version is None:
+        return outer
+    kind = str(version.this).upper()
+    how = str(version.args.get("kind") or "AS OF").upper()
+    if how != "AS OF":
+        raise unsupported(f"{kind} {how} on {name}", "use VERSION AS OF or TIMESTAMP AS OF")
+    value = version.expression
+    if kind == "VERSION":
+        if not isinstance(value, exp.Literal):
+            what = f"VERSION AS OF {value.sql(dialect='spark')} on {name}"
+            raise unsupported(what, "give a version number")
+        try:
+            return At(version=int(value.this))
+        except ValueError:
+            raise ValueError(
+                f"VERSION AS OF on {name} needs a version number, not {value.this!r}"
+            ) from None
+    if kind == "TIMESTAMP":
+        return At(timestamp_ms=_epoch_ms(ctx, value, name))
+    raise unsupported(f"{kind} AS OF on {name}")
+
+
+def _epoch_ms(ctx: Context, value: exp.Expression, name: str) -> int:
+    """A ``TIMESTAMP AS OF`` value as epoch milliseconds: a string literal read in
+    the Spark session's time zone (or its own offset); any other constant
+    expression evaluated by Spark (on the driver, no job)."""
+    if isinstance(value, exp.Literal) and value.is_string:
+        zone = str(ctx.spark.conf.get("spark.sql.session.timeZone", "UTC"))
+        try:
+            ts = dt.datetime.fromisoformat(value.this.strip())
+            if ts.tzinfo is None:
+                from zoneinfo import ZoneInfo
+
+                ts = ts.replace(tzinfo=ZoneInfo(zone))
+            return int(ts.timestamp() * 1000)
+        except (ValueError, KeyError, LookupError):
+            pass  # not ISO, or a zone Python does not know: Spark reads it
+    expr = value.sql(dialect="spark")
+    try:
+        with _quiet_analysis():
+            row = ctx.spark.sql(f"SELECT unix_millis(CAST({expr} AS TIMESTAMP)) AS ms").first()
+    except Exception as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ValueError(f"bad TIMESTAMP AS OF {expr} on {name}: {first[:300]}") from None
+    if row is None or row[0] is None:
+        raise ValueError(f"bad TIMESTAMP AS OF {expr} on {name}: not a timestamp")
+    return int(row[0])
+
+
+def _view_tree(ctx: Context, name: str, at: At) -> exp.Expression:
+    import sqlglot
+
+    if at.version is not None:
+        with ctx.lh.at_version(at.version) as view:
+            d = view.describe_view(name)
+    elif at.timestamp_ms is not None:
+        with ctx.lh.at_time(at.timestamp_ms) as view:
+            d = view.describe_view(name)
+    else:
+        d = ctx.reads.describe_view(name)
+    try:
+        tree = sqlglot.parse_one(d.sql, read="spark")
+    except sqlglot.errors.SqlglotError as exc:
+        raise ValueError(f"lakehouse view {name} has SQL Spark cannot read: {exc}") from None
+    assert isinstance(tree, exp.Expression)
+    return tree
+
+
+def _spark_has(ctx: Context, name: str) -> bool:
+    try:
+        return bool(ctx.spark.catalog.tableExists(name))
+    except Exception:  # a name Spark's catalog cannot even look up
+        return False
+
+
+def _strip_db(tree: exp.Expression, unaliased: set[tuple[str, str]]) -> None:
+    """``ns.t.col`` -> ``t.col`` for the references now aliased ``t``."""
+    for col in tree.find_all(exp.Column):
+        db = col.args.get("db")
+        tbl = col.args.get("table")
+        if db is not None and tbl is not None and (db.name, tbl.name) in unaliased:
+            col.set("catalog", None)
+            col.set("db", None)
+
+
+def _pushable(ctx: Context, tree: exp.Expression) -> tuple[exp.Table, str] | None:
+    """The table reference of a one-lakehouse-table query, with the simple conjuncts
+    of its WHERE, unqualified, as Spark SQL (for ``read(where=)``); None when there
+    are none or the query is not that simple."""
+    if not isinstance(tree, exp.Select) or tree.args.get("with_") or tree.args.get("joins"):
+        return None
+    if tree.args.get("laterals"):
+        return None
+    where = tree.args.get("where")
+    src = tree.args.get("from_")
+    if where is None or src is None or not isinstance(src.this, exp.Table):
+        return None
+    table = src.this
+    name = table_name(table)
+    if len(table.parts) < 2 or not ctx.is_table(name):
+        return None
+    qualifiers = {table.alias_or_name.lower(), table.name.lower()}
+    try:
+        columns = {n.lower() for n in ctx.reads.describe_table(name).schema.names}
+    except Exception:
+        return None
+    cond = where.this
+    conjuncts = list(cond.flatten()) if isinstance(cond, exp.And) else [cond]
+    keep = []
+    for c in conjuncts:
+        if not all(isinstance(n, _SIMPLE) for n in c.walk()):
+            continue
+        cols = list(c.find_all(exp.Column))
+        if not cols:
+            continue
+        ok = True
+        for col in cols:
+            q = col.args.get("table")
+            if col.name.lower() not in columns:
+                ok = False
+            if q is not None and q.name.lower() not in qualifiers:
+                ok = False
+        if not ok:
+            continue
+        c = c.copy()
+        for col in c.find_all(exp.Column):
+            col.set("table", None)
+            col.set("db", None)
+            col.set("catalog", None)
+        keep.append(c.sql(dialect="spark"))
+    if not keep:
+        return None
+    return table, " AND ".join(f"({k})" for k in keep)

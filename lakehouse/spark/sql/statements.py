@@ -182,6 +182,10 @@ def _dispatch(ctx: Context, tree: exp.Expression) -> Any:
         if str(tree.this).upper() == "SHOW":
             return catalog.show(ctx, tree)
         return catalog.call(ctx, tree)
+    if isinstance(tree, exp.Command) and str(tree.this).upper() in ("CREATE", "ALTER"):
+        from lakehouse.spark.sql import ddl  # WITH DBPROPERTIES, UNSET TBLPROPERTIES, ...
+
+        return ddl.command(ctx, tree)
     for t in tree.find_all(exp.Table):
         name = table_name(t)
         if ctx.is_table(name) or ctx.is_view(name):

@@ -1,0 +1,261 @@
+"""SQL INSERT / DELETE / UPDATE on lakehouse tables (lakehouse.spark.sql, dml.py).
+
+Every statement's rows are checked through the Python API (``lh.read``); bad
+input must raise ValueError before anything is committed or left on disk.
+One SparkSession for the run (tests/spark_fixtures.py); tiny tables.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+
+import pyarrow as pa
+import pytest
+
+import lakehouse
+
+pytest.importorskip("pyspark", reason="pyspark is not installed (the spark extra)")
+from pyspark.sql import types as T
+
+from lakehouse.spark.sql import sql
+
+pytest_plugins = ["spark_fixtures"]
+pytestmark = pytest.mark.spark
+
+PEOPLE = pa.schema(
+    [
+        pa.field("id", pa.int64(), nullable=False),
+        ("name", pa.string()),
+        ("score", pa.float64()),
+        ("day", pa.date32()),
+    ]
+)
+SALES = pa.schema(
+    [pa.field("id", pa.int64(), nullable=False), ("country", pa.string()), ("qty", pa.int32())]
+)
+D1 = dt.date(2026, 1, 1)
+
+
+@pytest.fixture
+def lh(tmp_path):
+    h = lakehouse.open(str(tmp_path / "lh"), kv_options={"fsync": False})
+    with h.begin() as txn:
+        txn.create_namespace("ns")
+        txn.create_table("ns.t", PEOPLE)
+        txn.create_table("ns.u", PEOPLE, {"inline.max_rows": "0"})  # rows in files
+        txn.create_table("ns.p", SALES, {"inline.max_rows": "0"}, partition_by=["country"])
+    yield h
+    h.close()
+
+
+def rows(lh, table, key="id"):
+    return sorted(lh.read(table).to_pylist(), key=lambda r: (r[key], str(r)))
+
+
+def affected(df):
+    assert df.schema["num_affected_rows"].dataType == T.LongType()
+    (row,) = df.collect()
+    return row["num_affected_rows"]
+
+
+def person(i, name=None, score=None, day=None):
+    return {"id": i, "name": name, "score": score, "day": day}
+
+
+def test_insert_values_literals_cast_to_the_column_types(lh, spark):
+    n = sql(
+        lh, spark, "INSERT INTO ns.t VALUES (1, 'a', 1.5, DATE '2026-01-01'), (2, NULL, 2, NULL)"
+    )
+    assert affected(n) == 2
+    sql(lh, spark, "INSERT INTO ns.t VALUES (3, 'c', -0.25, '2026-01-01')")
+    assert rows(lh, "ns.t") == [
+        person(1, "a", 1.5, D1),
+        person(2, None, 2.0),
+        person(3, "c", -0.25, D1),
+    ]
+
+
+def test_insert_with_a_column_list_fills_the_others_with_null(lh, spark):
+    assert affected(sql(lh, spark, "INSERT INTO ns.u (name, id) VALUES ('x', 7), ('y', 8)")) == 2
+    assert rows(lh, "ns.u") == [person(7, "x"), person(8, "y")]
+    assert lh.table_stats("ns.u").files >= 1  # written by the Spark job, not inlined
+
+
+def test_insert_select_from_a_temp_view_and_from_a_lakehouse_table(lh, spark):
+    spark.range(5).selectExpr(
+        "id", "concat('n', CAST(id AS STRING)) AS name", "CAST(id AS DOUBLE) / 2 AS score"
+    ).createOrReplaceTempView("src_people")
+    try:
+        got = sql(
+            lh,
+            spark,
+            "INSERT INTO ns.t (id, name, score) SELECT id, name, score FROM src_people WHERE id > 1",
+        )
+    finally:
+        spark.catalog.dropTempView("src_people")
+    assert affected(got) == 3
+    assert rows(lh, "ns.t") == [person(i, f"n{i}", i / 2) for i in (2, 3, 4)]
+    # from another lakehouse table (read by Spark), with an expression; TABLE x
+    got = sql(lh, spark, "INSERT INTO ns.u SELECT id + 10, upper(name), score, day FROM ns.t")
+    assert affected(got) == 3
+    assert affected(sql(lh, spark, "INSERT INTO ns.u TABLE ns.t")) == 3
+    assert rows(lh, "ns.u") == [person(i, f"n{i}", i / 2) for i in (2, 3, 4)] + [
+        person(i + 10, f"N{i}", i / 2) for i in (2, 3, 4)
+    ]
+
+
+def test_insert_by_name_and_with_a_cte(lh, spark):
+    got = sql(lh, spark, "INSERT INTO ns.t BY NAME SELECT 'z' AS NAME, 9L AS id, 0.5D AS score")
+    assert affected(got) == 1
+    sql(
+        lh,
+        spark,
+        "WITH q AS (SELECT 10L AS id, 'w' AS name) INSERT INTO ns.t (id, name) SELECT * FROM q",
+    )
+    assert rows(lh, "ns.t") == [person(9, "z", 0.5), person(10, "w")]
+
+
+def test_insert_overwrite_unpartitioned_replaces_every_row(lh, spark):
+    sql(lh, spark, "INSERT INTO ns.u VALUES (1, 'a', 1, NULL), (2, 'b', 2, NULL)")
+    got = sql(lh, spark, "INSERT OVERWRITE TABLE ns.u SELECT 5L, 'e', 5D, DATE '2026-01-01'")
+    assert affected(got) == 1
+    assert rows(lh, "ns.u") == [person(5, "e", 5.0, D1)]
+
+
+def sales(lh, spark):
+    sql(
+        lh,
+        spark,
+        "INSERT INTO ns.p VALUES (1, 'de', 10), (2, 'de', 20), (3, 'fr', 30), (4, 'us', 40)",
+    )
+    return lh.version
+
+
+def test_insert_overwrite_dynamic_replaces_only_the_partitions_written(lh, spark):
+    sales(lh, spark)
+    got = sql(lh, spark, "INSERT OVERWRITE ns.p SELECT * FROM VALUES (5, 'de', 50), (6, 'it', 60)")
+    assert affected(got) == 2
+    expect = [(3, "fr", 30), (4, "us", 40), (5, "de", 50), (6, "it", 60)]
+    assert rows(lh, "ns.p") == [dict(zip(SALES.names, r)) for r in expect]
+    # PARTITION (country) without a value: dynamic too
+    sql(lh, spark, "INSERT OVERWRITE ns.p PARTITION (country) VALUES (7, 'fr', 70)")
+    expect = [(4, "us", 40), (5, "de", 50), (6, "it", 60), (7, "fr", 70)]
+    assert rows(lh, "ns.p") == [dict(zip(SALES.names, r)) for r in expect]
+
+
+def test_insert_with_a_static_partition(lh, spark):
+    sales(lh, spark)
+    got = sql(
+        lh, spark, "INSERT OVERWRITE TABLE ns.p PARTITION (country = 'de') VALUES (8, 80), (9, 90)"
+    )
+    assert affected(got) == 2
+    expect = [(3, "fr", 30), (4, "us", 40), (8, "de", 80), (9, "de", 90)]
+    assert rows(lh, "ns.p") == [dict(zip(SALES.names, r)) for r in expect]
+    # static and no rows: the partition is emptied (overwrite where country = 'fr')
+    spark.range(0).selectExpr("id", "CAST(id AS INT) AS qty").createOrReplaceTempView("none")
+    try:
+        got = sql(lh, spark, "INSERT OVERWRITE ns.p PARTITION (country = 'fr') SELECT * FROM none")
+    finally:
+        spark.catalog.dropTempView("none")
+    assert affected(got) == 0
+    # INSERT INTO with a static partition appends
+    sql(lh, spark, "INSERT INTO ns.p PARTITION (country = 'us') (qty, id) VALUES (41, 11)")
+    expect = [(4, "us", 40), (8, "de", 80), (9, "de", 90), (11, "us", 41)]
+    assert rows(lh, "ns.p") == [dict(zip(SALES.names, r)) for r in expect]
+
+
+def people(lh, spark):
+    sql(
+        lh,
+        spark,
+        "INSERT INTO ns.u VALUES (1, 'a', 1.0, NULL), (2, 'b', 2.0, NULL), "
+        "(3, 'c', 3.0, NULL), (4, 'd', 4.0, NULL)",
+    )
+
+
+def test_delete_with_and_without_where_and_with_an_alias(lh, spark):
+    people(lh, spark)
+    assert affected(sql(lh, spark, "DELETE FROM ns.u WHERE score >= 4")) == 1
+    got = sql(lh, spark, "DELETE FROM ns.u AS x WHERE x.id = 1 OR ns.u.name = 'b'")
+    assert affected(got) == 2
+    assert rows(lh, "ns.u") == [person(3, "c", 3.0)]
+    assert affected(sql(lh, spark, "DELETE FROM ns.u")) == 1
+    assert rows(lh, "ns.u") == []
+
+
+def test_update_with_expressions_and_an_alias(lh, spark):
+    people(lh, spark)
+    got = sql(
+        lh,
+        spark,
+        "UPDATE ns.u AS x SET x.score = score * 10, name = upper(x.name), "
+        "day = DATE '2026-01-01' WHERE x.id > 2",
+    )
+    assert affected(got) == 2
+    assert rows(lh, "ns.u") == [
+        person(1, "a", 1.0),
+        person(2, "b", 2.0),
+        person(3, "C", 30.0, D1),
+        person(4, "D", 40.0, D1),
+    ]
+    assert affected(sql(lh, spark, "UPDATE ns.u SET score = -1")) == 4
+    assert {r["score"] for r in rows(lh, "ns.u")} == {-1.0}
+
+
+def test_statements_join_the_callers_transaction(lh, spark):
+    people(lh, spark)
+    before = lh.version
+    with lh.begin() as txn:
+        sql(lh, spark, "INSERT INTO ns.u VALUES (5, 'e', 5, NULL)", txn=txn)
+        sql(lh, spark, "DELETE FROM ns.u WHERE id = 1", txn=txn)
+        sql(lh, spark, "UPDATE ns.u SET name = 'E' WHERE id = 5", txn=txn)
+        assert lh.version == before  # nothing committed yet
+    assert lh.version == before + 1
+    assert [r["id"] for r in rows(lh, "ns.u")] == [2, 3, 4, 5]
+    assert rows(lh, "ns.u")[-1] == person(5, "E", 5.0)
+
+
+def data_files(lh, table):
+    with lh.begin() as txn:
+        root = txn.data_dir(table)
+        txn.rollback()
+    root = root.removeprefix("file://")
+    out = set()
+    for d, _, names in os.walk(root):
+        out |= {os.path.join(d, n) for n in names}
+    return out
+
+
+@pytest.mark.parametrize(
+    ("statement", "message"),
+    [
+        ("INSERT INTO ns.u VALUES (1, 'a')", "2 values for the 4 columns"),
+        ("INSERT INTO ns.u SELECT 1L, 'a'", "gives 2 columns"),
+        ("INSERT INTO ns.u (id, nme) VALUES (1, 'a')", "no column 'nme'"),
+        ("INSERT INTO ns.u VALUES ('abc', 'a', 1, NULL)", "'id'"),
+        ("INSERT INTO ns.u VALUES (NULL, 'a', 1, NULL)", "'id'"),
+        ("INSERT INTO ns.u VALUES (9, 'a', 1, 'not a date')", "'day'"),
+        ("INSERT INTO ns.u SELECT 1.5, 'a', 1D, NULL", "'id'"),
+        ("INSERT INTO ns.missing VALUES (1)", "ns.missing"),
+        (
+            "INSERT INTO ns.p PARTITION (qty = 1) VALUES (1, 'x')",
+            "not an identity partition column",
+        ),
+        ("DELETE FROM ns.u WHERE id IN (SELECT id FROM ns.t)", "subquery"),
+        ("DELETE FROM ns.u WHERE nope = 1", "nope"),
+        ("DELETE FROM ns.missing WHERE id = 1", "ns.missing"),
+        ("UPDATE ns.u SET nope = 1", "no column 'nope'"),
+        ("UPDATE ns.u SET id = 'abc'", "'id'"),
+        ("UPDATE ns.u SET score = 1 WHERE EXISTS (SELECT 1)", "subquery"),
+    ],
+)
+def test_bad_statements_raise_before_anything_is_written(lh, spark, statement, message):
+    people(lh, spark)
+    version = lh.version
+    files = {t: data_files(lh, t) for t in ("ns.u", "ns.p")}
+    with pytest.raises(ValueError, match=message.replace("(", r"\(")):
+        sql(lh, spark, statement)
+    assert lh.version == version
+    assert {t: data_files(lh, t) for t in files} == files
+    assert len(rows(lh, "ns.u")) == 4

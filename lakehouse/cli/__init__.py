@@ -16,6 +16,7 @@
     lakehouse delete URL TABLE WHERE | compact URL TABLE | remove-orphans URL
     lakehouse rollback URL V | export URL DEST | expire URL --keep-last N
     lakehouse verify URL                                check every byte; exit 3 on damage
+    lakehouse sql URL [-e SQL | -f FILE]                Spark SQL console (local Spark)
 
 Reads never fence a running writer (``lakehouse.open_reader``); writes open
 the single writer (``lakehouse.open``: refused next to a live local writer
@@ -27,9 +28,10 @@ Layout (as :mod:`kvstore.cli`): :mod:`~lakehouse.cli.main` parses and maps
 errors to exit statuses, :mod:`~lakehouse.cli.commands` runs the commands on
 the lakehouse, its tree and versions, :mod:`~lakehouse.cli.data` those on
 table data, :mod:`~lakehouse.cli.verify` checks bytes (it collects problems
-and never prints), :mod:`~lakehouse.cli.target` opens the lakehouse and
-prints, :mod:`~lakehouse.cli.render` formats, :mod:`~lakehouse.cli.parse`
-reads argument text.
+and never prints), :mod:`~lakehouse.cli.sql` is the SQL console,
+:mod:`~lakehouse.cli.target` opens the lakehouse and prints,
+:mod:`~lakehouse.cli.render` formats, :mod:`~lakehouse.cli.parse` reads
+argument text.
 """
 
 from __future__ import annotations

@@ -33,9 +33,9 @@ from contextlib import contextmanager
 from typing import Any, TextIO
 
 import pyarrow as pa
+from sqlglot import TokenType
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import TokenError
-from sqlglot import TokenType
 
 from kvstore.cli.codec import plural
 from lakehouse.cli.render import MAX_CELL, cell, table_text

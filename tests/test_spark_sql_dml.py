@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+from decimal import Decimal
 
 import pyarrow as pa
 import pytest
@@ -34,6 +35,14 @@ PEOPLE = pa.schema(
 SALES = pa.schema(
     [pa.field("id", pa.int64(), nullable=False), ("country", pa.string()), ("qty", pa.int32())]
 )
+WIDE = pa.schema(
+    [
+        pa.field("id", pa.int64(), nullable=False),
+        ("ts", pa.timestamp("us", tz="UTC")),
+        ("n", pa.int32()),
+        ("amount", pa.decimal128(12, 2)),
+    ]
+)
 D1 = dt.date(2026, 1, 1)
 
 
@@ -45,6 +54,7 @@ def lh(tmp_path):
         txn.create_table("ns.t", PEOPLE)
         txn.create_table("ns.u", PEOPLE, {"inline.max_rows": "0"})  # rows in files
         txn.create_table("ns.p", SALES, {"inline.max_rows": "0"}, partition_by=["country"])
+        txn.create_table("ns.w", WIDE)
     yield h
     h.close()
 
@@ -74,6 +84,18 @@ def test_insert_values_literals_cast_to_the_column_types(lh, spark):
         person(2, None, 2.0),
         person(3, "c", -0.25, D1),
     ]
+    sql(
+        lh,
+        spark,
+        "INSERT INTO ns.w VALUES (1, '2026-01-01 10:00:00', -3, 7), "
+        "(2, TIMESTAMP '2026-01-02 11:30:00', 2147483647, 1.5), (3, NULL, NULL, -0.25)",
+    )
+    utc = dt.UTC
+    assert [tuple(r.values()) for r in rows(lh, "ns.w")] == [
+        (1, dt.datetime(2026, 1, 1, 10, tzinfo=utc), -3, Decimal("7.00")),
+        (2, dt.datetime(2026, 1, 2, 11, 30, tzinfo=utc), 2147483647, Decimal("1.50")),
+        (3, None, None, Decimal("-0.25")),
+    ]
 
 
 def test_insert_with_a_column_list_fills_the_others_with_null(lh, spark):
@@ -90,7 +112,8 @@ def test_insert_select_from_a_temp_view_and_from_a_lakehouse_table(lh, spark):
         got = sql(
             lh,
             spark,
-            "INSERT INTO ns.t (id, name, score) SELECT id, name, score FROM src_people WHERE id > 1",
+            "INSERT INTO ns.t (id, name, score) "
+            "SELECT id, name, score FROM src_people WHERE id > 1",
         )
     finally:
         spark.catalog.dropTempView("src_people")
@@ -114,6 +137,24 @@ def test_insert_by_name_and_with_a_cte(lh, spark):
         "WITH q AS (SELECT 10L AS id, 'w' AS name) INSERT INTO ns.t (id, name) SELECT * FROM q",
     )
     assert rows(lh, "ns.t") == [person(9, "z", 0.5), person(10, "w")]
+
+
+def test_insert_replace_where_overwrites_the_matching_rows(lh, spark):
+    people(lh)
+    got = sql(lh, spark, "INSERT INTO ns.u REPLACE WHERE id >= 3 VALUES (3, 'x', 0, NULL)")
+    assert affected(got) == 1
+    assert rows(lh, "ns.u") == [person(1, "a", 1.0), person(2, "b", 2.0), person(3, "x", 0.0)]
+
+
+def test_insert_into_a_spark_table_goes_to_spark(lh, spark, tmp_path):
+    spark.sql(f"CREATE TABLE plain_sql_dml (a INT) USING parquet LOCATION '{tmp_path}/plain'")
+    try:
+        sql(lh, spark, "INSERT INTO plain_sql_dml VALUES (1), (2)")
+        assert sorted(r.a for r in spark.table("plain_sql_dml").collect()) == [1, 2]
+        with pytest.raises(ValueError, match="the Spark table plain_sql_dml from the lakehouse"):
+            sql(lh, spark, "INSERT INTO plain_sql_dml SELECT CAST(id AS INT) FROM ns.u")
+    finally:
+        spark.sql("DROP TABLE plain_sql_dml")
 
 
 def test_insert_overwrite_unpartitioned_replaces_every_row(lh, spark):
@@ -165,17 +206,15 @@ def test_insert_with_a_static_partition(lh, spark):
     assert rows(lh, "ns.p") == [dict(zip(SALES.names, r)) for r in expect]
 
 
-def people(lh, spark):
-    sql(
-        lh,
-        spark,
-        "INSERT INTO ns.u VALUES (1, 'a', 1.0, NULL), (2, 'b', 2.0, NULL), "
-        "(3, 'c', 3.0, NULL), (4, 'd', 4.0, NULL)",
-    )
+def people(lh):
+    """Four rows in ns.u, through the Python API (one data file)."""
+    data = [person(i, "abcd"[i - 1], float(i)) for i in (1, 2, 3, 4)]
+    with lh.begin() as txn:
+        txn.append("ns.u", pa.Table.from_pylist(data, PEOPLE))
 
 
 def test_delete_with_and_without_where_and_with_an_alias(lh, spark):
-    people(lh, spark)
+    people(lh)
     assert affected(sql(lh, spark, "DELETE FROM ns.u WHERE score >= 4")) == 1
     got = sql(lh, spark, "DELETE FROM ns.u AS x WHERE x.id = 1 OR ns.u.name = 'b'")
     assert affected(got) == 2
@@ -185,7 +224,7 @@ def test_delete_with_and_without_where_and_with_an_alias(lh, spark):
 
 
 def test_update_with_expressions_and_an_alias(lh, spark):
-    people(lh, spark)
+    people(lh)
     got = sql(
         lh,
         spark,
@@ -204,7 +243,7 @@ def test_update_with_expressions_and_an_alias(lh, spark):
 
 
 def test_statements_join_the_callers_transaction(lh, spark):
-    people(lh, spark)
+    people(lh)
     before = lh.version
     with lh.begin() as txn:
         sql(lh, spark, "INSERT INTO ns.u VALUES (5, 'e', 5, NULL)", txn=txn)
@@ -238,10 +277,10 @@ def data_files(lh, table):
         ("INSERT INTO ns.u VALUES (9, 'a', 1, 'not a date')", "'day'"),
         ("INSERT INTO ns.u SELECT 1.5, 'a', 1D, NULL", "'id'"),
         ("INSERT INTO ns.missing VALUES (1)", "ns.missing"),
-        (
-            "INSERT INTO ns.p PARTITION (qty = 1) VALUES (1, 'x')",
-            "not an identity partition column",
-        ),
+        ("INSERT INTO ns.p PARTITION (qty = 1) VALUES (1, 'x')", "not an identity partition"),
+        ("INSERT INTO ns.w (id, n) VALUES (1, 3000000000)", "'n'"),
+        ("INSERT INTO ns.w (id, amount) VALUES (1, 1.555)", "'amount'"),
+        ("INSERT INTO ns.w (id, ts) VALUES (1, 'yesterday')", "'ts'"),
         ("DELETE FROM ns.u WHERE id IN (SELECT id FROM ns.t)", "subquery"),
         ("DELETE FROM ns.u WHERE nope = 1", "nope"),
         ("DELETE FROM ns.missing WHERE id = 1", "ns.missing"),
@@ -251,7 +290,7 @@ def data_files(lh, table):
     ],
 )
 def test_bad_statements_raise_before_anything_is_written(lh, spark, statement, message):
-    people(lh, spark)
+    people(lh)
     version = lh.version
     files = {t: data_files(lh, t) for t in ("ns.u", "ns.p")}
     with pytest.raises(ValueError, match=message.replace("(", r"\(")):

@@ -402,6 +402,9 @@ def _fits(value: Any, text: str, field: pa.Field, name: str) -> None:
             value = dt.datetime.fromisoformat(value)
         except ValueError:
             value = _BAD
+    elif isinstance(value, (int, float)) and pa.types.is_decimal(target):
+        # 7 into decimal(12, 2): the value's own digits, not int64's 19
+        value = Decimal(value) if isinstance(value, int) else Decimal(repr(value))
     try:
         if value is _BAD:
             raise ValueError("not a timestamp")

@@ -38,7 +38,7 @@ from lakehouse.spark.jobs import spark_job
 from lakehouse.spark.merge_clauses import MergeClause, merge_clauses
 from lakehouse.spark.reader import FILE_COL, ROW_COL
 from lakehouse.spark.session import configure
-from lakehouse.spark.types import match_columns
+from lakehouse.spark.types import arrow_frame, match_columns
 from lakehouse.spark.writer import col, prepare
 
 #: A merge source of at most this many rows is collected to the driver (checked
@@ -173,7 +173,7 @@ def _merge(
         # the matched keys came back to the driver: a small relation with exact
         # statistics (joining the whole target's keys here made Spark broadcast 3M
         # keys and fail)
-        tkeys = spark.createDataFrame(got.select(keys)).withColumn("_m", F.lit(True))
+        tkeys = arrow_frame(spark, got.select(keys)).withColumn("_m", F.lit(True))
         joined = src.join(tkeys, keys, "left")
         if kept and "U" in outputs:
             # the target's values of the columns the source lacks, for the matched rows

@@ -72,6 +72,7 @@ from lakehouse.data.scan import storage_failed
 from lakehouse.errors import CorruptionError, DataFileMissing
 from lakehouse.spark import deletions
 from lakehouse.spark.location import Location
+from lakehouse.spark.session import default_parallelism
 from lakehouse.spark.types import arrow_type, jvm_readable, spark_schema, spark_type
 from lakehouse.spark.writer import col
 
@@ -211,10 +212,17 @@ def _inline_frame(
 
 # -- JVM reader -------------------------------------------------------------------------------
 #: options of every Parquet scan: verify page checksums; no page skipping by the
-#: column index (it lies outside the pages and the footer, so no checksum covers it)
+#: column index (it lies outside the pages and the footer, so no checksum covers it);
+#: whatever the session says: no file skipped as corrupt or missing (rows would
+#: silently vanish), dates and times as written (a session's LEGACY rebase would
+#: shift those before 1582/1900 in files pyarrow wrote)
 SCAN_OPTIONS = {
     "parquet.page.verify-checksum.enabled": "true",
     "parquet.filter.columnindex.enabled": "false",
+    "ignoreCorruptFiles": "false",
+    "ignoreMissingFiles": "false",
+    "datetimeRebaseMode": "CORRECTED",
+    "int96RebaseMode": "CORRECTED",
 }
 
 _INT_MAX = (1 << 31) - 1
@@ -407,6 +415,6 @@ def _python_frame(
             "crc": pa.array([f.crc for f in files], pa.int64()),
         }
     )
-    slices = max(1, min(len(files), spark.sparkContext.defaultParallelism * 2))
+    slices = max(1, min(len(files), default_parallelism(spark) * 2))
     task_df = spark.createDataFrame(tasks).repartition(slices)
     return task_df.mapInArrow(_task_reader(loc, schema, out, positions), out_spark)

@@ -99,6 +99,12 @@ def spark_schema(schema: pa.Schema) -> T.StructType:
     )
 
 
+def arrow_frame(spark: Any, rows: pa.Table) -> Any:
+    """``rows`` (Arrow, built on the driver) as a DataFrame of their own schema, also
+    when there are none: Spark Connect cannot infer a schema from zero rows."""
+    return spark.createDataFrame(rows, spark_schema(rows.schema))
+
+
 def arrow_type(dt: T.DataType) -> pa.DataType:
     """The Arrow type Spark hands to and expects back from ``mapInArrow``."""
     if isinstance(dt, T.TimestampType):

@@ -230,14 +230,14 @@ def _schema_of(ctx: Context, name: str) -> T.StructType:
                 for f in schema
             ]
         )
-    from lakehouse.spark.sql.query import frame_of
+    from lakehouse.spark.sql.ddl import analysed
 
     sql = ctx.reads.describe_view(name).sql
     try:
         tree: Any = sqlglot.parse_one(sql, read="spark")
     except sqlglot.errors.SqlglotError as exc:
         raise ValueError(f"view {name} has SQL Spark cannot read: {exc}") from None
-    return frame_of(ctx, tree).schema
+    return analysed(ctx, tree).schema
 
 
 def sql_type(dt: T.DataType) -> str:
@@ -310,10 +310,9 @@ def describe(ctx: Context, tree: exp.Describe) -> DataFrame:
     kind = str(tree.args.get("kind") or "").upper()
     target = tree.this
     if isinstance(target, exp.Query):
-        from lakehouse.spark.sql.query import frame_of
+        from lakehouse.spark.sql.ddl import analysed
 
-        query: Any = target
-        return _columns(ctx, frame_of(ctx, query).schema, [])
+        return _columns(ctx, analysed(ctx, target).schema, [])
     if not isinstance(target, exp.Table):
         return _to_spark(ctx, tree)
     name = table_name(target)
@@ -423,7 +422,7 @@ def call(ctx: Context, tree: exp.Command) -> DataFrame:
     fn = node.expression if isinstance(node, exp.Dot) else node
     if not isinstance(fn, exp.Anonymous):
         raise ValueError(f"CALL {rest}: not a procedure call")
-    path = [p.name.lower() for p in (node.this.parts if isinstance(node, exp.Dot) else [])]
+    path = _dotted(node.this) if isinstance(node, exp.Dot) else []
     if path[:1] == [CATALOG]:
         path = path[1:]
     proc = str(fn.name).lower()
@@ -443,6 +442,13 @@ def call(ctx: Context, tree: exp.Command) -> DataFrame:
         new = ctx.lh.rollback(version)
         return ctx.result(version=new, restored_version=version)
     return _expire(ctx, args)
+
+
+def _dotted(node: exp.Expression) -> list[str]:
+    """``lakehouse.system`` (nested ``Dot``s of identifiers) as lower-case parts."""
+    if isinstance(node, exp.Dot):
+        return _dotted(node.this) + _dotted(node.expression)
+    return [str(node.name).lower()]
 
 
 def _arguments(

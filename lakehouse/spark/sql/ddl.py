@@ -93,6 +93,25 @@ def _names_lakehouse_object(ctx: Context, query: exp.Expression) -> bool:
     )
 
 
+def analysed(ctx: Context, query: Any) -> DataFrame:
+    """The query's DataFrame, analysed (its schema known; no job runs); an analysis
+    error (unknown column, bad type) is a ValueError naming the query."""
+    from lakehouse.spark.jobs import is_analysis_error
+    from lakehouse.spark.ops import _quiet_analysis
+    from lakehouse.spark.sql.query import frame_of
+
+    try:
+        with _quiet_analysis():
+            df = frame_of(ctx, query)
+            _ = df.schema
+        return df
+    except Exception as exc:
+        if not is_analysis_error(exc):
+            raise
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ValueError(f"bad query {query.sql(dialect='spark')!r}: {first[:400]}") from None
+
+
 # -- types and columns ------------------------------------------------------------------------
 def spark_type_of(dt: exp.Expression, column: str) -> T.DataType:
     """The Spark type a SQL type names; ValueError naming the column and the type."""
@@ -310,9 +329,8 @@ def _create_table(ctx: Context, tree: exp.Create) -> DataFrame:
     if if_not_exists and ctx.reads.table_exists(name):
         return ctx.empty()  # as Spark: the query is not run
     from lakehouse.spark.ops import write
-    from lakehouse.spark.sql.query import frame_of
 
-    df = frame_of(ctx, query)
+    df = analysed(ctx, query)
     schema = pa.schema([_query_field(f) for f in df.schema.fields])
     with ctx.writing() as t:
         if replace and t.table_exists(name):
@@ -361,9 +379,7 @@ def _create_view(ctx: Context, tree: exp.Create) -> DataFrame:
             raise unsupported(
                 f"a Spark view {name} of lakehouse tables", "make it a TEMPORARY view"
             )
-        from lakehouse.spark.sql.query import frame_of
-
-        df = frame_of(ctx, query)
+        df = analysed(ctx, query)
         if opts.global_:
             df.createOrReplaceGlobalTempView(name) if tree.args.get(
                 "replace"
@@ -377,9 +393,7 @@ def _create_view(ctx: Context, tree: exp.Create) -> DataFrame:
         raise unsupported("a column list in CREATE VIEW", "alias the query's columns")
     if opts.partition_by is not None:
         raise unsupported("PARTITIONED BY in CREATE VIEW")
-    from lakehouse.spark.sql.query import frame_of
-
-    _ = frame_of(ctx, query).schema  # the query analyses (no job runs)
+    analysed(ctx, query)  # the query analyses (no job runs)
     referenced = sorted(
         {
             n
@@ -465,9 +479,7 @@ def _alter_view(ctx: Context, name: str, actions: list[exp.Expression]) -> DataF
             t.alter_view(name, set_properties=_set_properties(action))
         return ctx.empty()
     if isinstance(action, exp.Query):
-        from lakehouse.spark.sql.query import frame_of
-
-        _ = frame_of(ctx, action).schema  # the query analyses (no job runs)
+        analysed(ctx, action)  # the query analyses (no job runs)
         with ctx.writing() as t:
             t.alter_view(name, sql=action.sql(dialect="spark"))
         return ctx.empty()

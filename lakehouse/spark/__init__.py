@@ -67,13 +67,14 @@ from lakehouse.spark.jobs import SparkJobError
 from lakehouse.spark.merge import merge
 from lakehouse.spark.merge_clauses import MergeClause
 from lakehouse.spark.ops import delete, read, write
-from lakehouse.spark.session import configure, local_session
+from lakehouse.spark.session import SparkConfigError, configure, local_session
 from lakehouse.spark.sql import SqlSession, sql
 from lakehouse.spark.update import update
 from lakehouse.spark.views import register_views
 
 __all__ = [
     "MergeClause",
+    "SparkConfigError",
     "SparkJobError",
     "SqlSession",
     "configure",

@@ -304,6 +304,19 @@ def test_alter_table_forms(spark, lh):
         run(lh, spark, "ALTER TABLE ns.t ALTER COLUMN id TYPE INT")
 
 
+def test_alter_column_nullability_position_and_change(spark, lh):
+    run(lh, spark, "CREATE TABLE ns.t (id INT NOT NULL, b STRING)")
+    run(lh, spark, "ALTER TABLE ns.t ALTER COLUMN id DROP NOT NULL")
+    run(lh, spark, "ALTER TABLE ns.t ADD COLUMN a DOUBLE AFTER id")
+    run(lh, spark, "ALTER TABLE ns.t CHANGE COLUMN b label STRING")
+    run(lh, spark, "ALTER TABLE IF EXISTS ns.nosuch ADD COLUMN z INT")  # nothing to alter
+    assert lh.describe_table("ns.t").schema == pa.schema(
+        [("id", pa.int32()), ("a", pa.float64()), ("label", pa.string())]
+    )
+    with pytest.raises(ValueError, match="no column 'nosuch'"):
+        run(lh, spark, "ALTER TABLE ns.t ADD COLUMN c INT AFTER nosuch")
+
+
 # -- refused statements -------------------------------------------------------------------------
 REFUSED = [
     ("CREATE TABLE ns.r (a INT) USING delta", "USING delta"),
@@ -433,6 +446,8 @@ def test_describe_table(spark, lh):
         ("id", "bigint"),
         ("twice", twice.simpleString()),
     ]
+    df = run(lh, spark, "DESCRIBE SELECT id, ts FROM ns.t")
+    assert [tuple(r)[:2] for r in df.collect()] == [("id", "bigint"), ("ts", "timestamp")]
     df = run(lh, spark, "DESCRIBE NAMESPACE ns")
     assert [tuple(r) for r in df.collect()] == [("Namespace Name", "ns")]
     with pytest.raises(NotFound):

@@ -276,6 +276,11 @@ def data_files(lh, table):
         ("INSERT INTO ns.u VALUES (NULL, 'a', 1, NULL)", "'id'"),
         ("INSERT INTO ns.u VALUES (9, 'a', 1, 'not a date')", "'day'"),
         ("INSERT INTO ns.u SELECT 1.5, 'a', 1D, NULL", "'id'"),
+        # found by the write job (a null for the NOT NULL id): its files are deleted
+        (
+            "INSERT INTO ns.u SELECT IF(id = 30, NULL, id), 'x', 1D, NULL FROM range(50)",
+            "'id'",
+        ),
         ("INSERT INTO ns.missing VALUES (1)", "ns.missing"),
         ("INSERT INTO ns.p PARTITION (qty = 1) VALUES (1, 'x')", "not an identity partition"),
         ("INSERT INTO ns.w (id, n) VALUES (1, 3000000000)", "'n'"),

@@ -148,7 +148,7 @@ def update(ctx: Context, tree: exp.Update) -> DataFrame:
     cond = _condition(tree, target, name, "UPDATE")
     with ctx.writing() as t:
         schema = t.describe_table(name).schema
-        known = {n.lower(): n for n in schema.names}
+        known = {c.lower(): c for c in schema.names}
         values: dict[str, str] = {}
         for item in tree.expressions:
             if not isinstance(item, exp.EQ) or not isinstance(item.this, exp.Column):

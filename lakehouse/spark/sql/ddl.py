@@ -217,7 +217,6 @@ class _Options:
     properties: dict[str, str] = field(default_factory=dict)
     partition_by: list[str] | None = None
     temporary: bool = False
-    global_: bool = False
 
 
 def _options(tree: exp.Create, what: str) -> _Options:
@@ -232,8 +231,6 @@ def _options(tree: exp.Create, what: str) -> _Options:
             out.properties["comment"] = _text(p.this)
         elif isinstance(p, exp.TemporaryProperty):
             out.temporary = True
-        elif isinstance(p, exp.GlobalProperty):
-            out.global_ = True
         elif isinstance(p, exp.FileFormatProperty):
             word = "STORED AS" if p.args.get("hive_format") else "USING"
             raise unsupported(
@@ -254,6 +251,12 @@ def _options(tree: exp.Create, what: str) -> _Options:
         else:
             raise unsupported(f"{p.sql(dialect='spark')} in CREATE {what.upper()}")
     return out
+
+
+def _has(tree: exp.Create, kind: type[exp.Expression]) -> bool:
+    """Whether a CREATE statement has a clause of sqlglot class ``kind``."""
+    props = tree.args.get("properties")
+    return props is not None and any(isinstance(p, kind) for p in props.expressions)
 
 
 # -- CREATE -----------------------------------------------------------------------------------
@@ -281,11 +284,11 @@ def _create_namespace(ctx: Context, tree: exp.Create) -> DataFrame:
 
 def _create_table(ctx: Context, tree: exp.Create) -> DataFrame:
     name = _name_of(tree.this)
+    if not _is_lakehouse(ctx, name):
+        return _to_spark(ctx, tree)
     opts = _options(tree, "table")
     if opts.temporary:
         raise unsupported("CREATE TEMPORARY TABLE", "create a temporary view of a query instead")
-    if not _is_lakehouse(ctx, name):
-        return _to_spark(ctx, tree)
     replace, if_not_exists = bool(tree.args.get("replace")), bool(tree.args.get("exists"))
     query = tree.args.get("expression")
     columns: list[_ColumnSpec] = []
@@ -366,29 +369,32 @@ def _nullable(dt: T.DataType) -> T.DataType:
 
 def _create_view(ctx: Context, tree: exp.Create) -> DataFrame:
     name = _name_of(tree.this)
-    opts = _options(tree, "view")
     query = tree.args["expression"]
-    if opts.temporary or not _is_lakehouse(ctx, name):
+    temporary = _has(tree, exp.TemporaryProperty)
+    if temporary or not _is_lakehouse(ctx, name):
         if not _names_lakehouse_object(ctx, query):
             return _to_spark(ctx, tree)
         if isinstance(tree.this, exp.Schema) or tree.args.get("exists"):
             raise unsupported(
                 "a column list or IF NOT EXISTS in a temporary view of lakehouse tables"
             )
-        if not opts.temporary:
+        if not temporary:
             raise unsupported(
                 f"a Spark view {name} of lakehouse tables", "make it a TEMPORARY view"
             )
         df = analysed(ctx, query)
-        if opts.global_:
-            df.createOrReplaceGlobalTempView(name) if tree.args.get(
-                "replace"
-            ) else df.createGlobalTempView(name)
+        replace = bool(tree.args.get("replace"))
+        if _has(tree, exp.GlobalProperty):
+            if replace:
+                df.createOrReplaceGlobalTempView(name)
+            else:
+                df.createGlobalTempView(name)
+        elif replace:
+            df.createOrReplaceTempView(name)
         else:
-            df.createOrReplaceTempView(name) if tree.args.get("replace") else df.createTempView(
-                name
-            )
+            df.createTempView(name)
         return ctx.empty()
+    opts = _options(tree, "view")
     if isinstance(tree.this, exp.Schema):
         raise unsupported("a column list in CREATE VIEW", "alias the query's columns")
     if opts.partition_by is not None:

@@ -66,7 +66,8 @@ class Terminal:
         fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, 500, 0, 0))
         self.proc = subprocess.Popen(
             argv, stdin=slave, stdout=slave, stderr=slave, env=env, cwd=cwd,
-            start_new_session=True,
+            start_new_session=True,  # then the terminal becomes its controlling one (Ctrl-C)
+            preexec_fn=lambda: fcntl.ioctl(0, termios.TIOCSCTTY, 0),
         )  # fmt: skip
         os.close(slave)
         self.fd = master
@@ -179,6 +180,13 @@ def test_statement_over_several_lines(console: Terminal) -> None:
     assert console.type("  qty * 2 AS twice -- not the end;", until=CONTINUATION) == ""
     out = console.type("FROM sales.orders WHERE id = 3;")
     assert out == "name   s    twice\n-----  ---  -----\ncarol  a;b     24\n(1 row)\n\n"
+
+
+def test_ctrl_c_drops_the_unfinished_statement(console: Terminal) -> None:
+    assert console.type("SELECT 1 AS a,", until=CONTINUATION) == ""
+    os.write(console.fd, b"\x03")
+    console.expect(PROMPT)
+    assert console.type("SELECT 2 AS b;") == "b\n-\n2\n(1 row)\n\n"
 
 
 def test_an_error_and_the_prompt_comes_back(console: Terminal) -> None:

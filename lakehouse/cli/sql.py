@@ -26,7 +26,9 @@ from __future__ import annotations
 
 import logging
 import os
+import signal
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -141,18 +143,16 @@ class Console:
     def run(self, statement: str) -> bool:
         """Run one statement and print its result (or its error); True if it worked."""
         started = time.monotonic()
+        interrupted: list[bool] = []
         try:
-            with self._cancelling():
+            with self._cancelling(interrupted):
                 df = self.session.sql(statement)
                 text = result_text(df, max_rows=self.max_rows, width=self.width)
-        except KeyboardInterrupt:
-            self.err.write("error: interrupted\n")
-            self.err.flush()
-            return False
-        except Exception as exc:  # any statement's failure: a message, no traceback
+        except (Exception, KeyboardInterrupt) as exc:  # a message, no traceback
             log.debug("statement failed: %s", statement, exc_info=True)
+            message = "interrupted" if interrupted else error_text(exc)
             self.out.flush()
-            self.err.write(f"error: {error_text(exc)}\n")
+            self.err.write(f"error: {message}\n")
             self.err.flush()
             return False
         if self.timing:
@@ -162,16 +162,35 @@ class Console:
         return True
 
     @contextmanager
-    def _cancelling(self) -> Iterator[None]:
-        """Ctrl-C while a statement runs cancels its Spark jobs too."""
+    def _cancelling(self, interrupted: list[bool]) -> Iterator[None]:
+        """Ctrl-C while a statement runs cancels its Spark jobs (the statement then
+        fails); a second Ctrl-C stops waiting for it.
+
+        PySpark's own handler calls into the JVM from inside the signal handler,
+        on the connection the interrupted call is reading (py4j then logs
+        tracebacks); this one cancels from another thread, on another connection.
+        """
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+
+        def on_sigint(signum: int, frame: Any) -> None:
+            if interrupted:
+                raise KeyboardInterrupt
+            interrupted.append(True)
+            threading.Thread(target=self._cancel_jobs, daemon=True).start()
+
+        previous = signal.signal(signal.SIGINT, on_sigint)
         try:
             yield
-        except KeyboardInterrupt:
-            try:
-                self.spark.sparkContext.cancelAllJobs()
-            except Exception:  # a session without a context (Connect): nothing to cancel
-                log.debug("cancelling jobs failed", exc_info=True)
-            raise
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+    def _cancel_jobs(self) -> None:
+        try:
+            self.spark.sparkContext.cancelAllJobs()
+        except Exception:  # a session without a context (Connect): nothing to cancel
+            log.debug("cancelling Spark jobs failed", exc_info=True)
 
     def script(self, text: str) -> int:
         """Run a script's statements in order; stop at the first failure (status 1)."""

@@ -238,6 +238,11 @@ def test_unknown_table_is_a_value_error_naming_it(spark, lake):
         sql(lake, spark, "SELECT * FROM s.a JOIN s.nope USING (id)")
     with pytest.raises(ValueError, match=r"nons\.t"):
         sql(lake, spark, "SELECT 1 FROM nons.t")
+    # one-part names are Spark's (temp views, CTEs): Spark's "not found" as ValueError
+    with pytest.raises(ValueError, match="sqlq_no_such_view"):
+        sql(lake, spark, "SELECT * FROM sqlq_no_such_view")
+    with pytest.raises(ValueError, match="sqlq_no_such_view"):
+        sql(lake, spark, "SELECT * FROM s.a JOIN sqlq_no_such_view USING (id)")
 
 
 def test_syntax_error_anywhere_runs_nothing(spark, lake):

@@ -136,22 +136,35 @@ def frame_of(ctx: Context, tree: exp.Expression) -> DataFrame:
     pushed = _pushable(ctx, work)
     work = _rewrite(rw, work, At(), pushed, depth=0)
     if not rw.changed:
-        return ctx.spark.sql(_text_of(tree))
+        return _spark_sql(ctx, _text_of(tree), {}, _text_of(tree), rewritten=False)
     if rw.unaliased:
         _strip_db(work, rw.unaliased)
     text = work.sql(dialect="spark").replace("{", "{{").replace("}", "}}")
     for ref in rw.frames:
         text = text.replace(rw.ident(ref), "{" + ref + "}")
+    return _spark_sql(ctx, text, rw.frames, _text_of(tree), rewritten=True)
+
+
+def _spark_sql(
+    ctx: Context, text: str, frames: dict[str, DataFrame], shown: str, *, rewritten: bool
+) -> DataFrame:
+    """``spark.sql``; Spark's analysis errors of a rewritten query (and a missing
+    table or view in any) become ValueError naming the query (Spark's error log
+    of them silenced)."""
+    from lakehouse.spark.jobs import is_analysis_error
+
     try:
         with _quiet_analysis():
-            return ctx.spark.sql(text, None, **rw.frames)
+            return ctx.spark.sql(text, None, **frames) if frames else ctx.spark.sql(text)
     except Exception as exc:
-        from lakehouse.spark.jobs import is_analysis_error
-
-        if is_analysis_error(exc):
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-            raise ValueError(f"bad query {_text_of(tree)!r}: {first[:400]}") from None
-        raise
+        if not is_analysis_error(exc):
+            raise
+        condition = getattr(exc, "getCondition", getattr(exc, "getErrorClass", None))
+        missing = callable(condition) and condition() == "TABLE_OR_VIEW_NOT_FOUND"
+        if not rewritten and not missing:
+            raise
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ValueError(f"bad query {shown!r}: {first[:400]}") from None
 
 
 def _text_of(tree: exp.Expression) -> str:

@@ -469,7 +469,7 @@ def test_describe_history(spark, lh):
     expected_ops = [
         (lh.version, "WRITE", {"mode": "Overwrite"}),
         (lh.version - 1, "DELETE", {}),
-        (lh.version - 3, "ALTER TABLE", {}),
+        (lh.version - 3, "SET TBLPROPERTIES", {"properties": "k"}),
         (lh.version - 4, "WRITE", {"mode": "Append"}),
         (lh.version - 5, "CREATE TABLE", {}),
     ]

@@ -375,17 +375,60 @@ def history(ctx: Context, name: str) -> DataFrame:
         ops = [str(c.op) for c in v.changes if c.kind == "table" and c.name == name]
         if not ops:
             continue
-        rows.append(
-            (
-                v.version,
-                v.created_at,
-                *_operation(ops, v.rollback_of),
-                str(v.isolation.value).upper(),
-            )
-        )
+        operation, params = _operation(ops, v.rollback_of)
+        if operation == "ALTER TABLE":
+            operation, params = _alteration(ctx.lh, name, v.version)
+        rows.append((v.version, v.created_at, operation, params, str(v.isolation.value).upper()))
         if "create" in ops:
             break
     return ctx.spark.createDataFrame(rows, HISTORY_SCHEMA)
+
+
+def _alteration(lh: Any, name: str, version: int) -> tuple[str, dict[str, str]]:
+    """What an ``alter`` of table ``name`` at ``version`` changed, in Delta's words
+    (``ADD COLUMNS``, ``DROP COLUMNS``, ``RENAME COLUMN``, ``CHANGE COLUMN``, ``SET
+    TBLPROPERTIES``, ``UNSET TBLPROPERTIES``), from its definitions before and
+    after; ``ALTER TABLE`` when that is something else or the version before
+    has expired."""
+    from lakehouse.errors import LakehouseError
+
+    try:
+        with lh.at_version(version - 1) as view:
+            before = view.describe_table(name)
+        with lh.at_version(version) as view:
+            after = view.describe_table(name)
+    except LakehouseError:
+        return "ALTER TABLE", {}
+    old = {c.id: c for c in before.columns}
+    new = {c.id: c for c in after.columns}
+    old_fields = {f.name: f for f in before.schema}
+    new_fields = {f.name: f for f in after.schema}
+    added = [new[i].name for i in new if i not in old]
+    dropped = [old[i].name for i in old if i not in new]
+    renamed = [
+        f"{old[i].name} -> {new[i].name}" for i in new if i in old and old[i].name != new[i].name
+    ]
+    changed = [
+        new[i].name
+        for i in new
+        if i in old
+        and not old_fields[old[i].name].equals(new_fields[new[i].name], check_metadata=True)
+        and old[i].name == new[i].name
+    ]
+    props_before, props_after = dict(before.properties), dict(after.properties)
+    set_keys = sorted(k for k, v in props_after.items() if props_before.get(k) != v)
+    unset_keys = sorted(k for k in props_before if k not in props_after)
+    for operation, key, found in (
+        ("ADD COLUMNS", "columns", added),
+        ("DROP COLUMNS", "columns", dropped),
+        ("RENAME COLUMN", "columns", renamed),
+        ("CHANGE COLUMN", "columns", changed),
+        ("SET TBLPROPERTIES", "properties", set_keys),
+        ("UNSET TBLPROPERTIES", "properties", unset_keys),
+    ):
+        if found:
+            return operation, {key: ", ".join(found)}
+    return "ALTER TABLE", {}
 
 
 def _operation(ops: list[str], rollback_of: int | None) -> tuple[str, dict[str, str]]:

@@ -320,6 +320,8 @@ def _pushable(ctx: Context, tree: exp.Expression) -> tuple[exp.Table, str] | Non
     if where is None or src is None or not isinstance(src.this, exp.Table):
         return None
     table = src.this
+    if table.args.get("sample") or table.args.get("pivots"):
+        return None  # the WHERE applies to the sample's / pivot's rows, not the table's
     name = table_name(table)
     if len(table.parts) < 2 or not ctx.is_table(name):
         return None

@@ -43,6 +43,12 @@ log = logging.getLogger("lakehouse.spark")
 _READ_ONLY = (*QUERIES, exp.Describe)
 
 
+def _read_only(tree: exp.Expression) -> bool:
+    if isinstance(tree, exp.Command):
+        return str(tree.this).upper() == "SHOW"
+    return isinstance(tree, _READ_ONLY)
+
+
 class _State:
     """What the finalizer needs (never the session itself)."""
 
@@ -178,7 +184,7 @@ class SqlSession:
         try:
             return run(ctx, tree)
         except BaseException as exc:
-            if not isinstance(tree, _READ_ONLY):
+            if not _read_only(tree):
                 first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
                 state.rollback()
                 state.aborted = f"{type(exc).__name__} in {original(tree)[:80]!r}: {first[:200]}"

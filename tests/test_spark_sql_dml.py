@@ -19,7 +19,7 @@ import lakehouse
 pytest.importorskip("pyspark", reason="pyspark is not installed (the spark extra)")
 from pyspark.sql import types as T
 
-from lakehouse.spark.sql import sql
+from lakehouse.spark.sql import SqlSession, sql
 
 pytest_plugins = ["spark_fixtures"]
 pytestmark = pytest.mark.spark
@@ -255,15 +255,28 @@ def test_statements_join_the_callers_transaction(lh, spark):
     assert rows(lh, "ns.u")[-1] == person(5, "E", 5.0)
 
 
-def data_files(lh, table):
-    with lh.begin() as txn:
-        root = txn.data_dir(table)
-        txn.rollback()
-    root = root.removeprefix("file://")
-    out = set()
-    for d, _, names in os.walk(root):
-        out |= {os.path.join(d, n) for n in names}
-    return out
+def test_a_rolled_back_session_leaves_no_row_and_no_file(lh, spark):
+    people(lh)
+    version, files, before = lh.version, data_files(lh), rows(lh, "ns.u")
+    assert files  # people()'s file
+    with SqlSession(lh, spark) as session:
+        session.sql("BEGIN")
+        session.sql("INSERT INTO ns.u SELECT id + 10, 'n', 1D, NULL FROM range(3)")
+        assert affected(session.sql("DELETE FROM ns.u WHERE id = 1")) == 1
+        # the statements see the transaction's own writes
+        assert affected(session.sql("UPDATE ns.u SET name = 'z' WHERE id >= 10")) == 3
+        assert data_files(lh) > files  # the job's files, not committed yet
+        session.sql("ROLLBACK")
+    assert lh.version == version
+    assert data_files(lh) == files
+    assert rows(lh, "ns.u") == before
+
+
+def data_files(lh):
+    """Every file under the lakehouse's data directory (all tables, temporary files too)."""
+    root = os.path.join(lh.url.removeprefix("file://"), "data")
+    assert os.path.isdir(root)
+    return {os.path.join(d, n) for d, _, names in os.walk(root) for n in names}
 
 
 @pytest.mark.parametrize(
@@ -297,9 +310,10 @@ def data_files(lh, table):
 def test_bad_statements_raise_before_anything_is_written(lh, spark, statement, message):
     people(lh)
     version = lh.version
-    files = {t: data_files(lh, t) for t in ("ns.u", "ns.p")}
+    files = data_files(lh)
+    assert files  # people()'s file
     with pytest.raises(ValueError, match=message.replace("(", r"\(")):
         sql(lh, spark, statement)
     assert lh.version == version
-    assert {t: data_files(lh, t) for t in files} == files
+    assert data_files(lh) == files
     assert len(rows(lh, "ns.u")) == 4

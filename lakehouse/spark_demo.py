@@ -14,8 +14,11 @@ executors write and read the Parquet data files):
    the first attempt conflict (the aggregate would miss it), the retry
    commits both tables as one version;
 4. deletes (cancelled orders), updates (a price correction) and a merged
-   change batch (status updates plus late orders), executed by Spark;
-5. time travel in Spark SQL through ``ns.table@vN`` views;
+   change batch (status updates plus late orders), executed by Spark; then the
+   same in SQL (``lakehouse.spark.sql``): a ``MERGE INTO`` with a condition, and
+   ``BEGIN ... COMMIT`` across two tables through a ``SqlSession`` (one version);
+5. time travel in Spark SQL through ``ns.table@vN`` views, and in
+   ``lakehouse.spark.sql`` with ``VERSION AS OF``;
 6. a bad load caught by a quality check and rolled back (``lh.rollback``);
 7. compaction (``txn.compact``) and version expiration.
 
@@ -339,6 +342,62 @@ def main(root: str = "demo-data", scale: float = 1.0, spark: Any = None) -> dict
         f"   February's revenue recomputed in {clock['refresh']:.1f}s from a read pruned to "
         f"its days' files; replace_partitions rewrote that month only ({month.num_rows} rows)."
     )
+    # the same kinds of change in SQL: lakehouse.spark.sql parses the statement and runs it
+    # through the calls above (a subquery as the source; the first WHEN clause has a condition)
+    customers_n = n(200_000)
+    with step("sql_merge", clock):
+        m = lhs.sql(
+            lh,
+            spark,
+            "MERGE INTO shop.customers t USING (SELECT id AS customer_id, "
+            "concat('customer-', CAST(id AS STRING)) AS name, 'NL' AS country, "
+            "'enterprise' AS segment, DATE '2025-02-03' AS signup_date "
+            f"FROM range({customers_n - 50}, {customers_n + 50})) s "
+            "ON t.customer_id = s.customer_id "
+            "WHEN MATCHED AND t.segment <> s.segment THEN UPDATE SET segment = s.segment "
+            "WHEN NOT MATCHED THEN INSERT *",
+        ).collect()[0]
+    say(
+        "   In SQL (lakehouse.spark.sql): MERGE INTO shop.customers t USING (SELECT ... FROM "
+        "range(...)) s"
+    )
+    say(
+        "   ON t.customer_id = s.customer_id WHEN MATCHED AND t.segment <> s.segment THEN UPDATE "
+        "SET segment = s.segment"
+    )
+    say(
+        f"   WHEN NOT MATCHED THEN INSERT *: {m.num_updated_rows:,} customers moved to enterprise, "
+        f"{m.num_inserted_rows:,} new ones inserted in {clock['sql_merge']:.1f}s."
+    )
+    moving = "segment = 'consumer' AND customer_id % 97 = 0"
+    with step("sql_transaction", clock), lhs.SqlSession(lh, spark) as session:
+        session.sql(
+            "CREATE TABLE shop.segment_changes "
+            "(customer_id BIGINT NOT NULL, segment STRING, changed_on DATE)"
+        )
+        v_created = lh.version
+        session.sql("BEGIN")
+        logged = session.sql(
+            "INSERT INTO shop.segment_changes SELECT customer_id, 'enterprise', DATE '2025-02-05' "
+            f"FROM shop.customers WHERE {moving}"
+        ).collect()[0]
+        moved = session.sql(f"UPDATE shop.customers SET segment = 'enterprise' WHERE {moving}")
+        moved_n = moved.collect()[0].num_affected_rows
+        session.sql("COMMIT")
+    v_txn = lh.version
+    say(
+        "   A SqlSession: CREATE TABLE shop.segment_changes, then BEGIN; INSERT INTO "
+        "shop.segment_changes SELECT ..."
+    )
+    say(
+        "   FROM shop.customers WHERE ...; UPDATE shop.customers SET segment = 'enterprise' "
+        "WHERE ...; COMMIT:"
+    )
+    say(
+        f"   {logged.num_affected_rows:,} changes logged and {moved_n:,} customers updated in "
+        f"{clock['sql_transaction']:.1f}s as one version ({v_created} -> {v_txn}: "
+        f"{lh.version_info(v_txn).summary()})."
+    )
     say()
 
     # 5. time travel in Spark SQL ---------------------------------------------------------------
@@ -355,6 +414,17 @@ def main(root: str = "demo-data", scale: float = 1.0, spark: Any = None) -> dict
     say(f"   {'status':10} {'v' + str(v_before_changes):>10} {'now':>10}")
     for s in STATUSES:
         say(f"   {s:10} {then.get(s, 0):>10,} {now.get(s, 0):>10,}")
+    q = (
+        f"SELECT status, count(*) AS n FROM shop.orders VERSION AS OF {v_before_changes} "
+        "GROUP BY status"
+    )
+    in_sql = {r.status: r.n for r in lhs.sql(lh, spark, q).collect()}
+    say(f"   In lakehouse.spark.sql, no views: {q}")
+    same = "the same counts as" if in_sql == then else "NOT the counts of"
+    say(
+        f"   -> {sum(in_sql.values()):,} orders, {in_sql.get('delivered', 0):,} delivered "
+        f"({same} the view's)."
+    )
     big = spark.sql("SELECT count(*) AS n FROM `shop.big_orders`").first().n
     say(f"   The lakehouse view shop.big_orders runs in Spark too: {big:,} orders over 1900.")
     ts = lh.version_info(v_before_changes).created_at

@@ -35,6 +35,9 @@ def test_main_job_runs_end_to_end(spark, tmp_path, capsys):
         "lh.rollback(",
         "Compaction rewrote",
         "raises VersionExpired",
+        "In SQL (lakehouse.spark.sql): MERGE INTO shop.customers",
+        "A SqlSession: CREATE TABLE shop.segment_changes, then BEGIN;",
+        "In lakehouse.spark.sql, no views: SELECT status",
     ):
         assert step in text, step
 
@@ -59,6 +62,8 @@ def _check_demo_counts(out: dict, text: str, path: str, scale: float) -> None:
         assert lh.version == out["version"]
         orders = lh.read("shop.orders", columns=["order_id", "status"])
         daily = lh.read("shop.daily_revenue")
+        customers = lh.read("shop.customers", columns=["customer_id", "segment"])
+        changes = lh.read("shop.segment_changes")
     rows = list(zip(orders["order_id"].to_pylist(), orders["status"].to_pylist()))
     assert out["orders"] == len(rows) == len({i for i, _ in rows})  # no duplicate order
     # 4. the delete: the first two weeks' cancelled orders, and nothing else
@@ -103,6 +108,44 @@ def _check_demo_counts(out: dict, text: str, path: str, scale: float) -> None:
     assert not [i for i, _ in rows if i >= 1_000_000_000]  # the bad load was rolled back
     assert _printed(r"; ([\d,]+) rows again\.", text) == [out["orders"]]
     assert _printed(r"rows unchanged \(([\d,]+)\)", text) == [out["orders"]]
+    _check_sql_steps(text, customers, changes, then, n(200_000), facts)
+
+
+def _check_sql_steps(
+    text: str, customers: pa.Table, changes: pa.Table, then: dict, n_customers: int, facts: int
+) -> None:
+    """The SQL steps: the MERGE INTO customers (ids n-50 .. n+49: the existing 50 become
+    enterprise where they were not, 50 new ones), the BEGIN ... COMMIT moving consumers
+    with id % 97 = 0 to enterprise and logging them (one version), the VERSION AS OF
+    query (the view's counts), against the tables read back without Spark."""
+    c = n_customers  # the demo's customers: enterprise when id % 20 = 0
+    updated, inserted = _printed(
+        r"THEN INSERT \*: ([\d,]+) customers moved to enterprise, ([\d,]+) new ones", text
+    )
+    assert updated == sum(1 for i in range(c - 50, c) if i % 20 != 0) > 0
+    assert inserted == 50
+    moved = [i for i in range(c - 50) if i % 97 == 0 and i % 20 != 0]
+    logged, updated_txn, v_created, v_txn = _printed(
+        r"^   ([\d,]+) changes logged and ([\d,]+) customers updated in [\d.]+s as one "
+        r"version \(([\d,]+) -> ([\d,]+):",
+        text,
+    )
+    assert logged == updated_txn == len(moved) > 0
+    assert v_txn == v_created + 1  # both tables in one version
+    assert sorted(changes["customer_id"].to_pylist()) == moved
+    assert set(changes["segment"].to_pylist()) == {"enterprise"}
+    assert set(changes["changed_on"].to_pylist()) == {dt.date(2025, 2, 5)}
+    segments = dict(zip(customers["customer_id"].to_pylist(), customers["segment"].to_pylist()))
+    moved_ids = set(moved)
+    want = {
+        i: "enterprise" if i % 20 == 0 or i >= c - 50 or i in moved_ids else "consumer"
+        for i in range(c + 50)
+    }
+    assert segments == want
+    total, delivered = _printed(
+        r"^   -> ([\d,]+) orders, ([\d,]+) delivered \(the same counts as the view's\)", text
+    )
+    assert (total, delivered) == (facts, then["delivered"])
 
 
 def test_benchmark_runs(spark, tmp_path):

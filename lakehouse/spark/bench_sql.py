@@ -157,7 +157,7 @@ def run_sql(
         ins.createOrReplaceTempView(INSERT_VIEW)
 
         def affected(text: str, *columns: str) -> tuple[int, ...]:
-            row = sql(lh, spark, text).first()
+            row = sql(lh, spark, text).collect()[0]
             return tuple(int(row[c]) for c in columns)
 
         def updated(table: str) -> tuple[int, int]:

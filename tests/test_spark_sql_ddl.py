@@ -242,6 +242,8 @@ def test_temp_views_go_to_spark(spark, lh):
     try:
         assert spark.sql("SELECT answer FROM plain_tv").collect()[0].answer == 42
         assert [r.a for r in spark.sql("SELECT a FROM lh_tv").collect()] == [6]
+        with pytest.raises(ValueError, match="lh_tv"):  # exists (no OR REPLACE)
+            run(lh, spark, "CREATE TEMPORARY VIEW lh_tv AS SELECT a FROM ns.t")
         assert lh.version == version and lh.list_views("ns") == []
     finally:
         spark.catalog.dropTempView("plain_tv")

@@ -383,16 +383,19 @@ def _create_view(ctx: Context, tree: exp.Create) -> DataFrame:
                 f"a Spark view {name} of lakehouse tables", "make it a TEMPORARY view"
             )
         df = analysed(ctx, query)
-        replace = bool(tree.args.get("replace"))
-        if _has(tree, exp.GlobalProperty):
-            if replace:
-                df.createOrReplaceGlobalTempView(name)
-            else:
-                df.createGlobalTempView(name)
-        elif replace:
-            df.createOrReplaceTempView(name)
-        else:
-            df.createTempView(name)
+        how = "createOrReplace" if tree.args.get("replace") else "create"
+        how += "GlobalTempView" if _has(tree, exp.GlobalProperty) else "TempView"
+        from lakehouse.spark.jobs import is_analysis_error
+        from lakehouse.spark.ops import _quiet_analysis
+
+        try:
+            with _quiet_analysis():
+                getattr(df, how)(name)
+        except Exception as exc:
+            if not is_analysis_error(exc):
+                raise
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            raise ValueError(f"temporary view {name}: {first[:300]}") from None
         return ctx.empty()
     opts = _options(tree, "view")
     if isinstance(tree.this, exp.Schema):

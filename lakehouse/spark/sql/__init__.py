@@ -19,7 +19,9 @@ module             what it does
 ``dml``            ``INSERT`` / ``DELETE`` / ``UPDATE``
 ``merge``          ``MERGE INTO``
 ``ddl``            ``CREATE`` / ``DROP`` / ``ALTER``
+``clauses``        column types, ``PARTITIONED BY``, ``TBLPROPERTIES``, refused clauses
 ``catalog``        ``SHOW`` / ``DESCRIBE`` / ``CALL system.*``
+``words``          a token cursor for statements sqlglot leaves as commands
 =================  ==========================================================
 """
 

@@ -26,38 +26,26 @@ the Arrow field's metadata under ``comment`` (Spark's key).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 from pyspark.sql import DataFrame
-from pyspark.sql import types as T
 from sqlglot import exp
 
+from lakehouse.spark.sql.clauses import (
+    ColumnSpec,
+    clauses,
+    column_spec,
+    has_clause,
+    query_field,
+    set_properties,
+    spark_type_of,
+)
 from lakehouse.spark.sql.context import Context
 from lakehouse.spark.sql.names import table_name, unsupported
 from lakehouse.spark.sql.words import Words
 from lakehouse.spark.types import arrow_type
 
-_SIMPLE: dict[Any, T.DataType] = {
-    exp.DataType.Type.BIGINT: T.LongType(),
-    exp.DataType.Type.INT: T.IntegerType(),
-    exp.DataType.Type.SMALLINT: T.ShortType(),
-    exp.DataType.Type.TINYINT: T.ByteType(),
-    exp.DataType.Type.BOOLEAN: T.BooleanType(),
-    exp.DataType.Type.FLOAT: T.FloatType(),
-    exp.DataType.Type.DOUBLE: T.DoubleType(),
-    exp.DataType.Type.TEXT: T.StringType(),
-    exp.DataType.Type.VARCHAR: T.StringType(),
-    exp.DataType.Type.CHAR: T.StringType(),
-    exp.DataType.Type.BINARY: T.BinaryType(),
-    exp.DataType.Type.DATE: T.DateType(),
-    exp.DataType.Type.TIMESTAMP: T.TimestampType(),
-    exp.DataType.Type.TIMESTAMPTZ: T.TimestampType(),
-    exp.DataType.Type.TIMESTAMPLTZ: T.TimestampType(),
-    exp.DataType.Type.TIMESTAMPNTZ: T.TimestampNTZType(),
-}
-_TIME_TRANSFORMS = {"year", "month", "day", "hour", "years", "months", "days", "hours"}
 _NAMESPACE_KINDS = ("NAMESPACE", "SCHEMA", "DATABASE")
 
 
@@ -112,153 +100,6 @@ def analysed(ctx: Context, query: Any) -> DataFrame:
         raise ValueError(f"bad query {query.sql(dialect='spark')!r}: {first[:400]}") from None
 
 
-# -- types and columns ------------------------------------------------------------------------
-def spark_type_of(dt: exp.Expression, column: str) -> T.DataType:
-    """The Spark type a SQL type names; ValueError naming the column and the type."""
-    if not isinstance(dt, exp.DataType):
-        raise ValueError(f"column {column!r}: unsupported type {dt.sql(dialect='spark')}")
-    kind = dt.this
-    if kind in _SIMPLE:
-        return _SIMPLE[kind]
-    params: list[Any] = [p.this if isinstance(p, exp.DataTypeParam) else p for p in dt.expressions]
-    if kind == exp.DataType.Type.DECIMAL:
-        nums = [int(p.name) for p in params]
-        precision, scale = (nums + [10, 0][len(nums) :])[:2] if nums else (10, 0)
-        if not 1 <= precision <= 38 or not 0 <= scale <= precision:
-            raise ValueError(f"column {column!r}: invalid type {dt.sql(dialect='spark')}")
-        return T.DecimalType(precision, scale)
-    if kind == exp.DataType.Type.ARRAY and len(params) == 1:
-        return T.ArrayType(spark_type_of(params[0], column), True)
-    if kind == exp.DataType.Type.MAP and len(params) == 2:
-        return T.MapType(spark_type_of(params[0], column), spark_type_of(params[1], column), True)
-    if kind == exp.DataType.Type.STRUCT:
-        fields = []
-        for p in params:
-            if not isinstance(p, exp.ColumnDef):
-                raise ValueError(f"column {column!r}: invalid type {dt.sql(dialect='spark')}")
-            spec = _column(p, f"{column}.{p.name}")
-            if spec.comment is not None:
-                raise unsupported(f"COMMENT on the nested field {column}.{p.name}")
-            fields.append(T.StructField(spec.name, spec.type, spec.nullable))
-        return T.StructType(fields)
-    raise ValueError(f"column {column!r}: unsupported type {dt.sql(dialect='spark')}")
-
-
-@dataclass
-class _ColumnSpec:
-    name: str
-    type: T.DataType
-    nullable: bool = True
-    comment: str | None = None
-    primary_key: bool = False
-    position: exp.Expression | None = field(default=None)
-
-    def arrow(self) -> pa.Field:
-        meta = {"comment": self.comment} if self.comment is not None else None
-        return pa.field(self.name, arrow_type(self.type), self.nullable, metadata=meta)
-
-
-def _column(c: exp.ColumnDef, label: str | None = None) -> _ColumnSpec:
-    label = label or c.name
-    if c.args.get("kind") is None:
-        raise ValueError(f"column {label!r} has no type")
-    spec = _ColumnSpec(c.name, spark_type_of(c.args["kind"], label))
-    for con in c.args.get("constraints") or []:
-        kind = con.args.get("kind") if isinstance(con, exp.ColumnConstraint) else con
-        if isinstance(kind, exp.NotNullColumnConstraint) and not kind.args.get("allow_null"):
-            spec.nullable = False
-        elif isinstance(kind, exp.CommentColumnConstraint):
-            spec.comment = kind.this.name
-        elif isinstance(kind, exp.PrimaryKeyColumnConstraint):
-            spec.primary_key = True
-        else:
-            raise unsupported(f"column constraint {con.sql(dialect='spark')} (column {label!r})")
-    spec.position = c.args.get("position")
-    return spec
-
-
-def _text(node: exp.Expression) -> str:
-    """A property key or value as text: strings unquoted, ``true``/``false``, dotted names."""
-    if isinstance(node, exp.Literal):
-        return str(node.this)
-    if isinstance(node, exp.Boolean):
-        return "true" if node.this else "false"
-    if isinstance(node, (exp.Var, exp.Identifier)):
-        return str(node.name)
-    if isinstance(node, (exp.Column, exp.Dot)):
-        return ".".join(p.name for p in node.parts)
-    return node.sql(dialect="spark")
-
-
-def _partition_item(node: exp.Expression) -> str:
-    """One ``PARTITIONED BY`` item in the lakehouse's spelling (``day(ts)``, ``bucket(16, c)``)."""
-    if isinstance(node, (exp.Identifier, exp.Column)):
-        return str(node.name)
-    if isinstance(node, exp.PartitionedByBucket):
-        return f"bucket({node.expression.name}, {node.this.name})"
-    if isinstance(node, exp.PartitionByTruncate):
-        return f"truncate({node.expression.name}, {node.this.name})"
-    if isinstance(node, exp.ColumnDef):
-        raise unsupported(
-            f"PARTITIONED BY with a column type ({node.sql(dialect='spark')})",
-            "declare the column in the column list and name it in PARTITIONED BY",
-        )
-    fn = node.name if isinstance(node, exp.Anonymous) else node.key
-    cols = list(node.find_all(exp.Column))
-    if isinstance(node, exp.Func) and fn.lower() in _TIME_TRANSFORMS and len(cols) == 1:
-        return f"{fn.lower()}({cols[0].name})"
-    raise unsupported(f"PARTITIONED BY {node.sql(dialect='spark')}")
-
-
-@dataclass
-class _Options:
-    """What a CREATE statement's clauses (``properties`` in sqlglot's tree) ask for."""
-
-    properties: dict[str, str] = field(default_factory=dict)
-    partition_by: list[str] | None = None
-    temporary: bool = False
-
-
-def _options(tree: exp.Create, what: str) -> _Options:
-    out = _Options()
-    props = tree.args.get("properties")
-    for p in props.expressions if props is not None else []:
-        if isinstance(p, exp.Property) and type(p) is exp.Property:  # TBLPROPERTIES item
-            out.properties[_text(p.this)] = _text(p.args["value"])
-        elif isinstance(p, exp.PartitionedByProperty):
-            out.partition_by = [_partition_item(e) for e in p.this.expressions]
-        elif isinstance(p, exp.SchemaCommentProperty):
-            out.properties["comment"] = _text(p.this)
-        elif isinstance(p, exp.TemporaryProperty):
-            out.temporary = True
-        elif isinstance(p, exp.FileFormatProperty):
-            word = "STORED AS" if p.args.get("hive_format") else "USING"
-            raise unsupported(
-                f"{word} {p.this.name}", f"lakehouse {what}s are always lakehouse tables"
-            )
-        elif isinstance(p, exp.LocationProperty):
-            raise unsupported("LOCATION", "the lakehouse places its data files itself")
-        elif isinstance(p, exp.ClusteredByProperty):
-            raise unsupported(
-                "CLUSTERED BY ... INTO n BUCKETS", "use PARTITIONED BY (bucket(n, column))"
-            )
-        elif isinstance(p, exp.ClusterProperty):
-            raise unsupported("CLUSTER BY", "use PARTITIONED BY")
-        elif isinstance(p, (exp.RowFormatDelimitedProperty, exp.RowFormatSerdeProperty)):
-            raise unsupported("ROW FORMAT", "lakehouse tables are Parquet")
-        elif isinstance(p, exp.OptionsProperty):
-            raise unsupported("OPTIONS", "use TBLPROPERTIES")
-        else:
-            raise unsupported(f"{p.sql(dialect='spark')} in CREATE {what.upper()}")
-    return out
-
-
-def _has(tree: exp.Create, kind: type[exp.Expression]) -> bool:
-    """Whether a CREATE statement has a clause of sqlglot class ``kind``."""
-    props = tree.args.get("properties")
-    return props is not None and any(isinstance(p, kind) for p in props.expressions)
-
-
 # -- CREATE -----------------------------------------------------------------------------------
 def create(ctx: Context, tree: exp.Create) -> DataFrame:
     """``CREATE NAMESPACE | TABLE [AS SELECT] | VIEW``; an empty DataFrame."""
@@ -274,7 +115,7 @@ def create(ctx: Context, tree: exp.Create) -> DataFrame:
 
 def _create_namespace(ctx: Context, tree: exp.Create) -> DataFrame:
     name = _name_of(tree.this)
-    opts = _options(tree, "namespace")
+    opts = clauses(tree, "namespace")
     if opts.partition_by is not None or opts.temporary or tree.args.get("replace"):
         raise unsupported(f"{tree.sql(dialect='spark')}")
     with ctx.writing() as t:
@@ -286,17 +127,17 @@ def _create_table(ctx: Context, tree: exp.Create) -> DataFrame:
     name = _name_of(tree.this)
     if not _is_lakehouse(ctx, name):
         return _to_spark(ctx, tree)
-    opts = _options(tree, "table")
+    opts = clauses(tree, "table")
     if opts.temporary:
         raise unsupported("CREATE TEMPORARY TABLE", "create a temporary view of a query instead")
     replace, if_not_exists = bool(tree.args.get("replace")), bool(tree.args.get("exists"))
     query = tree.args.get("expression")
-    columns: list[_ColumnSpec] = []
+    columns: list[ColumnSpec] = []
     primary_key: list[str] = []
     if isinstance(tree.this, exp.Schema):
         for e in tree.this.expressions:
             if isinstance(e, exp.ColumnDef):
-                columns.append(_column(e))
+                columns.append(column_spec(e))
             elif isinstance(e, exp.PrimaryKey) or (
                 isinstance(e, exp.Constraint)
                 and all(isinstance(x, exp.PrimaryKey) for x in e.expressions)
@@ -334,7 +175,7 @@ def _create_table(ctx: Context, tree: exp.Create) -> DataFrame:
     from lakehouse.spark.ops import write
 
     df = analysed(ctx, query)
-    schema = pa.schema([_query_field(f) for f in df.schema.fields])
+    schema = pa.schema([query_field(f) for f in df.schema.fields])
     with ctx.writing() as t:
         if replace and t.table_exists(name):
             t.drop_table(name)
@@ -343,34 +184,10 @@ def _create_table(ctx: Context, tree: exp.Create) -> DataFrame:
     return ctx.empty()
 
 
-def _query_field(f: T.StructField) -> pa.Field:
-    """A CTAS column: the query's type, nullable at every level (Spark's ``asNullable``)."""
-    if isinstance(f.dataType, T.NullType):
-        raise ValueError(
-            f"column {f.name!r} of the query has no type (NULL): cast it, e.g. CAST(NULL AS STRING)"
-        )
-    try:
-        return pa.field(f.name, arrow_type(_nullable(f.dataType)), True)
-    except TypeError:
-        raise ValueError(
-            f"column {f.name!r}: a lakehouse table cannot hold Spark's {f.dataType.simpleString()}"
-        ) from None
-
-
-def _nullable(dt: T.DataType) -> T.DataType:
-    if isinstance(dt, T.ArrayType):
-        return T.ArrayType(_nullable(dt.elementType), True)
-    if isinstance(dt, T.MapType):
-        return T.MapType(_nullable(dt.keyType), _nullable(dt.valueType), True)
-    if isinstance(dt, T.StructType):
-        return T.StructType([T.StructField(f.name, _nullable(f.dataType), True) for f in dt])
-    return dt
-
-
 def _create_view(ctx: Context, tree: exp.Create) -> DataFrame:
     name = _name_of(tree.this)
     query = tree.args["expression"]
-    temporary = _has(tree, exp.TemporaryProperty)
+    temporary = has_clause(tree, exp.TemporaryProperty)
     if temporary or not _is_lakehouse(ctx, name):
         if not _names_lakehouse_object(ctx, query):
             return _to_spark(ctx, tree)
@@ -384,7 +201,7 @@ def _create_view(ctx: Context, tree: exp.Create) -> DataFrame:
             )
         df = analysed(ctx, query)
         how = "createOrReplace" if tree.args.get("replace") else "create"
-        how += "GlobalTempView" if _has(tree, exp.GlobalProperty) else "TempView"
+        how += "GlobalTempView" if has_clause(tree, exp.GlobalProperty) else "TempView"
         from lakehouse.spark.jobs import is_analysis_error
         from lakehouse.spark.ops import _quiet_analysis
 
@@ -397,7 +214,7 @@ def _create_view(ctx: Context, tree: exp.Create) -> DataFrame:
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             raise ValueError(f"temporary view {name}: {first[:300]}") from None
         return ctx.empty()
-    opts = _options(tree, "view")
+    opts = clauses(tree, "view")
     if isinstance(tree.this, exp.Schema):
         raise unsupported("a column list in CREATE VIEW", "alias the query's columns")
     if opts.partition_by is not None:
@@ -483,9 +300,9 @@ def _alter_view(ctx: Context, name: str, actions: list[exp.Expression]) -> DataF
     if len(actions) != 1:
         raise unsupported("ALTER VIEW with several actions")
     action = actions[0]
-    if isinstance(action, exp.AlterSet) and _set_properties(action) is not None:
+    if isinstance(action, exp.AlterSet) and set_properties(action) is not None:
         with ctx.writing() as t:
-            t.alter_view(name, set_properties=_set_properties(action))
+            t.alter_view(name, set_properties=set_properties(action))
         return ctx.empty()
     if isinstance(action, exp.Query):
         analysed(ctx, action)  # the query analyses (no job runs)
@@ -493,13 +310,6 @@ def _alter_view(ctx: Context, name: str, actions: list[exp.Expression]) -> DataF
             t.alter_view(name, sql=action.sql(dialect="spark"))
         return ctx.empty()
     raise unsupported(f"ALTER VIEW ... {action.sql(dialect='spark')}")
-
-
-def _set_properties(action: exp.AlterSet) -> dict[str, str] | None:
-    found = action.expressions
-    if len(found) != 1 or not isinstance(found[0], exp.Properties) or len(action.args) > 1:
-        return None
-    return {_text(p.this): _text(p.args["value"]) for p in found[0].expressions}
 
 
 def _current(t: Any, name: str) -> pa.Schema:
@@ -513,7 +323,8 @@ def _table_step(action: exp.Expression) -> Any:
         and all(isinstance(c, exp.ColumnDef) for c in action.expressions)
     ):
         cols = [
-            _column(c) for c in (action.expressions if isinstance(action, exp.Schema) else [action])
+            column_spec(c)
+            for c in (action.expressions if isinstance(action, exp.Schema) else [action])
         ]
         for c in cols:
             if not c.nullable:
@@ -540,18 +351,18 @@ def _table_step(action: exp.Expression) -> Any:
             name, schema=_dropped(_current(t, name), gone, if_exists, name)
         )
     if isinstance(action, exp.AlterSet):
-        props = _set_properties(action)
+        props = set_properties(action)
         if props is None:
             raise unsupported(f"ALTER TABLE ... {action.sql(dialect='spark')}")
         return lambda t, name: t.alter_table(name, set_properties=props)
     if isinstance(action, exp.AlterColumn):
-        return _alter_column(action)
+        return _altercolumn_spec(action)
     if isinstance(action, exp.AlterRename):
         raise unsupported("ALTER TABLE ... RENAME TO", "lakehouse tables cannot be renamed")
     raise unsupported(f"ALTER TABLE ... {action.sql(dialect='spark')}")
 
 
-def _added(schema: pa.Schema, cols: list[_ColumnSpec]) -> pa.Schema:
+def _added(schema: pa.Schema, cols: list[ColumnSpec]) -> pa.Schema:
     fields = list(schema)
     for c in cols:
         pos = c.position
@@ -575,7 +386,7 @@ def _dropped(schema: pa.Schema, gone: list[str], if_exists: bool, table: str) ->
     return pa.schema([f for f in schema if f.name not in gone], metadata=schema.metadata)
 
 
-def _alter_column(action: exp.AlterColumn) -> Any:
+def _altercolumn_spec(action: exp.AlterColumn) -> Any:
     col = action.this.name
     a = action.args
     rename = a.get("rename_to")

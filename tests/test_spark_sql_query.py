@@ -228,6 +228,13 @@ def test_query_without_lakehouse_objects_goes_to_spark(spark, lake):
     assert rows(sql(lake, spark, "SELECT 1 AS one, '{x}' AS b")) == [(1, "{x}")]
 
 
+def test_explain_shows_the_plan_over_the_lakehouse_files(spark, lake):
+    plan = sql(lake, spark, "EXPLAIN SELECT count(*) FROM s.a WHERE id > 10").collect()[0][0]
+    assert "parquet" in plan.lower() and "Exception" not in plan
+    plan = sql(lake, spark, "EXPLAIN EXTENDED SELECT * FROM s.a").collect()[0][0]
+    assert "== Analyzed Logical Plan ==" in plan
+
+
 def test_braces_in_a_rewritten_query(spark, lake):
     got = sql(lake, spark, "SELECT concat('{', x, '}') AS c FROM s.a WHERE id = 1")
     assert rows(got) == [("{x1}",)]

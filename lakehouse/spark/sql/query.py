@@ -129,20 +129,21 @@ class _Rewrite:
         return read(ctx.lh, ctx.spark, name, **kw)
 
 
-def frame_of(ctx: Context, tree: exp.Expression) -> DataFrame:
-    """The DataFrame of a query (see the module doc). Nothing is committed."""
+def frame_of(ctx: Context, tree: exp.Expression, *, prefix: str = "") -> DataFrame:
+    """The DataFrame of a query (see the module doc). Nothing is committed.
+    ``prefix``: SQL put before the query (``"EXPLAIN "``)."""
     rw = _Rewrite(ctx)
     work = tree.copy()
     pushed = _pushable(ctx, work)
     work = _rewrite(rw, work, At(), pushed, depth=0)
     if not rw.changed:
-        return _spark_sql(ctx, _text_of(tree), {}, _text_of(tree), rewritten=False)
+        return _spark_sql(ctx, prefix + _text_of(tree), {}, _text_of(tree), rewritten=False)
     if rw.unaliased:
         _strip_db(work, rw.unaliased)
     text = work.sql(dialect="spark").replace("{", "{{").replace("}", "}}")
     for ref in rw.frames:
         text = text.replace(rw.ident(ref), "{" + ref + "}")
-    return _spark_sql(ctx, text, rw.frames, _text_of(tree), rewritten=True)
+    return _spark_sql(ctx, prefix + text, rw.frames, _text_of(tree), rewritten=True)
 
 
 def _spark_sql(

@@ -14,6 +14,7 @@ statement                              handler
 ``MERGE INTO``                         :mod:`merge`
 ``CREATE``, ``DROP``, ``ALTER``        :mod:`ddl`
 ``SHOW``, ``DESCRIBE``, ``CALL``       :mod:`catalog`
+``EXPLAIN [mode] <query>``             Spark's ``EXPLAIN`` of the rewritten query
 ``BEGIN``, ``COMMIT``, ``ROLLBACK``    :class:`~lakehouse.spark.sql.session.SqlSession`
 anything else                          ``spark.sql`` with the original text,
                                        when it names no lakehouse object
@@ -182,6 +183,8 @@ def _dispatch(ctx: Context, tree: exp.Expression) -> Any:
         if str(tree.this).upper() == "SHOW":
             return catalog.show(ctx, tree)
         return catalog.call(ctx, tree)
+    if isinstance(tree, exp.Command) and str(tree.this).upper() == "EXPLAIN":
+        return _explain(ctx, tree)
     if isinstance(tree, exp.Command) and str(tree.this).upper() in ("CREATE", "ALTER"):
         from lakehouse.spark.sql import ddl  # WITH DBPROPERTIES, UNSET TBLPROPERTIES, ...
 
@@ -192,6 +195,27 @@ def _dispatch(ctx: Context, tree: exp.Expression) -> Any:
             kind = tree.key.upper() if not isinstance(tree, exp.Command) else str(tree.this)
             raise unsupported(f"{kind} on the lakehouse object {name}")
     return to_spark(ctx, tree)
+
+
+_EXPLAIN_MODE = re.compile(r"\s*(EXTENDED|FORMATTED|CODEGEN|COST)\b", re.IGNORECASE)
+
+
+def _explain(ctx: Context, tree: exp.Command) -> DataFrame:
+    """``EXPLAIN [mode] <query>``: Spark's plan of the query as it runs over the
+    lakehouse's DataFrames; anything else as Spark reads it."""
+    rest = str(tree.expression.this) if tree.expression is not None else ""
+    m = _EXPLAIN_MODE.match(rest)
+    mode, body = (m.group(1).upper() + " ", rest[m.end() :]) if m else ("", rest)
+    try:
+        query = sqlglot.parse_one(body, read="spark")
+    except sqlglot.errors.SqlglotError:
+        return to_spark(ctx, tree)
+    if not isinstance(query, QUERIES):
+        return to_spark(ctx, tree)
+    from lakehouse.spark.sql.query import frame_of
+
+    query.meta["sql"] = body.strip()
+    return frame_of(ctx, query, prefix=f"EXPLAIN {mode}")
 
 
 def to_spark(ctx: Context, tree: exp.Expression) -> DataFrame:

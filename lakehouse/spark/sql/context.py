@@ -71,8 +71,9 @@ class Context:
         return self._exists(name, "view_exists")
 
     def _exists(self, name: str, call: str) -> bool:
-        if not isinstance(name, str) or name.count(".") != 1:
-            return False
+        if not isinstance(name, str) or "." not in name:
+            return False  # one part: a temp view, a CTE or a Spark table (table names
+            # may hold dots: ns.`a.b` is the table "a.b" of ns)
         try:
             return bool(getattr(self.reads, call)(name))
         except (ValueError, TypeError):  # not a valid lakehouse name: not one of ours
@@ -82,13 +83,34 @@ class Context:
         """A one-row DataFrame of ``columns`` (in the order given), each typed from
         its Python value: int -> bigint, float -> double, bool -> boolean, str and
         None -> string, Decimal -> decimal(38, 18), datetime -> timestamp, date ->
-        date. The schema is explicit, so this works under Spark Connect too."""
+        date. The schema is explicit, so this works under Spark Connect too.
+
+        Counts (int, bool, None values only: every DML result) are a SQL ``VALUES``
+        row, a local relation fetched without a Spark job; rows created from Python
+        objects cost a job when fetched (measured: 10-35 ms vs 0.1-2 s, which an
+        ``UPDATE``'s result would add to the update itself)."""
+        literals = [lit for v in columns.values() if (lit := _count_literal(v)) is not None]
+        if columns and len(literals) == len(columns):
+            names = ", ".join("`" + k.replace("`", "``") + "`" for k in columns)
+            return self.spark.sql(f"SELECT * FROM VALUES ({', '.join(literals)}) AS v({names})")
         fields = [T.StructField(k, _spark_type(v), True) for k, v in columns.items()]
         return self.spark.createDataFrame([tuple(columns.values())], T.StructType(fields))
 
     def empty(self) -> DataFrame:
         """A DataFrame of no rows and no columns (what DDL returns, as in Spark)."""
         return self.spark.createDataFrame([], T.StructType([]))
+
+
+def _count_literal(value: Any) -> str | None:
+    """A Spark SQL literal of an int (bigint), bool or None (string) value; None for
+    any other value."""
+    if isinstance(value, bool):
+        return "TRUE" if value else "FALSE"
+    if isinstance(value, int):
+        return f"CAST({value} AS BIGINT)"
+    if value is None:
+        return "CAST(NULL AS STRING)"
+    return None
 
 
 def _spark_type(value: Any) -> T.DataType:

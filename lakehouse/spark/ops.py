@@ -77,7 +77,7 @@ def spark_condition(spark: SparkSession, condition: Any, what: str) -> Column:
     if not condition.strip():
         raise ValueError(f"{what} must not be empty")
     try:
-        with _quiet_analysis():
+        with quiet_analysis():
             return F.expr(condition)
     except Exception as exc:
         if is_analysis_error(exc):
@@ -88,7 +88,7 @@ def spark_condition(spark: SparkSession, condition: Any, what: str) -> Column:
 def analysed(frame: DataFrame, build: Any, condition: Any, what: str) -> DataFrame:
     """Apply ``build(frame)``; analysis errors (unknown column, bad type) -> ValueError."""
     try:
-        with _quiet_analysis():
+        with quiet_analysis():
             out: DataFrame = build(frame)
             out.schema  # noqa: B018 - forces analysis on the driver
         return out
@@ -158,7 +158,7 @@ class _ThisThread(logging.Filter):
 
 
 @contextmanager
-def _quiet_analysis() -> Iterator[None]:
+def quiet_analysis() -> Iterator[None]:
     """Silence pyspark's error log of a failed analysis (the exception with its JVM
     stack, dozens of lines) in this thread: the error becomes our ValueError."""
     from pyspark.logger import PySparkLogger  # pyspark's own class: it logs with extras

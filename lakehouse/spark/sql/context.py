@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import datetime as dt
 import decimal
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
+from sqlglot import exp
 
 from lakehouse.spark.ops import joined
 
@@ -111,6 +113,25 @@ def _count_literal(value: Any) -> str | None:
     if value is None:
         return "CAST(NULL AS STRING)"
     return None
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def original(obj: Any) -> str:
+    """The original text of a parsed statement (``tree.meta["sql"]``, set by
+    :func:`~lakehouse.spark.sql.statements.split`; else sqlglot's Spark SQL of it),
+    or the last line of a ParseError's message."""
+    if isinstance(obj, exp.Expression):
+        text = obj.meta.get("sql")
+        return text if isinstance(text, str) else obj.sql(dialect="spark")
+    text = _ANSI.sub("", str(obj))
+    return text.split("\n")[-1].strip() if "\n" in text else text
+
+
+def to_spark(ctx: Context, tree: exp.Expression) -> DataFrame:
+    """The statement handed to Spark as written (it names no lakehouse object)."""
+    return ctx.spark.sql(original(tree))
 
 
 def _spark_type(value: Any) -> T.DataType:

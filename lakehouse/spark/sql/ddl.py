@@ -69,7 +69,7 @@ def _is_lakehouse(ctx: Context, name: str) -> bool:
 
 
 def _to_spark(ctx: Context, tree: exp.Expression) -> DataFrame:
-    from lakehouse.spark.sql.statements import to_spark
+    from lakehouse.spark.sql.context import to_spark
 
     return to_spark(ctx, tree)
 
@@ -85,11 +85,11 @@ def analysed(ctx: Context, query: Any) -> DataFrame:
     """The query's DataFrame, analysed (its schema known; no job runs); an analysis
     error (unknown column, bad type) is a ValueError naming the query."""
     from lakehouse.spark.jobs import is_analysis_error
-    from lakehouse.spark.ops import _quiet_analysis
+    from lakehouse.spark.ops import quiet_analysis
     from lakehouse.spark.sql.query import frame_of
 
     try:
-        with _quiet_analysis():
+        with quiet_analysis():
             df = frame_of(ctx, query)
             _ = df.schema
         return df
@@ -203,10 +203,10 @@ def _create_view(ctx: Context, tree: exp.Create) -> DataFrame:
         how = "createOrReplace" if tree.args.get("replace") else "create"
         how += "GlobalTempView" if has_clause(tree, exp.GlobalProperty) else "TempView"
         from lakehouse.spark.jobs import is_analysis_error
-        from lakehouse.spark.ops import _quiet_analysis
+        from lakehouse.spark.ops import quiet_analysis
 
         try:
-            with _quiet_analysis():
+            with quiet_analysis():
                 getattr(df, how)(name)
         except Exception as exc:
             if not is_analysis_error(exc):

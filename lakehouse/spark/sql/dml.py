@@ -219,7 +219,7 @@ def _not_lakehouse(
                     f"{verb} the Spark table {name} from the lakehouse object {other}",
                     "read it with lakehouse.spark.sql('SELECT ...') and write the DataFrame",
                 )
-        from lakehouse.spark.sql.statements import to_spark
+        from lakehouse.spark.sql.context import to_spark
 
         return to_spark(ctx, tree)
     raise ValueError(f"{verb} {name}: {name} is neither a lakehouse table nor a Spark table")

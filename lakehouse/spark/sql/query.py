@@ -38,7 +38,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 from sqlglot import exp
 
-from lakehouse.spark.ops import _quiet_analysis, read
+from lakehouse.spark.ops import quiet_analysis, read
 from lakehouse.spark.sql.context import Context
 from lakehouse.spark.sql.names import table_name, unsupported
 
@@ -155,7 +155,7 @@ def _spark_sql(
     from lakehouse.spark.jobs import is_analysis_error
 
     try:
-        with _quiet_analysis():
+        with quiet_analysis():
             return ctx.spark.sql(text, None, **frames) if frames else ctx.spark.sql(text)
     except Exception as exc:
         if not is_analysis_error(exc):
@@ -241,11 +241,11 @@ def _at(ctx: Context, node: exp.Table, name: str, outer: At) -> At:
                 f"VERSION AS OF on {name} needs a version number, not {value.this!r}"
             ) from None
     if kind == "TIMESTAMP":
-        return At(timestamp_ms=_epoch_ms(ctx, value, name))
+        return At(timestamp_ms=epoch_ms(ctx, value, name))
     raise unsupported(f"{kind} AS OF on {name}")
 
 
-def _epoch_ms(ctx: Context, value: exp.Expression, name: str) -> int:
+def epoch_ms(ctx: Context, value: exp.Expression, name: str) -> int:
     """A ``TIMESTAMP AS OF`` value as epoch milliseconds: a string literal read in
     the Spark session's time zone (or its own offset); any other constant
     expression evaluated by Spark (on the driver, no job)."""
@@ -262,7 +262,7 @@ def _epoch_ms(ctx: Context, value: exp.Expression, name: str) -> int:
             pass  # not ISO, or a zone Python does not know: Spark reads it
     expr = value.sql(dialect="spark")
     try:
-        with _quiet_analysis():
+        with quiet_analysis():
             row = ctx.spark.sql(f"SELECT unix_millis(CAST({expr} AS TIMESTAMP)) AS ms").first()
     except Exception as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__

@@ -32,8 +32,10 @@ from pyspark.sql import DataFrame
 from sqlglot import exp
 from sqlglot.dialects.spark import Spark
 
-from lakehouse.spark.sql.context import Context
+from lakehouse.spark.sql.context import Context, original, to_spark
 from lakehouse.spark.sql.names import table_name, unsupported
+
+__all__ = ["QUERIES", "TRANSACTIONS", "original", "run", "split", "to_spark"]
 
 QUERIES = (exp.Select, exp.SetOperation, exp.Values, exp.Subquery)
 TRANSACTIONS = (exp.Transaction, exp.Commit, exp.Rollback)
@@ -125,18 +127,6 @@ def _first_error(exc: sqlglot.errors.ParseError) -> str:
     return str(exc)
 
 
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-
-
-def original(obj: Any) -> str:
-    """The original text of a parsed statement (or the message of a ParseError)."""
-    if isinstance(obj, exp.Expression):
-        text = obj.meta.get("sql")
-        return text if isinstance(text, str) else obj.sql(dialect="spark")
-    text = _ANSI.sub("", str(obj))
-    return text.split("\n")[-1].strip() if "\n" in text else text
-
-
 def run(ctx: Context, tree: exp.Expression) -> DataFrame:
     """Run one parsed statement; its result as a DataFrame."""
     out: DataFrame = _dispatch(ctx, tree)
@@ -216,8 +206,3 @@ def _explain(ctx: Context, tree: exp.Command) -> DataFrame:
 
     query.meta["sql"] = body.strip()
     return frame_of(ctx, query, prefix=f"EXPLAIN {mode}")
-
-
-def to_spark(ctx: Context, tree: exp.Expression) -> DataFrame:
-    """The statement handed to Spark as written (it names no lakehouse object)."""
-    return ctx.spark.sql(original(tree))

@@ -20,8 +20,11 @@ The settings that matter (measured on PySpark 4.3, Java 17, 2 cores):
   ``spark.hadoop.parquet.page.verify-checksum.enabled`` at build time).
 
 :func:`configure` applies the SQL settings to any session (every call of
-:mod:`lakehouse.spark` does so, once per session; the lakehouse's own scans
-also pass the checksum options per read); :func:`local_session` builds a
+:mod:`lakehouse.spark` does so, where the session's value differs; the
+lakehouse's own scans also pass the checksum, rebase and corrupt-file options
+per read) and, once per session, checks that its Python tasks can import this
+package (:func:`check_python`: the one requirement a session fixes when it
+starts, ``PYSPARK_PYTHON``, has a runtime override); :func:`local_session` builds a
 whole local session with all of them, for scripts, the demo, the benchmark
 and the tests.
 """

@@ -20,7 +20,8 @@ module             what it does
 ``merge``          ``MERGE INTO``
 ``ddl``            ``CREATE`` / ``DROP`` / ``ALTER``
 ``clauses``        column types, ``PARTITIONED BY``, ``TBLPROPERTIES``, refused clauses
-``catalog``        ``SHOW`` / ``DESCRIBE`` / ``CALL system.*``
+``catalog``        ``SHOW`` / ``DESCRIBE``
+``procedures``     ``CALL system.rollback / compact / expire_versions``
 ``words``          a token cursor for statements sqlglot leaves as commands
 =================  ==========================================================
 """

@@ -135,6 +135,10 @@ def test_join_of_two_lakehouse_tables(spark, lake):
         if r["id"] in b and b[r["id"]] > 100
     )
     assert want and rows(got) == want
+    # a self-join: one DataFrame under both aliases
+    got = sql(lake, spark, "SELECT count(*) FROM s.a x JOIN s.a y ON x.id = y.id + 1")
+    ids = {r["id"] for r in lake.lh.read("s.a").to_pylist()}
+    assert rows(got) == [(sum(1 for i in ids if i - 1 in ids),)]
 
 
 def test_cte_subqueries_and_set_operations(spark, lake):

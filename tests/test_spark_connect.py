@@ -146,7 +146,9 @@ def spark(connect_url: str) -> Iterator[Any]:
     from pyspark.sql import SparkSession
 
     saved = {k: os.environ.get(k) for k in ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE")}
-    session = SparkSession.builder.remote(connect_url).getOrCreate()
+    # create(), not getOrCreate(): the latter refuses while a classic session of an
+    # earlier test module is alive in this process
+    session = SparkSession.builder.remote(connect_url).create()
     assert type(session).__module__.startswith("pyspark.sql.connect")
     try:
         yield session

@@ -22,8 +22,9 @@ from pyspark.sql.classic.dataframe import DataFrame as Classic
 
 def with_live_count(frame: DataFrame, files: Sequence[Any]) -> DataFrame:
     """``frame`` (the rows of ``files``, the scan plan it was built from) with a
-    ``count()`` from the plan; ``frame`` itself where it is not a classic DataFrame."""
-    if type(frame) is not Classic:  # Spark Connect's DataFrame: counted in Spark
+    ``count()`` from the plan; ``frame`` itself where it is not a classic DataFrame
+    (Spark Connect's has no JVM object to wrap: its ``count()`` runs in Spark)."""
+    if type(frame) is not Classic:
         return frame
     live = sum(int(f.rows) - len(f.deleted) for f in files)
     return _Counted(frame, live)

@@ -48,12 +48,18 @@ def bad_data(message: str) -> str:
 
 
 def _is_spark_error(exc: BaseException) -> bool:
+    """An error of Spark: pyspark's (classic, and Spark Connect's
+    ``pyspark.errors.exceptions.connect.*``, which subclass the same bases) or
+    Py4J's (classic only; a Connect-only client may lack py4j)."""
+    from pyspark.errors import PySparkException
+
+    if isinstance(exc, PySparkException):
+        return True
     try:
         from py4j.protocol import Py4JError
-        from pyspark.errors import PySparkException
-    except ImportError:  # pragma: no cover - pyspark is required by this package
+    except ImportError:  # pragma: no cover - a Connect-only pyspark
         return False
-    return isinstance(exc, (PySparkException, Py4JError))
+    return isinstance(exc, Py4JError)
 
 
 @contextmanager
@@ -81,7 +87,8 @@ def bad_condition(exc: Exception, condition: Any, what: str) -> ValueError:
 
 
 def is_analysis_error(exc: BaseException) -> bool:
-    """Spark rejected an expression on the driver (parse or analysis error)."""
+    """Spark rejected an expression on the driver (parse or analysis error; under
+    Spark Connect the server's, raised when the plan is analysed)."""
     from pyspark.errors import AnalysisException, ParseException
 
     return isinstance(exc, (AnalysisException, ParseException))

@@ -577,3 +577,19 @@ def test_non_lakehouse_statements_go_to_spark(spark, lh):
     finally:
         spark.catalog.dropTempView("tv_x")
     assert lh.version == version
+
+
+def test_catalog_results_are_fetched_without_a_spark_job(spark, lh):
+    run(lh, spark, "CREATE TABLE ns.t (id BIGINT COMMENT 'k') TBLPROPERTIES ('a' = '1')")
+    run(lh, spark, "INSERT INTO ns.t VALUES (1)")
+    sc = spark.sparkContext
+    for text in ("SHOW TABLES", "SHOW NAMESPACES", "DESCRIBE EXTENDED ns.t",
+                 "DESCRIBE HISTORY ns.t", "SHOW TBLPROPERTIES ns.t", "SHOW VIEWS"):  # fmt: skip
+        df = run(lh, spark, text)
+        sc.setJobGroup("h2-catalog-no-job", text)
+        try:
+            rows = df.collect()
+        finally:
+            sc.setLocalProperty("spark.jobGroup.id", None)
+        assert sc.statusTracker().getJobIdsForGroup("h2-catalog-no-job") == [], text
+        assert text == "SHOW VIEWS" or rows

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import sqlglot
@@ -51,6 +52,7 @@ from lakehouse.spark.sql.words import Words
 from lakehouse.spark.types import spark_type
 
 _S = T.StringType()
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _NAMESPACE_WORDS = ("NAMESPACES", "SCHEMAS", "DATABASES")
 
 #: DataOp -> the operation name Delta's DESCRIBE HISTORY uses for it
@@ -82,7 +84,51 @@ def _frame(
     ctx: Context, columns: Sequence[str | T.StructField], rows: list[tuple[Any, ...]]
 ) -> DataFrame:
     fields = [c if isinstance(c, T.StructField) else T.StructField(c, _S, True) for c in columns]
-    return ctx.spark.createDataFrame(rows, T.StructType(fields))
+    return local_frame(ctx, T.StructType(fields), rows)
+
+
+def local_frame(ctx: Context, schema: T.StructType, rows: list[tuple[Any, ...]]) -> DataFrame:
+    """``rows`` as a DataFrame of ``schema`` that Spark holds as a local relation: a
+    SQL ``VALUES`` of literals, which Spark's driver answers without a job (a
+    DataFrame created from Python objects costs a job each time it is fetched).
+    Values: None, str, bool, int, an aware datetime (timestamp) and dict[str, str]."""
+    names = ", ".join(_quote_any(f.name) for f in schema)
+    if not rows:
+        cols = ", ".join(
+            f"CAST(NULL AS {f.dataType.simpleString()}) AS {_quote_any(f.name)}" for f in schema
+        )
+        return ctx.spark.sql(f"SELECT {cols} WHERE FALSE")
+    values = ", ".join(
+        "(" + ", ".join(_sql_value(v, f.dataType) for v, f in zip(row, schema)) + ")"
+        for row in rows
+    )
+    return ctx.spark.sql(f"SELECT * FROM VALUES {values} AS v({names})")
+
+
+def _quote_any(name: str) -> str:
+    return "`" + name.replace("`", "``") + "`"
+
+
+def _sql_value(v: Any, dt: T.DataType) -> str:
+    """A Spark SQL literal of ``v``, cast to ``dt``."""
+    to = dt.simpleString()
+    if v is None:
+        return f"CAST(NULL AS {to})"
+    if isinstance(v, bool):
+        return "TRUE" if v else "FALSE"
+    if isinstance(v, int):
+        return f"CAST({v} AS {to})"
+    if isinstance(v, str):
+        return _literal(v)
+    if isinstance(v, datetime):
+        micros = (v - _EPOCH) // timedelta(microseconds=1)
+        return f"timestamp_micros({micros})"
+    if isinstance(v, dict):
+        if not v:
+            return f"CAST(map() AS {to})"
+        inner = ", ".join(f"{_literal(str(k))}, {_literal(str(x))}" for k, x in v.items())
+        return f"map({inner})"
+    raise TypeError(f"no SQL literal for a result value of type {type(v).__name__}")
 
 
 def _to_spark(ctx: Context, tree: exp.Expression) -> DataFrame:
@@ -382,7 +428,7 @@ def history(ctx: Context, name: str) -> DataFrame:
         rows.append((v.version, v.created_at, operation, params, str(v.isolation.value).upper()))
         if "create" in ops:
             break
-    return ctx.spark.createDataFrame(rows, HISTORY_SCHEMA)
+    return local_frame(ctx, HISTORY_SCHEMA, rows)
 
 
 def _alteration(lh: Any, name: str, version: int) -> tuple[str, dict[str, str]]:

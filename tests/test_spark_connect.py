@@ -561,6 +561,23 @@ def test_sql_statements_and_a_transaction_session(spark, pair):
     history = run("DESCRIBE HISTORY ns.t").collect()
     assert history[0]["version"] == lh.version
 
+    # DDL and lakehouse statements: their results are DataFrames built on the client
+    run("CREATE TABLE ns.p (k BIGINT NOT NULL, c STRING) PARTITIONED BY (c)")
+    run("INSERT INTO ns.p SELECT id, grp FROM ns.t")
+    run("INSERT OVERWRITE ns.p VALUES (100, 'm')")  # replaces partition c = 'm' only
+    assert ordered(lh.read("ns.p")) == [{"k": 1, "c": "a"}, {"k": 100, "c": "m"}]
+    run("CREATE TABLE ns.c AS SELECT grp, count(*) AS n FROM ns.t GROUP BY grp")
+    assert ordered(lh.read("ns.c")) == [{"grp": "a", "n": 1}, {"grp": "m", "n": 2}]
+    tables = run("SHOW TABLES IN ns").collect()
+    assert sorted(r["tableName"] for r in tables) == ["c", "p", "t"]
+    described = run("DESCRIBE TABLE ns.p").collect()
+    assert [(r["col_name"], r["data_type"]) for r in described][:2] == [
+        ("k", "bigint"),
+        ("c", "string"),
+    ]
+    run("DROP TABLE ns.c")
+    assert lh.list_tables("ns") == ["p", "t"]
+
     # BEGIN ... COMMIT: one version for two statements; ROLLBACK: nothing visible
     with lhs.SqlSession(lh, spark) as session:
         before = lh.version

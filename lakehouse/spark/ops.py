@@ -44,7 +44,7 @@ from lakehouse.spark.location import Location, location_of
 from lakehouse.spark.partitions import PART_COL, decode_key, with_key
 from lakehouse.spark.positions import collect_bitmaps
 from lakehouse.spark.reader import base_name, scan_frame
-from lakehouse.spark.session import configure
+from lakehouse.spark.session import configure, is_connect
 from lakehouse.spark.types import jvm_writable, match_columns
 from lakehouse.spark.writer import GROUP_SEP, prepare, write_files
 
@@ -307,11 +307,13 @@ Written = tuple[str, tuple[Any, ...]]
 def _max_rows(df: DataFrame) -> float:
     """The most rows ``df`` may have by Spark's optimized plan (a bound the plan
     knows without running a job: local data, ``range``, ``limit``); infinite when it
-    does not know."""
+    does not know, and for a Spark Connect DataFrame (no plan on the client)."""
+    if is_connect(df.sparkSession):
+        return float("inf")
     try:
         bound = df._jdf.queryExecution().optimizedPlan().maxRows()
         return float(bound.get()) if bound.isDefined() else float("inf")
-    except Exception:  # another kind of DataFrame (Spark Connect): no plan to ask
+    except Exception:  # a private API moved: no bound
         return float("inf")
 
 

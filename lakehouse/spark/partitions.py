@@ -48,6 +48,7 @@ from pyspark.sql import functions as F
 from lakehouse.data import partitioning
 from lakehouse.model import TableDef
 from lakehouse.partition import PartitionSpec, Transform
+from lakehouse.spark.session import is_connect
 
 log = logging.getLogger("lakehouse.spark")
 
@@ -239,7 +240,10 @@ def identity_columns(d: TableDef, spec: PartitionSpec | None = None) -> set[str]
 def grouped(df: DataFrame, columns: set[str]) -> bool:
     """Whether ``df``'s rows of one partition are in one task already: one task, or
     hash/range partitioning by a subset of ``columns`` (identity partition columns).
-    Read from Spark's physical plan; anything unexpected answers False."""
+    Read from Spark's physical plan; anything unexpected answers False, and so
+    does a Spark Connect DataFrame (no JVM plan to read)."""
+    if is_connect(df.sparkSession):
+        return False
     try:
         # the physical plan before adaptive execution wraps it (whose partitioning
         # is unknown); a user's repartition is already an exchange in it

@@ -122,6 +122,16 @@ def test_qualified_columns_without_an_alias(spark, lake):
     )
 
 
+def test_alias_with_column_names(spark, lake):
+    got = sql(lake, spark, "SELECT q.k, q.v FROM s.a AS q(k, v, g) WHERE g = 2 AND k < 20")
+    want = [(r["id"], r["x"]) for r in lake.lh.read("s.a").to_pylist()]
+    a = {r["id"]: r["grp"] for r in lake.lh.read("s.a").to_pylist()}
+    assert rows(got) == sorted((i, x) for i, x in want if a[i] == 2 and i < 20)
+    got = sql(lake, spark, "SELECT count(*) FROM s.v w(i, xx, yy) WHERE yy > 100")
+    b = {r["id"]: r["y"] for r in lake.lh.read("s.b").to_pylist()}
+    assert rows(got) == [(sum(1 for i in a if b.get(i, 0) > 100),)]
+
+
 def test_join_of_two_lakehouse_tables(spark, lake):
     got = sql(
         lake,

@@ -193,22 +193,22 @@ def _rewrite(
         if ctx.is_table(name):
             where = pushed[1] if pushed is not None and pushed[0] is node else None
             ref = rw.placeholder(name, at, where)
-            alias = node.alias or node.name
-            if not node.alias:
+            if not node.alias:  # the table's name as alias: t.col and ns.t.col resolve
                 rw.unaliased.add((node.args["db"].name if node.args.get("db") else "", node.name))
+                node.set("alias", exp.TableAlias(this=exp.to_identifier(node.name)))
             node.set("catalog", None)
             node.set("db", None)
             node.set("version", None)
             node.set("this", exp.to_identifier(rw.ident(ref)))
-            node.set("alias", exp.TableAlias(this=exp.to_identifier(alias)))
             rw.changed = True
         elif ctx.is_view(name):
             body = _view_tree(ctx, name, at)
             body = _rewrite(rw, body, at, None, depth + 1)
-            alias = node.alias or node.name
+            alias = node.args.get("alias")
             if not node.alias:
                 rw.unaliased.add((node.args["db"].name if node.args.get("db") else "", node.name))
-            sub = exp.Subquery(this=body, alias=exp.TableAlias(this=exp.to_identifier(alias)))
+                alias = exp.TableAlias(this=exp.to_identifier(node.name))
+            sub = exp.Subquery(this=body, alias=alias)
             if node is tree:
                 return sub
             node.replace(sub)

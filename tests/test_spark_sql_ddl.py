@@ -62,6 +62,9 @@ def test_create_namespace_forms(spark, lh):
     assert dict(lh.describe_namespace("c").properties) == {"owner": "ops", "tier": "3"}
     with pytest.raises(lakehouse.AlreadyExists):
         run(lh, spark, "CREATE NAMESPACE a")
+    # neither a lakehouse namespace nor a Spark database: the lakehouse names it
+    with pytest.raises(NotFound, match="nosuchns"):
+        run(lh, spark, "CREATE TABLE nosuchns.t (a INT)")
 
 
 def test_create_table_every_type_as_spark_writes_them(spark, lh):
@@ -418,6 +421,13 @@ def test_show_create_table_round_trips(spark, lh):
     assert after.partition_by == before.partition_by
     assert after.primary_key == before.primary_key == ("id",)
     assert dict(after.properties) == dict(before.properties)
+    run(lh, spark, "CREATE VIEW ns.v TBLPROPERTIES ('o' = 'p') AS SELECT id FROM ns.t")
+    (row,) = run(lh, spark, "SHOW CREATE TABLE ns.v").collect()
+    view = lh.describe_view("ns.v")
+    run(lh, spark, "DROP VIEW ns.v")
+    run(lh, spark, row.createtab_stmt)
+    again = lh.describe_view("ns.v")
+    assert (again.sql, dict(again.properties)) == (view.sql, {"o": "p"})
 
 
 def test_describe_table(spark, lh):

@@ -205,6 +205,10 @@ def test_timestamp_as_of_in_the_session_time_zone(spark, lake):
     want = py(lake.lh.at_time(ms).read("s.a"))
     assert want == py(lake.lh.at_version(lake.v2).read("s.a"))
     assert rows(got) == want != py(lake.lh.read("s.a"))
+    # any constant expression (Spark evaluates it), and a version as a string
+    got = sql(lake, spark, f"SELECT * FROM s.a TIMESTAMP AS OF timestamp_millis({ms})")
+    assert rows(got) == want
+    assert rows(sql(lake, spark, f"SELECT * FROM s.a VERSION AS OF '{lake.v2}'")) == want
 
 
 def test_version_of_a_table_that_did_not_exist_then(spark, lake):

@@ -603,3 +603,16 @@ def test_catalog_results_are_fetched_without_a_spark_job(spark, lh):
             sc.setLocalProperty("spark.jobGroup.id", None)
         assert sc.statusTracker().getJobIdsForGroup("h2-catalog-no-job") == [], text
         assert text == "SHOW VIEWS" or rows
+
+
+def test_table_names_holding_dots(spark, lh):
+    run(lh, spark, "CREATE TABLE ns.`a.b` (x INT) TBLPROPERTIES ('k' = 'v')")
+    assert lh.list_tables("ns") == ["a.b"]
+    run(lh, spark, "ALTER TABLE ns.`a.b` ADD COLUMN y STRING")
+    run(lh, spark, "ALTER TABLE ns.`a.b` UNSET TBLPROPERTIES ('k')")
+    assert [r.col_name for r in run(lh, spark, "DESCRIBE ns.`a.b`").collect()] == ["x", "y"]
+    assert dict(lh.describe_table("ns.a.b").properties) == {}
+    with pytest.raises(NotFound):
+        run(lh, spark, "DESCRIBE ns.`c.d`")
+    run(lh, spark, "DROP TABLE ns.`a.b`")
+    assert lh.list_tables("ns") == []

@@ -254,7 +254,7 @@ def _object(ctx: Context, name: str) -> Any:
         return ctx.reads.describe_table(name)
     if ctx.is_view(name):
         return ctx.reads.describe_view(name)
-    parts = name.split(".")
+    parts = name.split(".", 1)  # a table name may hold dots: ns.`a.b`
     if len(parts) == 2 and ctx.reads.namespace_exists(parts[0]):
         return ctx.reads.describe_table(name)  # raises NotFound naming it
     return None

@@ -42,7 +42,7 @@ from lakehouse.spark.sql.clauses import (
     spark_type_of,
 )
 from lakehouse.spark.sql.context import Context
-from lakehouse.spark.sql.names import table_name, unsupported
+from lakehouse.spark.sql.names import CATALOG, table_name, unsupported
 from lakehouse.spark.sql.words import Words
 from lakehouse.spark.types import arrow_type
 
@@ -58,9 +58,16 @@ def _name_of(node: exp.Expression) -> str:
     return table_name(t)
 
 
-def _is_lakehouse(ctx: Context, name: str) -> bool:
-    """Whether ``name`` (``ns.x``) is for the lakehouse (see the module doc)."""
-    parts = name.split(".")
+def _parts_of(node: exp.Expression) -> list[str]:
+    """The parts of the name a CREATE/DROP/ALTER names (``lakehouse.`` stripped)."""
+    t = node.this if isinstance(node, exp.Schema) else node
+    parts = [str(p.name) for p in t.parts] if isinstance(t, exp.Table) else []
+    return parts[1:] if len(parts) == 3 and parts[0].lower() == CATALOG else parts
+
+
+def _is_lakehouse(ctx: Context, parts: list[str]) -> bool:
+    """Whether a name (its parts: ``["ns", "x"]``; ``x`` may hold dots) is for the
+    lakehouse (see the module doc)."""
     if len(parts) != 2:
         return False
     if ctx.reads.namespace_exists(parts[0]):
@@ -125,7 +132,7 @@ def _create_namespace(ctx: Context, tree: exp.Create) -> DataFrame:
 
 def _create_table(ctx: Context, tree: exp.Create) -> DataFrame:
     name = _name_of(tree.this)
-    if not _is_lakehouse(ctx, name):
+    if not _is_lakehouse(ctx, _parts_of(tree.this)):
         return _to_spark(ctx, tree)
     opts = clauses(tree, "table")
     if opts.temporary:
@@ -188,7 +195,7 @@ def _create_view(ctx: Context, tree: exp.Create) -> DataFrame:
     name = _name_of(tree.this)
     query = tree.args["expression"]
     temporary = has_clause(tree, exp.TemporaryProperty)
-    if temporary or not _is_lakehouse(ctx, name):
+    if temporary or not _is_lakehouse(ctx, _parts_of(tree.this)):
         if not _names_lakehouse_object(ctx, query):
             return _to_spark(ctx, tree)
         if isinstance(tree.this, exp.Schema) or tree.args.get("exists"):
@@ -263,7 +270,7 @@ def drop(ctx: Context, tree: exp.Drop) -> DataFrame:
         return ctx.empty()
     if kind not in ("TABLE", "VIEW"):
         raise unsupported(f"DROP {kind}")
-    if tree.args.get("temporary") or not _is_lakehouse(ctx, name):
+    if tree.args.get("temporary") or not _is_lakehouse(ctx, _parts_of(targets[0])):
         return _to_spark(ctx, tree)
     if tree.args.get("purge"):
         raise unsupported("DROP TABLE ... PURGE", "data files are deleted when versions expire")
@@ -280,7 +287,7 @@ def alter(ctx: Context, tree: exp.Alter) -> DataFrame:
     | SET TBLPROPERTIES`` and ``ALTER VIEW ns.v AS SELECT | SET TBLPROPERTIES``."""
     kind = str(tree.args.get("kind") or "").upper()
     name = _name_of(tree.this)
-    if not _is_lakehouse(ctx, name):
+    if not _is_lakehouse(ctx, _parts_of(tree.this)):
         return _to_spark(ctx, tree)
     actions = tree.args.get("actions") or []
     if kind == "VIEW":
@@ -459,12 +466,15 @@ def command(ctx: Context, tree: exp.Command) -> DataFrame:
         raise unsupported(f"ALTER NAMESPACE {name} {w.rest()}")
     if verb == "ALTER" and (w.accept("TABLE") or w.accept("VIEW")):
         kind = w.tokens[w.i - 1].text.upper()
-        name = w.name()
+        parts = w.name_parts()
+        if len(parts) == 3 and parts[0].lower() == CATALOG:
+            parts = parts[1:]
+        name = ".".join(parts)
         if w.accept("UNSET", "TBLPROPERTIES"):
             if_exists = w.accept("IF", "EXISTS")
             keys = w.keys()
             w.end()
-            if not _is_lakehouse(ctx, name):
+            if not _is_lakehouse(ctx, parts):
                 return _to_spark(ctx, tree)
             with ctx.writing() as t:
                 cur = t.describe_table(name) if kind == "TABLE" else t.describe_view(name)
@@ -479,6 +489,6 @@ def command(ctx: Context, tree: exp.Command) -> DataFrame:
                 else:
                     t.alter_view(name, remove_properties=drop)
             return ctx.empty()
-        if _is_lakehouse(ctx, name):
+        if _is_lakehouse(ctx, parts):
             raise unsupported(f"ALTER {kind} {name} {w.rest()}")
     return _to_spark(ctx, tree)

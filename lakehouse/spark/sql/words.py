@@ -68,11 +68,15 @@ class Words:
 
     def name(self) -> str:
         """A possibly qualified name (``ns.t``, ```ns`.`t```), quotes removed."""
+        return ".".join(self.name_parts())
+
+    def name_parts(self) -> list[str]:
+        """The parts of a possibly qualified name (a quoted part may hold dots)."""
         parts = [self._part()]
         while not self.at_end() and self.tokens[self.i].token_type == TokenType.DOT:
             self.i += 1
             parts.append(self._part())
-        return ".".join(parts)
+        return parts
 
     def _part(self) -> str:
         if self.at_end():

@@ -93,6 +93,24 @@ def test_commit_across_two_tables_is_one_version(spark, lh):
     assert {"s.a", "s.b"} <= changed
 
 
+def test_create_insert_and_merge_in_one_transaction(spark, lh):
+    v = lh.version
+    with lhs.SqlSession(lh, spark) as s:
+        s.sql("BEGIN")
+        s.sql("CREATE TABLE s.c (id BIGINT NOT NULL, n BIGINT)")
+        s.sql("INSERT INTO s.c SELECT id, count(*) FROM s.a GROUP BY id")
+        assert not lh.table_exists("s.c")  # the new table is the transaction's only
+        s.sql(
+            "MERGE INTO s.c t USING (SELECT 1 AS id, 5 AS n) u ON t.id = u.id "
+            "WHEN MATCHED THEN UPDATE SET n = u.n"
+        )
+        inside = s.sql("SELECT id, n FROM s.c").collect()
+        s.sql("COMMIT")
+    assert lh.version == v + 1
+    got = sorted((r["id"], r["n"]) for r in lh.read("s.c").to_pylist())
+    assert got == sorted(tuple(r) for r in inside) == [(1, 5), (2, 1), (3, 1)]
+
+
 def test_one_sql_call_with_begin_and_commit_commits_once(spark, lh):
     v = lh.version
     lhs.sql(

@@ -114,14 +114,19 @@ def _is_local(spark: Any) -> bool:
     return not is_connect(spark) and str(spark.sparkContext.master).startswith("local")
 
 
+#: what the lakehouse's Python tasks import (the probe imports them on an executor)
+TASK_MODULES = ("lakehouse.spark.partitions", "lakehouse.spark.reader", "lakehouse.spark.writer")
+
+
 def _probe_task(batches: Iterator[Any]) -> Iterator[Any]:
     """Runs in a Python task: import what the lakehouse's tasks import."""
+    import importlib
+
     import pyarrow as pa
 
-    import lakehouse.spark.partitions
-    import lakehouse.spark.reader
-    import lakehouse.spark.writer  # noqa: F401
-
+    # by name: these modules import this one (no import edge back to them)
+    for name in TASK_MODULES:
+        importlib.import_module(name)
     for _ in batches:
         pass
     yield pa.RecordBatch.from_pydict({"python": [f"{sys.version_info[0]}.{sys.version_info[1]}"]})

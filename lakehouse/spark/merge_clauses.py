@@ -117,11 +117,7 @@ def merge_clauses(
         plan = _Plan(spark, tbl, df, sa, ta)
         cond = plan.on_condition(on)
         actions, by_name = plan.actions(cond, clauses)
-        actions = actions.persist(StorageLevel.MEMORY_AND_DISK)
-        try:
-            result = _record(lh, t, tbl, actions, by_name)
-        finally:
-            actions.unpersist()
+        result = _record(lh, t, tbl, actions, by_name)
         if own:
             t.commit()
         return result
@@ -285,34 +281,60 @@ class _Plan:
 
     # -- the actions ---------------------------------------------------------------------
     def actions(self, cond: str, clauses: list[MergeClause]) -> tuple[DataFrame, dict[str, str]]:
-        """The persisted-to-be DataFrame of actions: the table's columns (new values),
-        ``_lh_file``/``_lh_row`` (the target row, null for inserts) and ``_lh_kind``."""
+        """The DataFrame of actions: the table's columns (new values), ``_lh_file`` /
+        ``_lh_row`` (the target row, null for inserts) and ``_lh_kind``. Every
+        expression is analysed on the driver in one round trip (one by one only to
+        name the one Spark refuses)."""
         tbl, ta, sa = self.tbl, self.ta, self.sa
         on = ops.spark_condition(self.spark, cond, "merge condition")
         target, by_name = tbl.frame(self.spark, positions=True)
-        joined = ops.analysed(
-            self.df.alias(sa),
-            lambda f: f.join(target.alias(ta), on, "left"),
+        # the target rows the source matches, first (a semi join), so the outer join
+        # moves only those
+        matches = ops.analysed(
+            target.alias(ta),
+            lambda f: f.join(self.df.alias(sa), on, "left_semi"),
             cond,
             "merge condition",
         )
-        is_matched = F.col(f"{ta}.{FILE_COL}").isNotNull()
-        conds: list[Column] = []
+        joined = ops.analysed(
+            self.df.alias(sa),
+            lambda f: f.join(matches.alias(ta), on, "left"),
+            cond,
+            "merge condition",
+        )
+        # (clause, column or None for the condition) -> (Column, its text, what it is)
+        exprs: dict[tuple[int, str | None], tuple[Column, str, str]] = {}
         values: list[dict[str, Column]] = []
         for i, c in enumerate(clauses):
-            what = f"condition of clauses[{i}]"
-            cc = F.lit(True)
             if c.condition is not None:
+                what = f"condition of clauses[{i}]"
                 self.check_names(c.condition, what, source_only=not c.matched)
-                cc = self.boolean(joined, c.condition, what)
-            conds.append((is_matched if c.matched else ~is_matched) & cc)
-            values.append(self.values(joined, i, c))
+                col_ = ops.spark_condition(self.spark, c.condition, what)
+                exprs[(i, None)] = (col_, c.condition, what)
+            literals, texts = self.values(i, c)
+            values.append(literals)
+            for n, text in texts.items():
+                what = f"value for column {n!r} in clauses[{i}]"
+                exprs[(i, n)] = (ops.spark_condition(self.spark, text, what), text, what)
+        types = self.analyse(joined, exprs)
+        for (i, target_col), (col_, text, what) in exprs.items():
+            dt = types[(i, target_col)]
+            if target_col is None:
+                if not isinstance(dt, (T.BooleanType, T.NullType)):
+                    raise ValueError(f"bad {what} {text!r}: it is {dt.simpleString()}, not boolean")
+                continue
+            values[i][target_col] = col_.cast(self.castable(target_col, dt, text, i))
+        is_matched = F.col(f"{ta}.{FILE_COL}").isNotNull()
+        conds = []
+        for i, c in enumerate(clauses):
+            holds = exprs[(i, None)][0] if (i, None) in exprs else F.lit(True)
+            conds.append((is_matched if c.matched else ~is_matched) & holds)
         pick = F.when(conds[0], F.lit(0))
         for i in range(1, len(clauses)):
             pick = pick.when(conds[i], F.lit(i))
         kinds = {"update": "U", "delete": "D", "insert": "I"}
         kind: Column = F.lit(None).cast("string")
-        cols: dict[str, Column] = {n: F.col(f"{ta}.{_quoted(n)}") for n in tbl.schema.names}
+        cols = {n: self.default(n, clauses, values) for n in tbl.schema.names}
         for i in reversed(range(len(clauses))):  # CASE _clause WHEN i ... ELSE t.c END
             chosen = F.col("_lh_clause") == F.lit(i)
             kind = F.when(chosen, F.lit(kinds[clauses[i].action])).otherwise(kind)
@@ -325,10 +347,12 @@ class _Plan:
             F.col(f"{ta}.{ROW_COL}").alias(ROW_COL),
             kind.alias(_KIND),
         )
-        out = ops.analysed(out, lambda f: f, cond, "merge")
-        plans = match_columns(
-            T.StructType([out.schema[n] for n in tbl.schema.names]), tbl.schema, tbl.name
-        )
+        # every column is of its table type already (values cast, defaults the
+        # target's or typed nulls): the write's not-null checks remain
+        plans = [
+            ColumnPlan(f.name, spark_type(f.type, f.name), "keep", not f.nullable)
+            for f in tbl.schema
+        ]
         plans += [
             ColumnPlan(FILE_COL, T.StringType(), "keep"),
             ColumnPlan(ROW_COL, T.LongType(), "keep"),
@@ -336,21 +360,27 @@ class _Plan:
         ]
         return prepare(out, plans, tbl.name), by_name
 
-    def boolean(self, joined: DataFrame, text: str, what: str) -> Column:
-        c = ops.spark_condition(self.spark, text, what)
-        got = ops.analysed(joined, lambda f: f.select(c.alias("_c")), text, what)
-        dt = got.schema["_c"].dataType
-        if not isinstance(dt, (T.BooleanType, T.NullType)):
-            raise ValueError(f"bad {what} {text!r}: it is {dt.simpleString()}, not boolean")
-        return c
+    def default(
+        self, name: str, clauses: list[MergeClause], values: list[dict[str, Column]]
+    ) -> Column:
+        """Column ``name`` of a row no clause value sets: the target's value when an
+        update may keep it (or the column is not nullable: a deleted row's values
+        pass the write's not-null check), else null (an insert's unset column). The
+        target's columns no clause needs are then never read (Spark prunes them)."""
+        field = self.tbl.schema.field(name)
+        kept = any(c.action == "update" and name not in v for c, v in zip(clauses, values))
+        if kept or not field.nullable:
+            return F.col(f"{self.ta}.{_quoted(name)}")
+        return F.lit(None).cast(spark_type(field.type, name))
 
-    def values(self, joined: DataFrame, i: int, c: MergeClause) -> dict[str, Column]:
-        """Clause ``i``'s value per table column it sets, as Columns of the column's
-        type (checked: known names, analysable, safely castable, not-null given)."""
+    def values(self, i: int, c: MergeClause) -> tuple[dict[str, Column], dict[str, str]]:
+        """Clause ``i``'s values per table column it sets: literals as Columns of the
+        column's type (checked here), and the other expressions' text (their names
+        checked). ``*`` gives the source's columns of the target's names."""
         tbl = self.tbl
         if c.action == "delete":
-            return {}
-        if c.values is None:  # *: the source's columns of the same names
+            return {}, {}
+        if c.values is None:
             given = {
                 n: f"{self.sa}.{_quoted(self.src_names[n.lower()])}"
                 for n in tbl.schema.names
@@ -375,52 +405,55 @@ class _Plan:
                         f"clauses[{i}]: the INSERT gives no value for column {f.name!r} of "
                         f"{tbl.name}, which may not be null"
                     )
-        out: dict[str, Column] = {}
-        exprs: dict[str, Column] = {}
+        literals: dict[str, Column] = {}
+        texts: dict[str, str] = {}
         for n, text in given.items():
-            field = tbl.schema.field(n)
             what = f"value for column {n!r} in clauses[{i}]"
             lit = literal(text)
             if lit is not NOT_LITERAL:
-                out[n] = typed_literal(tbl, field, lit, what)
+                literals[n] = typed_literal(tbl, tbl.schema.field(n), lit, what)
                 continue
             self.check_names(text, what, source_only=not c.matched)
-            exprs[n] = ops.spark_condition(self.spark, text, what)
-        if exprs:
-            got = self._analysed(joined, exprs, given, i)
-            for n, e in exprs.items():
-                field = tbl.schema.field(n)
-                dst = spark_type(field.type, n)
-                src = got.schema[n]
-                try:
-                    match_columns(T.StructType([src]), pa.schema([field]), tbl.name)
-                except ValueError:
-                    raise ValueError(
-                        f"bad value for column {n!r} of {tbl.name} in clauses[{i}]: "
-                        f"{given[n]!r} is {src.dataType.simpleString()}, which cannot be cast "
-                        f"safely to {dst.simpleString()} ({field.type}); cast it "
-                        f"(CAST(... AS {dst.simpleString()})) if its values fit"
-                    ) from None
-                out[n] = e.cast(dst)
-        return out
+            texts[n] = text
+        return literals, texts
 
-    def _analysed(
-        self, joined: DataFrame, exprs: dict[str, Column], given: dict[str, str], i: int
-    ) -> DataFrame:
-        """``exprs`` analysed together (one round trip); on an error, one by one to
-        name the value Spark could not analyse."""
+    def castable(self, n: str, dt: T.DataType, text: str, i: int) -> T.DataType:
+        """The type of column ``n``, which a value of Spark type ``dt`` must cast to
+        safely (ValueError otherwise)."""
+        field = self.tbl.schema.field(n)
+        dst = spark_type(field.type, n)
         try:
-            return ops.analysed(
+            match_columns(T.StructType([T.StructField(n, dt)]), pa.schema([field]), self.tbl.name)
+        except ValueError:
+            raise ValueError(
+                f"bad value for column {n!r} of {self.tbl.name} in clauses[{i}]: "
+                f"{text!r} is {dt.simpleString()}, which cannot be cast safely to "
+                f"{dst.simpleString()} ({field.type}); cast it "
+                f"(CAST(... AS {dst.simpleString()})) if its values fit"
+            ) from None
+        return dst
+
+    @staticmethod
+    def analyse(
+        joined: DataFrame, exprs: dict[tuple[int, str | None], tuple[Column, str, str]]
+    ) -> dict[tuple[int, str | None], T.DataType]:
+        """The Spark type of every expression, analysed together (one round trip); on
+        an error, one by one to name the expression Spark refuses."""
+        if not exprs:
+            return {}
+        keys = list(exprs)
+        try:
+            got = ops.analysed(
                 joined,
-                lambda f: f.select(*[e.alias(n) for n, e in exprs.items()]),
-                {n: given[n] for n in exprs},
-                f"values of clauses[{i}]",
+                lambda f: f.select(*[exprs[k][0].alias(f"_e{j}") for j, k in enumerate(keys)]),
+                "; ".join(e[1] for e in exprs.values()),
+                "merge clauses",
             )
         except ValueError as exc:
-            for n, e in exprs.items():
-                what = f"value for column {n!r} in clauses[{i}]"
-                ops.analysed(joined, lambda f, e=e: f.select(e), given[n], what)
+            for col_, text, what in exprs.values():
+                ops.analysed(joined, lambda f, c=col_: f.select(c), text, what)
             raise exc from None
+        return {k: got.schema[f"_e{j}"].dataType for j, k in enumerate(keys)}
 
 
 # -- recording ---------------------------------------------------------------------------
@@ -433,6 +466,20 @@ def _record(
         got = actions.limit(DRIVER_ROWS + 1).toArrow()
     if got.num_rows <= DRIVER_ROWS:
         return _record_on_driver(t, tbl, got, by_name)
+    del got
+    # many: the actions are computed once more, kept for the jobs that follow
+    actions = actions.persist(StorageLevel.MEMORY_AND_DISK)
+    try:
+        return _record_in_spark(lh, t, tbl, actions, by_name)
+    finally:
+        actions.unpersist()
+
+
+def _record_in_spark(
+    lh: Any, t: Any, tbl: ops.Table, actions: DataFrame, by_name: dict[str, str]
+) -> MergeResult:
+    """Record persisted actions with executors: check, deletions, updates, inserts."""
+    table = tbl.name
     _check_once_in_spark(tbl, actions)
     kind = F.col(_KIND)
     deleted = updated = inserted = 0

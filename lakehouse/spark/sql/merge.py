@@ -325,17 +325,21 @@ def _key_merge(
     (nothing written then), for the clause merge to take."""
     matched = [c.action for c in clauses if c.matched]
     inserts = [c for c in clauses if not c.matched]
-    by_lower = {c.lower(): c for c in src_frame.columns}
-    # the source's columns of the target's names (others are not merged: Delta's *)
-    cols = [
-        F.col("`" + by_lower[n.lower()].replace("`", "``") + "`").alias(n)
-        for n in target_columns
-        if n.lower() in by_lower
-    ]
+    names = src_frame.columns
+    if not set(names) <= set(target_columns):
+        # the source's columns of the target's names (others are not merged: Delta's *)
+        by_lower = {c.lower(): c for c in names}
+        src_frame = src_frame.select(
+            *[
+                F.col("`" + by_lower[n.lower()].replace("`", "``") + "`").alias(n)
+                for n in target_columns
+                if n.lower() in by_lower
+            ]
+        )
     try:
         res: MergeResult = merge_rows(
             ctx.lh,
-            src_frame.select(*cols),
+            src_frame,
             name,
             on=keys,
             txn=t,

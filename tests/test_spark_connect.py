@@ -426,6 +426,24 @@ def test_merge_refuses_duplicate_source_keys(spark, pair, monkeypatch):
     assert lh.version == before
 
 
+def test_calls_join_a_python_transaction(spark, pair):
+    lh, _ = pair
+    lhs.write(lh, frame(spark, rows(range(0, 50))), "ns.t")
+    before = lh.version
+    with lh.begin() as txn:
+        assert lhs.write(lh, frame(spark, rows(range(50, 60))), "ns.t", txn=txn) is None
+        txn.append("ns.t", rows([99]))
+        assert lhs.delete(lh, spark, "ns.t", "id < 5", txn=txn) == 5
+        assert lhs.update(lh, spark, "ns.t", "id = 99", {"qty": "42"}, txn=txn) == 1
+        seen = lhs.read(lh, spark, "ns.t", txn=txn)  # the transaction's own writes
+        assert collected(seen) == ordered(txn.read("ns.t"))
+        assert lh.version == before
+    assert lh.version == before + 1
+    got = lh.read("ns.t")
+    assert sorted(got.column("id").to_pylist()) == [*range(5, 60), 99]
+    assert got.filter(pc.equal(got.column("id"), 99)).column("qty").to_pylist() == [42]
+
+
 # -- views, errors -----------------------------------------------------------------------------
 def test_register_views_and_spark_sql(spark, pair):
     lh, _ = pair

@@ -48,7 +48,7 @@ import pyspark
 
 import lakehouse.spark as lhs
 from lakehouse.spark import deletions
-from lakehouse.spark.session import HADOOP_CONF
+from lakehouse.spark.session import HADOOP_CONF, default_parallelism
 
 pytestmark = pytest.mark.spark
 merge_mod = importlib.import_module("lakehouse.spark.merge")  # the package exports merge()
@@ -447,6 +447,8 @@ def test_calls_join_a_python_transaction(spark, pair):
 # -- views, errors -----------------------------------------------------------------------------
 def test_register_views_and_spark_sql(spark, pair):
     lh, _ = pair
+    # the Python reader's task count, without a sparkContext: the server's local[2]
+    assert default_parallelism(spark) == 2
     v1 = lhs.write(lh, frame(spark, rows(range(0, 100))), "ns.t")
     lhs.delete(lh, spark, "ns.t", "id < 10")
     assert lhs.register_views(lh, spark) == ["ns.t"]

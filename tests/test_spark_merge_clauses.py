@@ -54,12 +54,12 @@ def target_rows(ids: Any) -> list[Row]:
     return [{"id": i, "name": f"n{i}", "qty": i % 7, "grp": f"g{i % 3}"} for i in ids]
 
 
-def make(root: Path) -> Any:
+def make(root: Path, **create: Any) -> Any:
     """Rows 0..59 in a Parquet file, 60..69 inlined; 5 (file) and 65 (inline) deleted."""
     h = lakehouse.open(str(root), kv_options={"fsync": False})
     with h.begin() as txn:
         txn.create_namespace("s")
-        txn.create_table(T, SCHEMA, PROPS)
+        txn.create_table(T, SCHEMA, PROPS, **create)
     h.append(T, pa.Table.from_pylist(target_rows(range(0, 60)), schema=SCHEMA))
     h.append(T, pa.Table.from_pylist(target_rows(range(60, 70)), schema=SCHEMA))
     h.delete(T, "id IN (5, 65)")
@@ -401,5 +401,31 @@ def test_bad_merge_conditions_and_arguments(spark, tmp_path):
             lhs.merge(lh, src, T, "id", clauses=delete, when_matched="delete")
         with pytest.raises(ValueError, match="different aliases"):
             lhs.merge(lh, src, T, "id", clauses=delete, source_alias="t")
+    finally:
+        lh.close()
+
+
+@pytest.mark.parametrize(
+    "create",
+    [{"primary_key": ["id"]}, {"partition_by": ["grp"]}],
+    ids=["primary_key", "partitioned"],
+)
+def test_primary_key_and_partitioned_tables(spark, tmp_path, path, create):
+    lh = make(tmp_path / "lh", **create)
+    try:
+        clauses, py = CASES["everything"]
+        check(spark, lh, clauses, py)
+        if "primary_key" in create:  # an insert of a key the table holds: refused
+            v = lh.version
+            src = [{"id": 3, "name": "dup", "qty": 1, "grp": "g0", "note": None}]
+            with pytest.raises(ValueError):
+                lhs.merge(
+                    lh,
+                    source_df(spark, src),
+                    T,
+                    "t.id = s.id + 1000",
+                    clauses=[MergeClause(False, "insert")],
+                )
+            assert lh.version == v
     finally:
         lh.close()

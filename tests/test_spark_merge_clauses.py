@@ -87,8 +87,11 @@ def gt(a: Any, b: Any) -> bool:
     return a is not None and b is not None and a > b
 
 
-# a Python clause: (matched, action, condition(t, s) or None, values(t, s) or None = *)
-PyClause = tuple[bool, str, Callable[[Row, Row], bool] | None, Callable[[Row, Row], Row] | None]
+# a Python clause: (matched: True, False or "source" (NOT MATCHED BY SOURCE), action,
+# condition(t, s) or None, values(t, s) or None = *)
+PyClause = tuple[
+    bool | str, str, Callable[[Row, Row], bool] | None, Callable[[Row, Row], Row] | None
+]
 
 
 def reference(
@@ -102,7 +105,7 @@ def reference(
         for i in hits:
             t = target[i]
             for matched, action, cond, values in clauses:
-                if matched and (cond is None or cond(t, s)):
+                if matched is True and (cond is None or cond(t, s)):
                     if action == "delete":
                         new = None
                     else:
@@ -115,10 +118,19 @@ def reference(
                     break
         if not hits:
             for matched, _action, cond, values in clauses:
-                if not matched and (cond is None or cond({}, s)):
+                if matched is False and (cond is None or cond({}, s)):
                     given = values({}, s) if values else {c: s[c] for c in COLS if c in s}
                     inserted.append({c: given.get(c) for c in COLS})
                     break
+    matched_ids = {s["id"] for s in source}
+    for i, t in enumerate(target):
+        if t["id"] in matched_ids:
+            continue
+        for matched, action, cond, values in clauses:
+            if matched == "source" and (cond is None or cond(t, {})):
+                new = None if action == "delete" else {**t, **values(t, {})}  # type: ignore[misc]
+                changes[i] = (action, new)
+                break
     rows = []
     for i, t in enumerate(target):
         if i not in changes:
@@ -231,6 +243,29 @@ CASES: dict[str, tuple[list[MergeClause], list[PyClause]]] = {
             (False, "insert", None, None),
         ],
     ),
+    "not_matched_by_source": (
+        [
+            MergeClause(True, "update"),
+            MergeClause(False, "insert", "s.qty > 3"),
+            MergeClause(False, "delete", "t.qty > 4", by_source=True),
+            MergeClause(
+                False, "update", "grp = 'g1'", {"name": "concat(t.name, '-')"}, by_source=True
+            ),
+            MergeClause(False, "update", None, {"qty": "t.qty + 100"}, by_source=True),
+        ],
+        [
+            (True, "update", None, None),
+            (False, "insert", lambda t, s: gt(s["qty"], 3), None),
+            ("source", "delete", lambda t, s: gt(t["qty"], 4), None),
+            (
+                "source",
+                "update",
+                lambda t, s: t["grp"] == "g1",
+                lambda t, s: {"name": t["name"] + "-"},
+            ),
+            ("source", "update", None, lambda t, s: {"qty": t["qty"] + 100}),
+        ],
+    ),
 }
 
 
@@ -258,7 +293,12 @@ def check(spark, lh, clauses, py, src=SOURCE, drop=(), on: Any = "t.id = s.id") 
 
 
 #: the executors' path (more work per merge) runs the cases that use every action
-EXECUTOR_CASES = ("several_matched_first_wins", "insert_explicit_values", "everything")
+EXECUTOR_CASES = (
+    "several_matched_first_wins",
+    "insert_explicit_values",
+    "everything",
+    "not_matched_by_source",
+)
 
 
 @pytest.mark.parametrize(
@@ -372,6 +412,9 @@ def test_merge_joins_the_callers_transaction(spark, tmp_path):
         ([MergeClause(True, "insert")], "action"),
         ([MergeClause(True, "delete"), MergeClause(True, "update")], "only the last"),
         ([MergeClause(True, "update", "s.qty + 1")], "not boolean"),
+        ([MergeClause(False, "delete", "s.qty > 1", by_source=True)], "only the target's"),
+        ([MergeClause(False, "update", by_source=True)], "not \\*"),
+        ([MergeClause(False, "insert", by_source=True)], "action"),
         ([], "at least one"),
     ],
 )

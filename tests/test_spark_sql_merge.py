@@ -195,6 +195,22 @@ def test_using_a_temp_view_and_a_version_of_a_lakehouse_table(spark, lh, calls):
     assert calls["clauses"] == 2
 
 
+def test_when_not_matched_by_source(spark, lh, calls):
+    got = run(
+        spark,
+        lh,
+        """MERGE INTO s.t USING s.u ON t.id = u.id
+        WHEN MATCHED THEN UPDATE SET *
+        WHEN NOT MATCHED BY SOURCE AND t.qty >= 8 THEN DELETE
+        WHEN NOT MATCHED BY SOURCE AND qty < 2 THEN UPDATE SET name = concat(name, '!')""",
+    )
+    assert got == (6, 4, 2, 0)
+    want = {i: v for i, v in TARGET.items() if i not in (8, 9)}
+    want.update({0: ("n0!", 0), 1: ("n1!", 1), 2: SOURCE[2], 3: SOURCE[3]})
+    assert rows_of(lh) == want
+    assert calls == {"clauses": 1, "keys": 0}
+
+
 def test_merge_inside_a_transaction(spark, lh):
     v = lh.version
     text = (
@@ -251,8 +267,13 @@ def test_source_keys_the_key_merge_refuses_get_sql_semantics(spark, lh, calls):
     ("text", "message"),
     [
         (
-            "MERGE INTO s.t USING s.u ON t.id = u.id WHEN NOT MATCHED BY SOURCE THEN DELETE",
-            "unsupported in lakehouse SQL: .*NOT MATCHED BY SOURCE",
+            "MERGE INTO s.t USING s.u ON t.id = u.id WHEN NOT MATCHED BY SOURCE THEN UPDATE SET *",
+            "UPDATE SET \\* is not allowed",
+        ),
+        (
+            "MERGE INTO s.t USING s.u ON t.id = u.id "
+            "WHEN NOT MATCHED BY SOURCE AND u.qty > 1 THEN DELETE",
+            "sees only the target's columns",
         ),
         (
             "MERGE INTO s.nope USING s.u ON nope.id = u.id WHEN MATCHED THEN DELETE",

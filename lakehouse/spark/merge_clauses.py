@@ -62,7 +62,15 @@ log = logging.getLogger("lakehouse.spark")
 DRIVER_ROWS = 100_000
 
 _KIND = "_lh_kind"
-_ACTIONS = {True: ("update", "delete"), False: ("insert",)}
+#: the actions each kind of clause may take
+_ACTIONS = {
+    "WHEN MATCHED": ("update", "delete"),
+    "WHEN NOT MATCHED": ("insert",),
+    "WHEN NOT MATCHED BY SOURCE": ("update", "delete"),
+}
+#: a column marking the source's side of a joined row (null: a target row no
+#: source row matched, for WHEN NOT MATCHED BY SOURCE)
+_PRESENT = "_lh_source_row"
 _AMBIGUOUS = (
     "cannot merge into {table}: several source rows matched the same target row "
     "and a clause would change it (file {file}, row {row}); which source row wins "
@@ -78,7 +86,10 @@ class MergeClause:
     * ``matched=True``: ``WHEN MATCHED [AND condition] THEN UPDATE SET ... | DELETE``
       (``action`` ``"update"`` or ``"delete"``);
     * ``matched=False``: ``WHEN NOT MATCHED [BY TARGET] [AND condition] THEN INSERT``
-      (``action`` ``"insert"``).
+      (``action`` ``"insert"``);
+    * ``matched=False, by_source=True``: ``WHEN NOT MATCHED BY SOURCE [AND
+      condition] THEN UPDATE SET ... | DELETE``: a target row no source row
+      matches (the condition and values see only the target).
 
     ``condition``: Spark SQL over the target's and the source's columns (qualified
     by their aliases, ``t.qty > s.qty``; a not-matched clause sees only the
@@ -89,6 +100,21 @@ class MergeClause:
     action: str
     condition: str | None = None
     values: Mapping[str, str] | None = None
+    by_source: bool = False
+
+    @property
+    def kind(self) -> str:
+        """``WHEN MATCHED``, ``WHEN NOT MATCHED`` or ``WHEN NOT MATCHED BY SOURCE``."""
+        if self.by_source:
+            return "WHEN NOT MATCHED BY SOURCE"
+        return "WHEN MATCHED" if self.matched else "WHEN NOT MATCHED"
+
+    @property
+    def sees(self) -> str:
+        """Which side's columns the clause may name: ``both``, ``source``, ``target``."""
+        if self.by_source:
+            return "target"
+        return "both" if self.matched else "source"
 
 
 def merge_clauses(
@@ -134,9 +160,11 @@ def _checked_clauses(clauses: Sequence[MergeClause]) -> list[MergeClause]:
     for i, c in enumerate(out):
         if not isinstance(c, MergeClause):
             raise TypeError(f"clauses[{i}] must be a MergeClause, not {type(c).__name__}")
-        what = "WHEN MATCHED" if c.matched else "WHEN NOT MATCHED"
-        if c.action not in _ACTIONS[bool(c.matched)]:
-            allowed = " or ".join(repr(a) for a in _ACTIONS[bool(c.matched)])
+        if c.by_source and c.matched:
+            raise ValueError(f"clauses[{i}]: a by_source clause has matched=False")
+        what = c.kind
+        if c.action not in _ACTIONS[what]:
+            allowed = " or ".join(repr(a) for a in _ACTIONS[what])
             raise ValueError(
                 f"clauses[{i}]: a {what} clause's action is {allowed}, not {c.action!r}"
             )
@@ -146,6 +174,11 @@ def _checked_clauses(clauses: Sequence[MergeClause]) -> list[MergeClause]:
             raise ValueError(f"clauses[{i}]: condition must be a non-empty Spark SQL str or None")
         if c.action == "delete" and c.values is not None:
             raise ValueError(f"clauses[{i}]: a DELETE clause takes no values")
+        if c.by_source and c.action == "update" and c.values is None:
+            raise ValueError(
+                f"clauses[{i}]: a {what} clause has no source row: UPDATE SET needs the "
+                "values ({column: expression over the target}), not *"
+            )
         if c.values is not None:
             if not isinstance(c.values, Mapping) or not c.values:
                 raise ValueError(
@@ -155,11 +188,10 @@ def _checked_clauses(clauses: Sequence[MergeClause]) -> list[MergeClause]:
             for k, v in c.values.items():
                 if not isinstance(k, str) or not isinstance(v, str):
                     raise TypeError(f"clauses[{i}]: values must map column names to SQL str")
-    for matched in (True, False):
-        same = [i for i, c in enumerate(out) if bool(c.matched) == matched]
+    for what in _ACTIONS:
+        same = [i for i, c in enumerate(out) if c.kind == what]
         for i in same[:-1]:
             if out[i].condition is None:
-                what = "WHEN MATCHED" if matched else "WHEN NOT MATCHED"
                 raise ValueError(
                     f"clauses[{i}]: only the last {what} clause may omit its condition "
                     "(a later one could never apply)"
@@ -206,7 +238,7 @@ class _Plan:
             if on.lower() in self.tgt_names and on.lower() in self.src_names:
                 keys = [on]
             else:
-                self.check_names(on, "the merge condition", source_only=False)
+                self.check_names(on, "the merge condition", sees="both")
                 return on
         else:
             keys = list(on)
@@ -223,9 +255,10 @@ class _Plan:
             for k in keys
         )
 
-    def check_names(self, text: str, what: str, *, source_only: bool) -> None:
+    def check_names(self, text: str, what: str, *, sees: str) -> None:
         """The columns ``text`` names exist on the side its qualifier says (either,
-        unqualified); ``source_only``: none of the target's (a not-matched clause).
+        unqualified); ``sees``: ``"both"``, ``"source"`` (a not-matched clause: none
+        of the target's) or ``"target"`` (a not-matched-by-source clause).
         Checked on the driver with sqlglot, so the error names the column; text it
         cannot parse is left to Spark's analysis."""
         import sqlglot
@@ -247,7 +280,7 @@ class _Plan:
             side = parts[0].lower() if len(parts) >= 2 else ""
             if side == self.ta.lower():
                 name = parts[1]
-                if source_only:
+                if sees == "source":
                     raise ValueError(
                         f"bad {what} {text!r}: a WHEN NOT MATCHED clause sees only the "
                         f"source's columns, not the target's ({parts[0]}.{name})"
@@ -259,6 +292,11 @@ class _Plan:
                     )
             elif side == self.sa.lower():
                 name = parts[1]
+                if sees == "target":
+                    raise ValueError(
+                        f"bad {what} {text!r}: a WHEN NOT MATCHED BY SOURCE clause sees only "
+                        f"the target's columns, not the source's ({parts[0]}.{name})"
+                    )
                 if name.lower() not in self.src_names:
                     raise ValueError(
                         f"bad {what} {text!r}: the merge source ({self.sa}) has no column "
@@ -268,16 +306,53 @@ class _Plan:
                 name = parts[0].lower()
                 if name in bound:
                     continue
-                if source_only and name not in self.src_names and name in self.tgt_names:
+                if sees == "source" and name not in self.src_names and name in self.tgt_names:
                     raise ValueError(
                         f"bad {what} {text!r}: a WHEN NOT MATCHED clause sees only the "
                         f"source's columns; {parts[0]!r} is the target's"
+                    )
+                if sees == "target" and name not in self.tgt_names and name in self.src_names:
+                    raise ValueError(
+                        f"bad {what} {text!r}: a WHEN NOT MATCHED BY SOURCE clause sees only "
+                        f"the target's columns; {parts[0]!r} is the source's"
                     )
                 if name not in self.src_names and name not in self.tgt_names:
                     raise ValueError(
                         f"bad {what} {text!r}: no column {parts[0]!r} in the merge source "
                         f"({self.sa}) or in {self.tbl.name} ({self.ta})"
                     )
+
+    def one_sided(self, text: str, sees: str) -> str:
+        """``text`` of a clause that sees one side, its bare column names that both
+        sides have qualified by that side's alias (as Delta resolves such a clause
+        against its side alone; Spark would call them ambiguous)."""
+        if sees == "both":
+            return text
+        import sqlglot
+        from sqlglot import exp
+
+        mine, other = (
+            (self.src_names, self.tgt_names)
+            if sees == "source"
+            else (self.tgt_names, self.src_names)
+        )
+        alias = self.sa if sees == "source" else self.ta
+        try:
+            tree = sqlglot.parse_one(text, read="spark")
+        except sqlglot.errors.SqlglotError:
+            return text
+        if tree is None:
+            return text
+        bound = {i.name.lower() for lam in tree.find_all(exp.Lambda) for i in lam.expressions}
+        changed = False
+        for c in list(tree.find_all(exp.Column)):
+            if c.table or c.find_ancestor(exp.Select) is not None:
+                continue
+            name = c.name.lower()
+            if name in mine and name in other and name not in bound:
+                c.set("table", exp.to_identifier(alias))
+                changed = True
+        return tree.sql(dialect="spark") if changed else text
 
     # -- the actions ---------------------------------------------------------------------
     def actions(self, cond: str, clauses: list[MergeClause]) -> tuple[DataFrame, dict[str, str]]:
@@ -288,17 +363,24 @@ class _Plan:
         tbl, ta, sa = self.tbl, self.ta, self.sa
         on = ops.spark_condition(self.spark, cond, "merge condition")
         target, by_name = tbl.frame(self.spark, positions=True)
-        # the target rows the source matches, first (a semi join), so the outer join
-        # moves only those
-        matches = ops.analysed(
-            target.alias(ta),
-            lambda f: f.join(self.df.alias(sa), on, "left_semi"),
-            cond,
-            "merge condition",
-        )
+        src = self.df.select("*", F.lit(True).alias(_PRESENT))
+        if any(c.by_source for c in clauses):  # every target row: a full outer join
+            matches, how = target, "full"
+        else:
+            # the target rows the source matches, first (a semi join), so the outer
+            # join moves only those
+            matches, how = (
+                ops.analysed(
+                    target.alias(ta),
+                    lambda f: f.join(self.df.alias(sa), on, "left_semi"),
+                    cond,
+                    "merge condition",
+                ),
+                "left",
+            )
         joined = ops.analysed(
-            self.df.alias(sa),
-            lambda f: f.join(matches.alias(ta), on, "left"),
+            src.alias(sa),
+            lambda f: f.join(matches.alias(ta), on, how),
             cond,
             "merge condition",
         )
@@ -308,9 +390,9 @@ class _Plan:
         for i, c in enumerate(clauses):
             if c.condition is not None:
                 what = f"condition of clauses[{i}]"
-                self.check_names(c.condition, what, source_only=not c.matched)
-                col_ = ops.spark_condition(self.spark, c.condition, what)
-                exprs[(i, None)] = (col_, c.condition, what)
+                self.check_names(c.condition, what, sees=c.sees)
+                text = self.one_sided(c.condition, c.sees)
+                exprs[(i, None)] = (ops.spark_condition(self.spark, text, what), text, what)
             literals, texts = self.values(i, c)
             values.append(literals)
             for n, text in texts.items():
@@ -324,11 +406,17 @@ class _Plan:
                     raise ValueError(f"bad {what} {text!r}: it is {dt.simpleString()}, not boolean")
                 continue
             values[i][target_col] = col_.cast(self.castable(target_col, dt, text, i))
-        is_matched = F.col(f"{ta}.{FILE_COL}").isNotNull()
+        has_target = F.col(f"{ta}.{FILE_COL}").isNotNull()
+        has_source = F.col(f"{sa}.{_PRESENT}").isNotNull()
+        rows = {
+            "WHEN MATCHED": has_target & has_source,
+            "WHEN NOT MATCHED": ~has_target,
+            "WHEN NOT MATCHED BY SOURCE": ~has_source,
+        }
         conds = []
         for i, c in enumerate(clauses):
             holds = exprs[(i, None)][0] if (i, None) in exprs else F.lit(True)
-            conds.append((is_matched if c.matched else ~is_matched) & holds)
+            conds.append(rows[c.kind] & holds)
         pick = F.when(conds[0], F.lit(0))
         for i in range(1, len(clauses)):
             pick = pick.when(conds[i], F.lit(i))
@@ -413,8 +501,8 @@ class _Plan:
             if lit is not NOT_LITERAL:
                 literals[n] = typed_literal(tbl, tbl.schema.field(n), lit, what)
                 continue
-            self.check_names(text, what, source_only=not c.matched)
-            texts[n] = text
+            self.check_names(text, what, sees=c.sees)
+            texts[n] = self.one_sided(text, c.sees)
         return literals, texts
 
     def castable(self, n: str, dt: T.DataType, text: str, i: int) -> T.DataType:

@@ -29,9 +29,13 @@ two target rows), before anything is written, the clause merge runs instead
 and gives SQL's answer (null keys match nothing; a target row changed by two
 source rows is an error). Everything else goes through the clause merge.
 
-Not supported (ValueError before any job): ``WHEN NOT MATCHED BY SOURCE``, a
-target at a version, a target that is not a lakehouse table, subqueries in
-conditions and values, nested-field assignments.
+``WHEN NOT MATCHED BY SOURCE [AND c] THEN UPDATE SET c = expr, ... | DELETE``
+(Spark's and Delta's) acts on target rows no source row matches (a full outer
+join then).
+
+Not supported (ValueError before any job): a target at a version, a target
+that is not a lakehouse table, subqueries in conditions and values,
+nested-field assignments.
 
 Returns Delta's one-row result: ``num_affected_rows``, ``num_updated_rows``,
 ``num_deleted_rows``, ``num_inserted_rows`` (bigint).
@@ -194,26 +198,29 @@ def _clause(w: exp.Expression, tgt: _Side, src: _Side, name: str) -> MergeClause
     if not isinstance(w, exp.When):
         raise unsupported(f"MERGE INTO {name} ... {w.sql(dialect='spark')}")
     matched = bool(w.args.get("matched"))
+    by_source = bool(w.args.get("source"))
     head = "WHEN MATCHED" if matched else "WHEN NOT MATCHED"
-    if w.args.get("source"):
-        raise unsupported(
-            f"MERGE INTO {name} ... WHEN NOT MATCHED BY SOURCE",
-            "delete or update the target's unmatched rows with a separate DELETE/UPDATE",
-        )
+    if by_source:
+        head += " BY SOURCE"
     cond = w.args.get("condition")
     condition = None
     if cond is not None:
         condition = _requalified(cond, tgt, src, f"a {head} condition").sql(dialect="spark")
     then = w.args.get("then")
     if isinstance(then, exp.Var) and str(then.this).upper() == "DELETE":
-        if not matched:
+        if not matched and not by_source:
             raise ValueError(f"MERGE INTO {name}: {head} ... THEN DELETE is not allowed")
-        return MergeClause(True, "delete", condition)
+        return MergeClause(matched, "delete", condition, by_source=by_source)
     if isinstance(then, exp.Update):
-        if not matched:
+        if not matched and not by_source:
             raise ValueError(f"MERGE INTO {name}: {head} ... THEN UPDATE is not allowed")
         items = list(then.expressions)
         if len(items) == 1 and isinstance(items[0], exp.Star):
+            if by_source:
+                raise ValueError(
+                    f"MERGE INTO {name}: {head} ... THEN UPDATE SET * is not allowed "
+                    "(there is no source row); set the columns"
+                )
             return MergeClause(True, "update", condition, None)
         values: dict[str, str] = {}
         for item in items:
@@ -224,9 +231,9 @@ def _clause(w: exp.Expression, tgt: _Side, src: _Side, name: str) -> MergeClause
                 raise ValueError(f"MERGE INTO {name}: column {column!r} is set twice")
             value = _requalified(item.expression, tgt, src, f"UPDATE SET {column}")
             values[column] = value.sql(dialect="spark")
-        return MergeClause(True, "update", condition, values)
+        return MergeClause(matched, "update", condition, values, by_source=by_source)
     if isinstance(then, exp.Insert):
-        if matched:
+        if matched or by_source:
             raise ValueError(f"MERGE INTO {name}: {head} ... THEN INSERT is not allowed")
         if isinstance(then.this, exp.Star):
             return MergeClause(False, "insert", condition, None)
@@ -283,7 +290,7 @@ def _simple_keys(
     """The key columns when the merge is the simple form (module doc), else None."""
     matched = [c for c in clauses if c.matched]
     inserts = [c for c in clauses if not c.matched]
-    if len(matched) > 1 or len(inserts) > 1:
+    if len(matched) > 1 or len(inserts) > 1 or any(c.by_source for c in clauses):
         return None
     if any(c.condition is not None for c in clauses):
         return None

@@ -1,9 +1,12 @@
 """``merge`` with Delta's clauses: ``WHEN MATCHED [AND c] THEN UPDATE | DELETE``,
-``WHEN NOT MATCHED [AND c] THEN INSERT``, in order, the first that holds wins.
+``WHEN NOT MATCHED [AND c] THEN INSERT``, ``WHEN NOT MATCHED BY SOURCE [AND c]
+THEN UPDATE | DELETE``, in order, the first that holds wins.
 
 The source ``s`` and the target ``t`` (read with each row's file and position)
-are joined once, ``s LEFT JOIN t ON <on>``: a source row comes back once per
-target row it matches, or once with a null target when it matches none. Each
+are joined once, ``s LEFT JOIN (t LEFT SEMI JOIN s) ON <on>``: a source row
+comes back once per target row it matches, or once with a null target when it
+matches none (with a BY SOURCE clause: ``s FULL JOIN t``, and a target row no
+source row matches comes back once with a null source). Each
 joined row picks its clause (a ``CASE`` over the clauses of its kind, in
 order; a condition that is null does not hold) and gets, per table column, the
 value that clause gives it (``SET *`` / ``INSERT *``: the source's column of

@@ -261,6 +261,17 @@ def test_source_keys_the_key_merge_refuses_get_sql_semantics(spark, lh, calls):
         )
     assert lh.version == v
     assert lh.read("s.t").equals(after)
+    # a null key matches nothing (the key merge refuses it; SQL does not)
+    nulls = "(SELECT * FROM s.u UNION ALL SELECT CAST(NULL AS BIGINT), 'n', 1)"
+    got = run(
+        spark,
+        lh,
+        f"MERGE INTO s.t USING {nulls} AS s ON t.id = s.id WHEN MATCHED THEN DELETE",
+    )
+    assert got == (3, 0, 3, 0)
+    assert calls == {"clauses": 3, "keys": 3}
+    ids = sorted(r["id"] for r in lh.read("s.t").to_pylist())
+    assert ids == sorted([i for i in TARGET if i not in SOURCE] + [50, 50])
 
 
 @pytest.mark.parametrize(

@@ -59,9 +59,15 @@ from lakehouse.spark.sql.query import frame_of
 #: the source's alias when a subquery has none
 _SOURCE = "source"
 
-#: what the key merge says, before writing anything, about a source the clause
-#: merge takes with SQL's rules (null keys, repeated keys, a key on two rows)
-_KEY_REFUSALS = ("has null keys", "has duplicate keys", "matches two rows of")
+#: what the key merge says, before recording anything, about a source the clause
+#: merge takes with SQL's rules (null keys, repeated keys, a key on two rows; a
+#: null in a not-nullable key column, which its first job finds)
+_KEY_REFUSALS = (
+    "has null keys",
+    "has duplicate keys",
+    "matches two rows of",
+    "is not nullable but the data holds a null",
+)
 
 
 class _Side:

@@ -317,3 +317,12 @@ def test_query_inside_a_python_transaction_sees_its_writes(spark, tmp_path):
         assert lh.version == v and lh.read("s.a").num_rows == 5
     finally:
         lh.close()
+
+
+def test_names_resolve_ignoring_case_as_spark_does(spark, lake):
+    want = py(lake.lh.read("s.a"))
+    assert rows(sql(lake, spark, "SELECT * FROM S.A")) == want
+    assert rows(sql(lake, spark, "SELECT * FROM `S`.`a` x WHERE x.ID >= 0")) == want
+    assert rows(sql(lake, spark, "SELECT * FROM s.V")) == rows(sql(lake, spark, "SELECT * FROM s.v"))
+    with pytest.raises(ValueError, match=r"S\.nope"):
+        lhs.sql(lake.lh, spark, "SELECT * FROM S.nope")

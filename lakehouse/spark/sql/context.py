@@ -81,6 +81,40 @@ class Context:
         except (ValueError, TypeError):  # not a valid lakehouse name: not one of ours
             return False
 
+    def canonical(self, tree: exp.Expression) -> None:
+        """Spell every lakehouse reference of ``tree`` as the lakehouse does, in
+        place: Spark resolves identifiers case-insensitively, so ``Sales.Orders``
+        names the table ``sales.orders`` when no object is named exactly
+        ``Sales.Orders`` and exactly one table or view matches ignoring case. Other
+        names are left as written (a new table keeps the case it is created with)."""
+        for node in tree.find_all(exp.Table):
+            parts = node.parts
+            if len(parts) not in (2, 3) or not all(isinstance(p, exp.Identifier) for p in parts):
+                continue
+            name = ".".join(p.name for p in parts[-2:])
+            if len(parts) == 3 and parts[0].name.lower() != "lakehouse":
+                continue
+            if self.is_table(name) or self.is_view(name):
+                continue
+            found = self._ignoring_case(parts[-2].name, parts[-1].name)
+            if found is not None:
+                parts[-2].set("this", found[0])
+                parts[-1].set("this", found[1])
+
+    def _ignoring_case(self, ns: str, name: str) -> tuple[str, str] | None:
+        """The one (namespace, object) that matches ``ns.name`` ignoring case, if any."""
+        try:
+            spaces = [n for n in self.reads.list_namespaces() if n.lower() == ns.lower()]
+            hits = [
+                (n, o)
+                for n in spaces
+                for o in (*self.reads.list_tables(n), *self.reads.list_views(n))
+                if o.lower() == name.lower()
+            ]
+        except (ValueError, TypeError, LookupError):
+            return None
+        return hits[0] if len(hits) == 1 else None
+
     def result(self, **columns: Any) -> DataFrame:
         """A one-row DataFrame of ``columns`` (in the order given), each typed from
         its Python value: int -> bigint, float -> double, bool -> boolean, str and

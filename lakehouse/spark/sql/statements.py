@@ -129,6 +129,7 @@ def _first_error(exc: sqlglot.errors.ParseError) -> str:
 
 def run(ctx: Context, tree: exp.Expression) -> DataFrame:
     """Run one parsed statement; its result as a DataFrame."""
+    ctx.canonical(tree)
     out: DataFrame = _dispatch(ctx, tree)
     return out
 

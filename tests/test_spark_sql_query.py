@@ -323,6 +323,7 @@ def test_names_resolve_ignoring_case_as_spark_does(spark, lake):
     want = py(lake.lh.read("s.a"))
     assert rows(sql(lake, spark, "SELECT * FROM S.A")) == want
     assert rows(sql(lake, spark, "SELECT * FROM `S`.`a` x WHERE x.ID >= 0")) == want
-    assert rows(sql(lake, spark, "SELECT * FROM s.V")) == rows(sql(lake, spark, "SELECT * FROM s.v"))
+    view = rows(sql(lake, spark, "SELECT * FROM s.v"))
+    assert rows(sql(lake, spark, "SELECT * FROM s.V")) == view
     with pytest.raises(ValueError, match=r"S\.nope"):
         lhs.sql(lake.lh, spark, "SELECT * FROM S.nope")

@@ -55,7 +55,8 @@ module                 what it does
 ``session``            a local SparkSession with the settings the lakehouse needs
 ``bench``              write/read benchmark against plain ``df.write.parquet``;
                        ``--rowops`` (``bench_rowops``): delete, update, merge and
-                       reads after deletes against plain Spark
+                       reads after deletes against plain Spark; ``--sql``
+                       (``bench_sql``): SQL statements against the Python calls
 =====================  ===============================================================
 
 See docs/spark.md.

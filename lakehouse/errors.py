@@ -67,6 +67,11 @@ class DuplicateKey(LakehouseError, ValueError):
     message names the key); nothing of the write was applied."""
 
 
+class MergeKeyError(LakehouseError, ValueError):
+    """A merge by key columns refused its keys before writing anything: a source key
+    is null or appears twice, or matches two target rows (the message says which)."""
+
+
 class CommitConflict(LakehouseError):
     """A concurrent commit conflicts with this transaction; nothing of it was committed.
 

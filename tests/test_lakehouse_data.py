@@ -134,6 +134,21 @@ def test_merge_upsert(lh):
     assert ids(lh.read("s.orders")) == [1, 2, 3, 4, 7]
 
 
+def test_merge_refuses_its_keys_with_a_typed_error_and_writes_nothing(lh):
+    with lh.begin() as txn:
+        txn.append("s.orders", pa.concat_tables([rows(3), rows(1)]))
+    v = lh.version
+    cases = [
+        (pa.table({"id": [5, 5], "status": ["a", "b"]}), "duplicate keys"),
+        (pa.table({"id": [0], "status": ["a"]}), "matches two rows"),  # id 0 is there twice
+    ]
+    for src, why in cases:
+        with pytest.raises(lakehouse.MergeKeyError, match=why) as exc, lh.begin() as txn:
+            txn.merge("s.orders", src, on="id")
+        assert isinstance(exc.value, ValueError)
+        assert lh.version == v
+
+
 def test_compact_keeps_rows_and_removes_deleted(lh):
     for i in range(4):
         with lh.begin() as txn:

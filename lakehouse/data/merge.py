@@ -29,6 +29,7 @@ from lakehouse.data.buffer import TableData
 from lakehouse.data.conform import conform, to_table
 from lakehouse.data.predicate import Predicate
 from lakehouse.data.table import Origins, TableWrite, concat_origins, file_key_id
+from lakehouse.errors import MergeKeyError
 from lakehouse.model import DataOp, MergeResult, TableDef
 
 
@@ -74,10 +75,12 @@ def merge(
     )
     src = conform(raw, lenient, "the merge source")
     if any(src.column(k).null_count for k in on):
-        raise ValueError(f"the merge source has null keys in {on}")
+        raise MergeKeyError(f"the merge source has null keys in {on}")
     src_keys = src.select(on)
     if src_keys.group_by(on).aggregate([]).num_rows != src.num_rows:
-        raise ValueError(f"the merge source has duplicate keys on {on}; each key may appear once")
+        raise MergeKeyError(
+            f"the merge source has duplicate keys on {on}; each key may appear once"
+        )
     key_pred = key_predicate(src_keys, on)
     buf.note_read(d, key_pred)
     fill = kept if when_matched == "update" else []
@@ -111,7 +114,7 @@ def merge(
         if when_matched != "ignore":
             hits.append((fid, BitMap(j.column("_pos").to_numpy())))
     if len(matched_src) != len(set(matched_src)):
-        raise ValueError(
+        raise MergeKeyError(
             f"a source key matches two rows of {d.qualified_name} on {on}; merge needs unique "
             "target keys"
         )

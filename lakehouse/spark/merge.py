@@ -32,6 +32,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
+from lakehouse.errors import MergeKeyError
 from lakehouse.model import MergeResult
 from lakehouse.spark import ops
 from lakehouse.spark.jobs import spark_job
@@ -210,7 +211,7 @@ def _checked(raw: pa.Table, keys: list[str]) -> bool:
     """The source's keys are non-null and unique (ValueError otherwise); False when
     Arrow cannot group their type (the Spark path then checks them)."""
     if any(raw.column(k).null_count for k in keys):
-        raise ValueError(f"the merge source has null keys in {keys}")
+        raise MergeKeyError(f"the merge source has null keys in {keys}")
     try:
         counts = raw.select(keys).group_by(keys).aggregate([([], "count_all")])
     except (pa.ArrowNotImplementedError, pa.ArrowTypeError):
@@ -218,7 +219,7 @@ def _checked(raw: pa.Table, keys: list[str]) -> bool:
     dup = counts.filter(pc.greater(counts.column("count_all"), 1))
     if dup.num_rows:
         row = dup.slice(0, 1).to_pylist()[0]
-        raise ValueError(
+        raise MergeKeyError(
             f"the merge source has duplicate keys on {keys} (e.g. {[row[k] for k in keys]}); "
             "each key may appear once"
         )
@@ -246,7 +247,7 @@ def _merge_on_driver(
     got, by_name = _matched_on_driver(spark, tbl, raw, keys, fill)
     src_row = got.column(_SRC).to_numpy()
     if len(np.unique(src_row)) != len(src_row):
-        raise ValueError(
+        raise MergeKeyError(
             f"a source key matches two rows of {table} on {keys}; merge needs unique target keys"
         )
     is_matched = np.zeros(rows.num_rows, dtype=bool)
@@ -351,8 +352,8 @@ def _matched_by_scan(
     if bad:
         row = bad[0].asDict()
         if any(row[k] is None for k in keys):
-            raise ValueError(f"the merge source has null keys in {keys}")
-        raise ValueError(
+            raise MergeKeyError(f"the merge source has null keys in {keys}")
+        raise MergeKeyError(
             f"the merge source has duplicate keys on {keys} (e.g. {[row[k] for k in keys]}); "
             "each key may appear once"
         )
@@ -372,7 +373,7 @@ def _matched_by_scan(
         with spark_job(f"checking the merge's matches in {table}"):
             twice = bool(counted.where(F.col("_n") > 1).limit(1).collect())
     if twice:
-        raise ValueError(
+        raise MergeKeyError(
             f"a source key matches two rows of {table} on {keys}; merge needs unique target keys"
         )
     paths = [by_name[n] for n in got.column(FILE_COL).to_pylist()]

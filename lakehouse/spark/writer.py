@@ -84,6 +84,11 @@ def col(name: str) -> Column:
     return F.col("`" + name.replace("`", "``") + "`")
 
 
+def not_null_message(column: str, table: str) -> str:
+    """What a write job fails with when a not-nullable column of the data holds a null."""
+    return f"column {column!r} of {table} is not nullable but the data holds a null"
+
+
 def prepare(
     df: DataFrame, plans: list[ColumnPlan], table: str, where: Column | None = None
 ) -> DataFrame:
@@ -99,9 +104,7 @@ def prepare(
         else:
             c = col(p.name)
         if p.check_not_null:
-            msg = bad_data(
-                f"column {p.name!r} of {table} is not nullable but the data holds a null"
-            )
+            msg = bad_data(not_null_message(p.name, table))
             c = F.when(c.isNull(), F.raise_error(F.lit(msg))).otherwise(c)
         cols.append(c.alias(p.name))
     out = df.select(*cols)

@@ -49,25 +49,17 @@ from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from sqlglot import exp
 
+from lakehouse.errors import MergeKeyError
 from lakehouse.model import MergeResult
 from lakehouse.spark.merge import merge as merge_rows
 from lakehouse.spark.merge_clauses import MergeClause
 from lakehouse.spark.sql.context import Context
 from lakehouse.spark.sql.names import CATALOG, table_name, unsupported
 from lakehouse.spark.sql.query import frame_of
+from lakehouse.spark.writer import not_null_message
 
 #: the source's alias when a subquery has none
 _SOURCE = "source"
-
-#: what the key merge says, before recording anything, about a source the clause
-#: merge takes with SQL's rules (null keys, repeated keys, a key on two rows; a
-#: null in a not-nullable key column, which its first job finds)
-_KEY_REFUSALS = (
-    "has null keys",
-    "has duplicate keys",
-    "matches two rows of",
-    "is not nullable but the data holds a null",
-)
 
 
 class _Side:
@@ -359,8 +351,10 @@ def _key_merge(
             when_matched=matched[0] if matched else "ignore",
             when_not_matched="insert" if inserts else "ignore",
         )
-    except ValueError as exc:
-        if any(r in str(exc) for r in _KEY_REFUSALS):
+    except MergeKeyError:  # refused before anything was written: SQL's semantics differ
+        return None
+    except ValueError as exc:  # a null key in a not-nullable key column: matches nothing
+        if any(not_null_message(k, name) in str(exc) for k in keys):
             return None
         raise
     return res

@@ -31,6 +31,8 @@ module                 what it does
                        the key index (no target scan)
 ``merge_clauses``      merge by Delta's WHEN clauses (conditions, update / delete /
                        insert, first match wins): one join, then driver or executors
+``merge_plan``         the WHEN clauses (``MergeClause``) checked, their names
+                       resolved, the merge's actions DataFrame built (driver only)
 ``positions``          rows found by executors come back as one bitmap per
                        (file, 32,768 rows), decoded into roaring bitmaps
 ``types``              Arrow <-> Spark types, safe widening, DataFrame-vs-table matching

@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from lakehouse.data.literals import first_line as first_line  # the one way to shorten an error
 from lakehouse.errors import LakehouseError
 
 _MARK_OPEN = "LAKEHOUSE_BAD_DATA<<"
@@ -73,17 +74,15 @@ def spark_job(what: str) -> Iterator[None]:
         if m is not None:
             raise ValueError(m.group(1)) from None
         if _is_spark_error(exc):
-            first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
             raise SparkJobError(
-                f"the Spark job {what} failed; nothing was committed: {first[:500]}"
+                f"the Spark job {what} failed; nothing was committed: {first_line(exc)[:500]}"
             ) from exc
         raise
 
 
 def bad_condition(exc: Exception, condition: Any, what: str) -> ValueError:
     """A ValueError for a condition Spark could not parse or resolve."""
-    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    return ValueError(f"bad {what} {condition!r}: {first[:400]}")
+    return ValueError(f"bad {what} {condition!r}: {first_line(exc)[:400]}")
 
 
 def is_analysis_error(exc: BaseException) -> bool:

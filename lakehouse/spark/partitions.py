@@ -49,6 +49,7 @@ from lakehouse.data import partitioning
 from lakehouse.model import TableDef
 from lakehouse.partition import PartitionSpec, Transform
 from lakehouse.spark.session import is_connect
+from lakehouse.spark.writer import quote_ident
 
 log = logging.getLogger("lakehouse.spark")
 
@@ -56,10 +57,6 @@ log = logging.getLogger("lakehouse.spark")
 PART_COL = "_lh_part"
 
 _DAY_US, _HOUR_US = 86_400_000_000, 3_600_000_000
-
-
-def _q(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 def _is_int_like(t: pa.DataType) -> bool:
@@ -77,7 +74,7 @@ def _is_int_like(t: pa.DataType) -> bool:
 def _native(name: str, t: pa.DataType, tr: Transform) -> str | None:
     """Spark SQL text of the field's encoded value for a non-null source (None: not
     expressible natively; the Arrow UDF computes it)."""
-    c = _q(name)
+    c = quote_ident(name)
 
     def ints(e: str) -> str:
         return f"concat('i', cast(({e}) as string))"
@@ -193,7 +190,7 @@ def key_column(d: TableDef) -> Column | None:
         if native is not None:
             parts.append(F.coalesce(F.expr(native), F.lit("n")))
         else:
-            parts.append(_udf(pf.transform, t)(F.col(_q(name))))
+            parts.append(_udf(pf.transform, t)(F.col(quote_ident(name))))
     return parts[0] if len(parts) == 1 else F.concat_ws("_", *parts)
 
 
@@ -308,7 +305,9 @@ def with_key(df: DataFrame, d: TableDef, sort_first: Sequence[str] = ()) -> Data
         if distribution(d) == "hash" and not grouped(df, identity_columns(d)):
             df = distribute(df)
         order.append(PART_COL)
-    order += [_q(k) for k in d.sort_keys]
+    order += [quote_ident(k) for k in d.sort_keys]
     if order:
-        df = df.sortWithinPartitions(*[F.col(c if c.startswith("`") else _q(c)) for c in order])
+        df = df.sortWithinPartitions(
+            *[F.col(c if c.startswith("`") else quote_ident(c)) for c in order]
+        )
     return df

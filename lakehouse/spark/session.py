@@ -42,6 +42,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from lakehouse.errors import LakehouseError
+from lakehouse.spark.jobs import first_line
 
 log = logging.getLogger("lakehouse.spark")
 
@@ -142,8 +143,7 @@ def _probe(spark: Any) -> str | None:
         found = [f for f in found if "Python worker" not in f and "Traceback" not in f]
         if "PYTHON_VERSION_MISMATCH" in text:
             found = [m.group(0) for m in re.finditer(r"\[PYTHON_VERSION_MISMATCH\][^\n]*", text)]
-        first = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
-        return (found[-1] if found else first)[:400]
+        return (found[-1] if found else first_line(exc))[:400]
     return None
 
 

@@ -25,6 +25,7 @@ from pyspark.sql import SparkSession
 from lakehouse.spark.location import location_of
 from lakehouse.spark.reader import scan_frame
 from lakehouse.spark.session import configure
+from lakehouse.spark.writer import quote_ident
 
 log = logging.getLogger("lakehouse.spark")
 
@@ -32,10 +33,6 @@ log = logging.getLogger("lakehouse.spark")
 def view_name(table: str, version: int | None = None) -> str:
     """The temporary view name of ``"ns.table"`` (at ``version``), unquoted."""
     return table if version is None else f"{table}@v{version}"
-
-
-def quoted(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
 
 
 def register_views(
@@ -71,7 +68,7 @@ def register_views(
             for t in view.list_tables(ns):
                 q = f"{ns}.{t}"
                 frame = scan_frame(spark, view.scan_plan(q), view.describe_table(q).schema, loc)
-                frame.createOrReplaceTempView(quoted(view_name(q, at)))
+                frame.createOrReplaceTempView(quote_ident(view_name(q, at)))
                 names.append(view_name(q, at))
         if sql_views:
             for ns in wanted:
@@ -97,7 +94,7 @@ def _register_sql(spark: SparkSession, name: str, sql: str, version: int | None)
             return node
 
         body = tree.transform(rename).sql(dialect="spark")
-        spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW {quoted(name)} AS {body}")
+        spark.sql(f"CREATE OR REPLACE TEMPORARY VIEW {quote_ident(name)} AS {body}")
         return True
     except Exception as exc:  # the view's SQL is not something this Spark can run
         log.warning("lakehouse view %s not registered in Spark: %s", name, str(exc)[:200])

@@ -79,9 +79,15 @@ _RESULT_SCHEMA = pa.schema(
 )
 
 
+def quote_ident(name: str) -> str:
+    """``name`` as one backquoted Spark SQL identifier (backquotes in it doubled), so
+    dots and backquotes in it are not syntax: ``a.b`` -> ```a.b```."""
+    return "`" + name.replace("`", "``") + "`"
+
+
 def col(name: str) -> Column:
     """A column by exact name (dots and backquotes are not syntax)."""
-    return F.col("`" + name.replace("`", "``") + "`")
+    return F.col(quote_ident(name))
 
 
 def not_null_message(column: str, table: str) -> str:

@@ -21,6 +21,8 @@ module             what it does
 ``ddl``            ``CREATE`` / ``DROP`` / ``ALTER``
 ``clauses``        column types, ``PARTITIONED BY``, ``TBLPROPERTIES``, refused clauses
 ``catalog``        ``SHOW`` / ``DESCRIBE``
+``history``        ``DESCRIBE HISTORY``: versions as Delta's operations
+``values``         result frames of literals (no job), SQL literals
 ``procedures``     ``CALL system.rollback / compact / expire_versions``
 ``words``          a token cursor for statements sqlglot leaves as commands
 =================  ==========================================================

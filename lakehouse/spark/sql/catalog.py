@@ -1,6 +1,8 @@
 """``SHOW``, ``DESCRIBE`` and ``CALL system.*``: the lakehouse's catalog and
 maintenance calls as Spark SQL statements, answered with Spark's column names
-(``CALL`` is :mod:`~lakehouse.spark.sql.procedures`', re-exported here).
+(``CALL`` is :mod:`~lakehouse.spark.sql.procedures`', re-exported here;
+``DESCRIBE HISTORY`` is :mod:`~lakehouse.spark.sql.history`'s; the result
+frames and literals are :mod:`~lakehouse.spark.sql.values`').
 
 Runs on the driver; no Spark job runs (results are small DataFrames built from
 the lakehouse's metadata with explicit schemas, so they work under Spark
@@ -36,8 +38,6 @@ lakehouse's (a Spark database, temp view, function...) goes to ``spark.sql``.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import sqlglot
@@ -46,89 +46,20 @@ from pyspark.sql import types as T
 from sqlglot import exp
 
 from lakehouse.spark.sql.context import Context
-from lakehouse.spark.sql.names import CATALOG, table_name, unsupported
+from lakehouse.spark.sql.history import history
+from lakehouse.spark.sql.names import (
+    CATALOG,
+    command_text,
+    table_name,
+    unsupported,
+    without_catalog,
+)
 from lakehouse.spark.sql.procedures import call as call
+from lakehouse.spark.sql.values import ddl_name, sql_string, text_frame
 from lakehouse.spark.sql.words import Words
 from lakehouse.spark.types import spark_type
 
-_S = T.StringType()
-_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _NAMESPACE_WORDS = ("NAMESPACES", "SCHEMAS", "DATABASES")
-
-#: DataOp -> the operation name Delta's DESCRIBE HISTORY uses for it
-_OPERATION = {
-    "create": "CREATE TABLE",
-    "drop": "DROP TABLE",
-    "alter": "ALTER TABLE",
-    "append": "WRITE",
-    "overwrite": "WRITE",
-    "delete": "DELETE",
-    "update": "UPDATE",
-    "merge": "MERGE",
-    "compact": "OPTIMIZE",
-    "restore": "RESTORE",
-}
-
-HISTORY_SCHEMA = T.StructType(
-    [
-        T.StructField("version", T.LongType(), False),
-        T.StructField("timestamp", T.TimestampType(), False),
-        T.StructField("operation", _S, False),
-        T.StructField("operationParameters", T.MapType(_S, _S), True),
-        T.StructField("isolationLevel", _S, True),
-    ]
-)
-
-
-def _frame(
-    ctx: Context, columns: Sequence[str | T.StructField], rows: list[tuple[Any, ...]]
-) -> DataFrame:
-    fields = [c if isinstance(c, T.StructField) else T.StructField(c, _S, True) for c in columns]
-    return local_frame(ctx, T.StructType(fields), rows)
-
-
-def local_frame(ctx: Context, schema: T.StructType, rows: list[tuple[Any, ...]]) -> DataFrame:
-    """``rows`` as a DataFrame of ``schema`` that Spark holds as a local relation: a
-    SQL ``VALUES`` of literals, which Spark's driver answers without a job (a
-    DataFrame created from Python objects costs a job each time it is fetched).
-    Values: None, str, bool, int, an aware datetime (timestamp) and dict[str, str]."""
-    names = ", ".join(_quote_any(f.name) for f in schema)
-    if not rows:
-        cols = ", ".join(
-            f"CAST(NULL AS {f.dataType.simpleString()}) AS {_quote_any(f.name)}" for f in schema
-        )
-        return ctx.spark.sql(f"SELECT {cols} WHERE FALSE")
-    values = ", ".join(
-        "(" + ", ".join(_sql_value(v, f.dataType) for v, f in zip(row, schema)) + ")"
-        for row in rows
-    )
-    return ctx.spark.sql(f"SELECT * FROM VALUES {values} AS v({names})")
-
-
-def _quote_any(name: str) -> str:
-    return "`" + name.replace("`", "``") + "`"
-
-
-def _sql_value(v: Any, dt: T.DataType) -> str:
-    """A Spark SQL literal of ``v``, cast to ``dt``."""
-    to = dt.simpleString()
-    if v is None:
-        return f"CAST(NULL AS {to})"
-    if isinstance(v, bool):
-        return "TRUE" if v else "FALSE"
-    if isinstance(v, int):
-        return f"CAST({v} AS {to})"
-    if isinstance(v, str):
-        return _literal(v)
-    if isinstance(v, datetime):
-        micros = (v - _EPOCH) // timedelta(microseconds=1)
-        return f"timestamp_micros({micros})"
-    if isinstance(v, dict):
-        if not v:
-            return f"CAST(map() AS {to})"
-        inner = ", ".join(f"{_literal(str(k))}, {_literal(str(x))}" for k, x in v.items())
-        return f"map({inner})"
-    raise TypeError(f"no SQL literal for a result value of type {type(v).__name__}")
 
 
 def _to_spark(ctx: Context, tree: exp.Expression) -> DataFrame:
@@ -137,19 +68,9 @@ def _to_spark(ctx: Context, tree: exp.Expression) -> DataFrame:
     return to_spark(ctx, tree)
 
 
-def _rest(tree: exp.Command) -> str:
-    e = tree.expression
-    return str(e.name) if isinstance(e, exp.Expression) else str(e or "")
-
-
 def _namespace(name: str) -> str:
     parts = name.split(".")
     return ".".join(parts[1:]) if len(parts) == 2 and parts[0].lower() == CATALOG else name
-
-
-def _table(name: str) -> str:
-    parts = name.split(".")
-    return ".".join(parts[1:]) if len(parts) == 3 and parts[0].lower() == CATALOG else name
 
 
 def like(pattern: str | None, names: list[str]) -> list[str]:
@@ -177,12 +98,14 @@ def _pattern(w: Words) -> str | None:
 # -- SHOW -------------------------------------------------------------------------------------
 def show(ctx: Context, tree: exp.Command) -> DataFrame:
     """``SHOW NAMESPACES | TABLES | VIEWS | TBLPROPERTIES | COLUMNS | CREATE TABLE``."""
-    w = Words(_rest(tree), "SHOW")
+    w = Words(command_text(tree), "SHOW")
     reads = ctx.reads
     if any(w.accept(k) for k in _NAMESPACE_WORDS):
         pattern = _pattern(w)
         w.end()
-        return _frame(ctx, ["namespace"], [(n,) for n in like(pattern, reads.list_namespaces())])
+        return text_frame(
+            ctx, ["namespace"], [(n,) for n in like(pattern, reads.list_namespaces())]
+        )
     for word, column, lister in (
         ("TABLES", "tableName", "list_tables"),
         ("VIEWS", "viewName", "list_views"),
@@ -207,9 +130,9 @@ def show(ctx: Context, tree: exp.Command) -> DataFrame:
                 column,
                 T.StructField("isTemporary", T.BooleanType(), False),
             ]
-            return _frame(ctx, cols, rows)
+            return text_frame(ctx, cols, rows)
     if w.accept("TBLPROPERTIES"):
-        name = _table(w.name())
+        name = without_catalog(w.name())
         keys = w.keys() if not w.at_end() else None
         w.end()
         obj = _object(ctx, name)
@@ -220,26 +143,26 @@ def show(ctx: Context, tree: exp.Command) -> DataFrame:
             pairs = sorted(props.items())
         else:
             pairs = [(k, props.get(k, f"Table {name} does not have property: {k}")) for k in keys]
-        return _frame(ctx, ["key", "value"], list(pairs))
+        return text_frame(ctx, ["key", "value"], list(pairs))
     if w.accept("COLUMNS"):
         if not (w.accept("IN") or w.accept("FROM")):
             raise w.error("IN or FROM")
-        name = _table(w.name())
+        name = without_catalog(w.name())
         if w.accept("IN") or w.accept("FROM"):
             name = f"{_namespace(w.name())}.{name}"
         w.end()
         if _object(ctx, name) is None:
             return _to_spark(ctx, tree)
-        return _frame(ctx, ["col_name"], [(f.name,) for f in _schema_of(ctx, name)])
+        return text_frame(ctx, ["col_name"], [(f.name,) for f in _schema_of(ctx, name)])
     if w.accept("CREATE", "TABLE"):
-        name = _table(w.name())
+        name = without_catalog(w.name())
         w.accept("AS", "SERDE")
         w.end()
         if _object(ctx, name) is None:
             return _to_spark(ctx, tree)
-        return _frame(ctx, ["createtab_stmt"], [(create_statement(ctx, name),)])
+        return text_frame(ctx, ["createtab_stmt"], [(create_statement(ctx, name),)])
     if w.accept("PARTITIONS"):
-        name = _table(w.name())
+        name = without_catalog(w.name())
         if _object(ctx, name) is not None:
             raise unsupported(
                 f"SHOW PARTITIONS {name}", "list_data_files() gives each file's partition"
@@ -295,23 +218,11 @@ def sql_type(dt: T.DataType) -> str:
         return f"MAP<{sql_type(dt.keyType)}, {sql_type(dt.valueType)}>"
     if isinstance(dt, T.StructType):
         inner = ", ".join(
-            f"{_quote(f.name)}: {sql_type(f.dataType)}{'' if f.nullable else ' NOT NULL'}"
+            f"{ddl_name(f.name)}: {sql_type(f.dataType)}{'' if f.nullable else ' NOT NULL'}"
             for f in dt
         )
         return f"STRUCT<{inner}>"
     return str(dt.simpleString()).upper()
-
-
-def _quote(name: str) -> str:
-    return (
-        name
-        if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name)
-        else "`" + name.replace("`", "``") + "`"
-    )
-
-
-def _literal(text: str) -> str:
-    return "'" + text.replace("\\", "\\\\").replace("'", "\\'") + "'"
 
 
 def create_statement(ctx: Context, name: str) -> str:
@@ -324,27 +235,29 @@ def create_statement(ctx: Context, name: str) -> str:
         if props:
             text += (
                 "\nTBLPROPERTIES (\n  "
-                + ",\n  ".join(f"{_literal(k)} = {_literal(v)}" for k, v in sorted(props.items()))
+                + ",\n  ".join(
+                    f"{sql_string(k)} = {sql_string(v)}" for k, v in sorted(props.items())
+                )
                 + ")"
             )
         return f"{text}\nAS {view.sql}"
     d = ctx.reads.describe_table(name)
     cols = []
     for f in _schema_of(ctx, name):
-        line = f"  {_quote(f.name)} {sql_type(f.dataType)}"
+        line = f"  {ddl_name(f.name)} {sql_type(f.dataType)}"
         if not f.nullable:
             line += " NOT NULL"
         if f.metadata.get("comment") is not None:
-            line += f" COMMENT {_literal(f.metadata['comment'])}"
+            line += f" COMMENT {sql_string(f.metadata['comment'])}"
         cols.append(line)
     if d.primary_key:
-        cols.append(f"  PRIMARY KEY ({', '.join(_quote(k) for k in d.primary_key)})")
+        cols.append(f"  PRIMARY KEY ({', '.join(ddl_name(k) for k in d.primary_key)})")
     text = f"CREATE TABLE {name} (\n" + ",\n".join(cols) + ")"
     if d.partition_by:
         text += f"\nPARTITIONED BY ({', '.join(d.partition_by)})"
     props = dict(d.properties)
     if props:
-        items = ",\n  ".join(f"{_literal(k)} = {_literal(v)}" for k, v in sorted(props.items()))
+        items = ",\n  ".join(f"{sql_string(k)} = {sql_string(v)}" for k, v in sorted(props.items()))
         text += f"\nTBLPROPERTIES (\n  {items})"
     return text
 
@@ -374,7 +287,7 @@ def describe(ctx: Context, tree: exp.Describe) -> DataFrame:
             rows.append(("Comment", props["comment"]))
         if style == "EXTENDED":
             rows.append(("Properties", _props_text(props)))
-        return _frame(ctx, ["info_name", "info_value"], rows)
+        return text_frame(ctx, ["info_name", "info_value"], rows)
     if style == "HISTORY":
         return history(ctx, name)
     if _object(ctx, name) is None:
@@ -410,82 +323,4 @@ def _columns(ctx: Context, schema: T.StructType, details: list[tuple[str, str, s
     rows: list[tuple[Any, ...]] = [
         (f.name, f.dataType.simpleString(), (f.metadata or {}).get("comment")) for f in schema
     ]
-    return _frame(ctx, ["col_name", "data_type", "comment"], rows + list(details))
-
-
-def history(ctx: Context, name: str) -> DataFrame:
-    """One row per committed version that changed table ``name``, newest first, back
-    to the version that created it (an earlier table of that name is not its history)."""
-    ctx.reads.describe_table(name)  # NotFound names it
-    rows: list[tuple[Any, ...]] = []
-    for v in ctx.lh.history():
-        ops = [str(c.op) for c in v.changes if c.kind == "table" and c.name == name]
-        if not ops:
-            continue
-        operation, params = _operation(ops, v.rollback_of)
-        if operation == "ALTER TABLE":
-            operation, params = _alteration(ctx.lh, name, v.version)
-        rows.append((v.version, v.created_at, operation, params, str(v.isolation.value).upper()))
-        if "create" in ops:
-            break
-    return local_frame(ctx, HISTORY_SCHEMA, rows)
-
-
-def _alteration(lh: Any, name: str, version: int) -> tuple[str, dict[str, str]]:
-    """What an ``alter`` of table ``name`` at ``version`` changed, in Delta's words
-    (``ADD COLUMNS``, ``DROP COLUMNS``, ``RENAME COLUMN``, ``CHANGE COLUMN``, ``SET
-    TBLPROPERTIES``, ``UNSET TBLPROPERTIES``), from its definitions before and
-    after; ``ALTER TABLE`` when that is something else or the version before
-    has expired."""
-    from lakehouse.errors import LakehouseError
-
-    try:
-        with lh.at_version(version - 1) as view:
-            before = view.describe_table(name)
-        with lh.at_version(version) as view:
-            after = view.describe_table(name)
-    except LakehouseError:
-        return "ALTER TABLE", {}
-    old = {c.id: c for c in before.columns}
-    new = {c.id: c for c in after.columns}
-    old_fields = {f.name: f for f in before.schema}
-    new_fields = {f.name: f for f in after.schema}
-    added = [new[i].name for i in new if i not in old]
-    dropped = [old[i].name for i in old if i not in new]
-    renamed = [
-        f"{old[i].name} -> {new[i].name}" for i in new if i in old and old[i].name != new[i].name
-    ]
-    changed = [
-        new[i].name
-        for i in new
-        if i in old
-        and not old_fields[old[i].name].equals(new_fields[new[i].name], check_metadata=True)
-        and old[i].name == new[i].name
-    ]
-    props_before, props_after = dict(before.properties), dict(after.properties)
-    set_keys = sorted(k for k, v in props_after.items() if props_before.get(k) != v)
-    unset_keys = sorted(k for k in props_before if k not in props_after)
-    for operation, key, found in (
-        ("ADD COLUMNS", "columns", added),
-        ("DROP COLUMNS", "columns", dropped),
-        ("RENAME COLUMN", "columns", renamed),
-        ("CHANGE COLUMN", "columns", changed),
-        ("SET TBLPROPERTIES", "properties", set_keys),
-        ("UNSET TBLPROPERTIES", "properties", unset_keys),
-    ):
-        if found:
-            return operation, {key: ", ".join(found)}
-    return "ALTER TABLE", {}
-
-
-def _operation(ops: list[str], rollback_of: int | None) -> tuple[str, dict[str, str]]:
-    """Delta's operation name for a version's changes of one table, with its parameters."""
-    if rollback_of is not None:
-        return "RESTORE", {"version": str(rollback_of)}
-    if "create" in ops and any(o in ("append", "overwrite") for o in ops):
-        return "CREATE TABLE AS SELECT", {}
-    names = list(dict.fromkeys(_OPERATION.get(o, o.upper()) for o in ops))
-    params: dict[str, str] = {}
-    if names == ["WRITE"]:
-        params["mode"] = "Overwrite" if "overwrite" in ops else "Append"
-    return ", ".join(names), params
+    return text_frame(ctx, ["col_name", "data_type", "comment"], rows + list(details))

@@ -25,6 +25,7 @@ from pyspark.sql import types as T
 from sqlglot import exp
 
 from lakehouse.spark.ops import joined
+from lakehouse.spark.writer import quote_ident
 
 
 @dataclass
@@ -127,7 +128,7 @@ class Context:
         ``UPDATE``'s result would add to the update itself)."""
         literals = [lit for v in columns.values() if (lit := _count_literal(v)) is not None]
         if columns and len(literals) == len(columns):
-            names = ", ".join("`" + k.replace("`", "``") + "`" for k in columns)
+            names = ", ".join(quote_ident(k) for k in columns)
             return self.spark.sql(f"SELECT * FROM VALUES ({', '.join(literals)}) AS v({names})")
         fields = [T.StructField(k, _spark_type(v), True) for k, v in columns.items()]
         return self.spark.createDataFrame([tuple(columns.values())], T.StructType(fields))

@@ -46,7 +46,6 @@ from __future__ import annotations
 from typing import Any
 
 from pyspark.sql import DataFrame
-from pyspark.sql import functions as F
 from sqlglot import exp
 
 from lakehouse.errors import MergeKeyError
@@ -56,7 +55,7 @@ from lakehouse.spark.merge_clauses import MergeClause
 from lakehouse.spark.sql.context import Context
 from lakehouse.spark.sql.names import CATALOG, table_name, unsupported
 from lakehouse.spark.sql.query import frame_of
-from lakehouse.spark.writer import not_null_message
+from lakehouse.spark.writer import col, not_null_message
 
 #: the source's alias when a subquery has none
 _SOURCE = "source"
@@ -335,11 +334,7 @@ def _key_merge(
         # the source's columns of the target's names (others are not merged: Delta's *)
         by_lower = {c.lower(): c for c in names}
         src_frame = src_frame.select(
-            *[
-                F.col("`" + by_lower[n.lower()].replace("`", "``") + "`").alias(n)
-                for n in target_columns
-                if n.lower() in by_lower
-            ]
+            *[col(by_lower[n.lower()]).alias(n) for n in target_columns if n.lower() in by_lower]
         )
     try:
         res: MergeResult = merge_rows(

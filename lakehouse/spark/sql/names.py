@@ -26,6 +26,19 @@ def table_name(t: exp.Table) -> str:
     return ".".join(parts)
 
 
+def without_catalog(name: str) -> str:
+    """``"ns.t"`` for a dotted table name ``"lakehouse.ns.t"``; any other name as given."""
+    parts = name.split(".")
+    return ".".join(parts[1:]) if len(parts) == 3 and parts[0].lower() == CATALOG else name
+
+
+def command_text(tree: exp.Command) -> str:
+    """The text after a command's first word (``SHOW ...``, ``CALL ...``), which
+    sqlglot leaves unparsed."""
+    e = tree.expression
+    return str(e.name) if isinstance(e, exp.Expression) else str(e or "")
+
+
 def unsupported(construct: str, hint: str = "") -> ValueError:
     """The ValueError for a construct lakehouse SQL does not support (raised before
     any job runs): ``unsupported in lakehouse SQL: <construct>[; <hint>]``."""

@@ -26,18 +26,7 @@ from pyspark.sql import DataFrame
 from sqlglot import exp
 
 from lakehouse.spark.sql.context import Context
-from lakehouse.spark.sql.names import CATALOG
-
-
-def _rest(tree: exp.Command) -> str:
-    e = tree.expression
-    return str(e.name) if isinstance(e, exp.Expression) else str(e or "")
-
-
-def _strip_catalog(name: str) -> str:
-    parts = name.split(".")
-    return ".".join(parts[1:]) if len(parts) == 3 and parts[0].lower() == CATALOG else name
-
+from lakehouse.spark.sql.names import CATALOG, command_text, without_catalog
 
 _PROCEDURES = {
     "rollback": ("version",),
@@ -51,7 +40,7 @@ def call(ctx: Context, tree: exp.Command) -> DataFrame:
     target_file_bytes])``, ``CALL system.expire_versions(keep_last => n [,
     older_than => TIMESTAMP '...'] [, grace_seconds => s])``; arguments by position
     or by name (``name => value``)."""
-    rest = _rest(tree)
+    rest = command_text(tree)
     try:
         node = sqlglot.parse_one("SELECT " + rest, read="spark").expressions[0]
     except (sqlglot.errors.SqlglotError, IndexError, AttributeError):
@@ -150,7 +139,7 @@ def _compact(ctx: Context, args: dict[str, Any]) -> DataFrame:
         raise ValueError("system.compact needs the argument table, a string such as 'ns.t'")
     target = _int(args, "target_file_bytes", "system.compact")
     with ctx.writing() as t:
-        r = t.compact(_strip_catalog(table), target_file_bytes=target)
+        r = t.compact(without_catalog(table), target_file_bytes=target)
     return ctx.result(
         files_removed=r.files_removed,
         files_added=r.files_added,

@@ -327,3 +327,69 @@ def test_names_resolve_ignoring_case_as_spark_does(spark, lake):
     assert rows(sql(lake, spark, "SELECT * FROM s.V")) == view
     with pytest.raises(ValueError, match=r"S\.nope"):
         lhs.sql(lake.lh, spark, "SELECT * FROM S.nope")
+
+
+# -- same table name in two namespaces; doubled quotes in string literals -----------------------
+X = pa.schema([pa.field("id", pa.int64(), nullable=False), ("name", pa.string())])
+
+
+def x_rows(ids: list[int], names: list[str | None]) -> pa.Table:
+    return pa.table({"id": pa.array(ids, pa.int64()), "name": names}, schema=X)
+
+
+def test_same_table_name_in_two_namespaces_joins_as_in_spark(spark, tmp_path):
+    lh = lakehouse.open(str(tmp_path / "lh"), kv_options={"fsync": False})
+    try:
+        with lh.begin() as t:
+            for ns in ("a", "b"):
+                t.create_namespace(ns)
+                t.create_table(f"{ns}.x", X)
+            t.append("a.x", x_rows([1, 2, 3], ["a1", "a2", "a3"]))
+            t.append("b.x", x_rows([2, 3, 4], ["b2", "b3", "b4"]))
+        a = {r["id"]: r["name"] for r in lh.read("a.x").to_pylist()}
+        b = {r["id"]: r["name"] for r in lh.read("b.x").to_pylist()}
+        want = sorted((a[i], b[i]) for i in a.keys() & b.keys())
+        got = lhs.sql(lh, spark, "SELECT a.x.name, b.x.name FROM a.x JOIN b.x ON a.x.id = b.x.id")
+        assert rows(got) == want
+        text = (
+            "SELECT lakehouse.a.x.name, b.x.name FROM lakehouse.a.x JOIN b.x "
+            "ON lakehouse.a.x.id = b.x.id WHERE b.x.id > 2"
+        )
+        assert rows(lhs.sql(lh, spark, text)) == [w for w in want if w[1] != "b2"]
+        # a correlated subquery: a.x.id is the outer reference's column, not b.x's
+        text = "SELECT id FROM a.x WHERE NOT EXISTS (SELECT 1 FROM b.x WHERE b.x.id = a.x.id)"
+        assert rows(lhs.sql(lh, spark, text)) == sorted((i,) for i in a.keys() - b.keys())
+        # the bare name names neither, as in Spark
+        with pytest.raises(ValueError, match="bad query"):
+            lhs.sql(lh, spark, "SELECT x.name FROM a.x JOIN b.x ON a.x.id = b.x.id").collect()
+        # one reference of that name: the bare name and the full name both resolve
+        got = lhs.sql(lh, spark, "SELECT x.name, a.x.id FROM a.x WHERE a.x.id = 1")
+        assert rows(got) == [("a1", 1)]
+    finally:
+        lh.close()
+
+
+def test_doubled_quote_in_a_string_literal_is_one_quote_as_in_spark(spark, tmp_path):
+    lh = lakehouse.open(str(tmp_path / "lh"), kv_options={"fsync": False})
+    try:
+        with lh.begin() as t:
+            t.create_namespace("a")
+            t.create_table("a.x", X)
+            t.append("a.x", x_rows([1, 2, 3, 4], ["it's", "its", 'say "hi"', "'"]))
+        by_name = {r["name"]: r["id"] for r in lh.read("a.x").to_pylist()}
+        for literal, name in [
+            ("'it''s'", "it's"),
+            ("'it' 's'", "its"),  # a gap: two literals, concatenated (as in Spark)
+            ('"say ""hi"""', 'say "hi"'),  # a double-quoted literal doubles its own quote
+            ("''''", "'"),
+        ]:
+            got = lhs.sql(lh, spark, f"SELECT id, name FROM a.x WHERE name = {literal}")
+            assert rows(got) == [(by_name[name], name)], literal
+            # Spark itself reads the literal the same way
+            assert spark.sql(f"SELECT {literal} AS v").first()[0] == name
+        # a view's query made through the Python API is read the same way
+        with lh.begin() as t:
+            t.create_view("a.v", "SELECT id FROM a.x WHERE name = 'it''s'")
+        assert rows(lhs.sql(lh, spark, "SELECT * FROM a.v")) == [(by_name["it's"],)]
+    finally:
+        lh.close()

@@ -293,3 +293,25 @@ def test_incompatible_conflict_also_ends_the_transaction(spark, lh):
         with pytest.raises((IncompatibleConflict, RetryableConflict)):
             s.sql("COMMIT")
         assert not s.in_transaction
+
+
+def test_temporary_view_of_lakehouse_tables_refused_inside_a_transaction(spark, lh):
+    rows, files = a_rows(lh), parquet_files(lh)
+    s = lhs.SqlSession(lh, spark)
+    s.sql("BEGIN")
+    s.sql("INSERT INTO s.a VALUES (9, 'i')")
+    text = "CREATE TEMPORARY VIEW r1_tv AS SELECT * FROM s.a"
+    with pytest.raises(
+        ValueError, match="temporary view over lakehouse tables inside a transaction"
+    ):
+        s.sql(text)
+    assert not spark.catalog.tableExists("r1_tv")  # nothing made in the Spark session
+    s.sql("ROLLBACK")
+    assert a_rows(lh) == rows and parquet_files(lh) == files
+    # outside a transaction (after COMMIT / ROLLBACK) it is made, over committed rows
+    s.sql(text)
+    try:
+        assert sorted(tuple(r) for r in spark.sql("SELECT id, x FROM r1_tv").collect()) == rows
+    finally:
+        spark.catalog.dropTempView("r1_tv")
+        s.close()

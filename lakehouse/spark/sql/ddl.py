@@ -198,6 +198,13 @@ def _create_view(ctx: Context, tree: exp.Create) -> DataFrame:
     if temporary or not _is_lakehouse(ctx, _parts_of(tree.this)):
         if not _names_lakehouse_object(ctx, query):
             return _to_spark(ctx, tree)
+        if ctx.txn is not None and temporary:
+            # the view would outlive the transaction in the Spark session: its
+            # uncommitted rows seen by everyone, its files gone after ROLLBACK
+            raise unsupported(
+                "a temporary view over lakehouse tables inside a transaction",
+                "create it after COMMIT",
+            )
         if isinstance(tree.this, exp.Schema) or tree.args.get("exists"):
             raise unsupported(
                 "a column list or IF NOT EXISTS in a temporary view of lakehouse tables"

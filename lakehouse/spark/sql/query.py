@@ -15,7 +15,9 @@ its CTEs and subqueries) and, on the driver:
    transaction, so its own writes are seen and a SERIALIZABLE read is
    recorded; a reference with a version reads that version of the
    lakehouse). A reference without an alias gets the table's name as alias,
-   so ``t.col`` and ``ns.t.col`` still resolve;
+   so ``t.col`` and ``ns.t.col`` still resolve; when two of them share a name
+   (``a.x JOIN b.x``), each gets an alias of its own and ``a.x.col`` /
+   ``b.x.col`` resolve (``x.col`` is ambiguous, as in Spark);
 4. for a query reading one lakehouse table, the simple conjuncts of its
    ``WHERE`` (comparisons, ``IN``, ``BETWEEN``, ``IS NULL`` of the table's
    columns with literals) are also given to ``read(where=)``, which prunes
@@ -40,7 +42,7 @@ from sqlglot import exp
 
 from lakehouse.spark.ops import quiet_analysis, read
 from lakehouse.spark.sql.context import Context
-from lakehouse.spark.sql.names import table_name, unsupported
+from lakehouse.spark.sql.names import CATALOG, table_name, unsupported
 
 #: nodes a pushed-down WHERE conjunct may hold (deterministic, evaluated the
 #: same by Spark row by row; the read applies the conjunct, the query again)
@@ -94,10 +96,8 @@ class _Rewrite:
     marker: str = field(default_factory=lambda: f"lhref{secrets.token_hex(6)}x")
     frames: dict[str, DataFrame] = field(default_factory=dict)
     keys: dict[tuple[str, At, str | None], str] = field(default_factory=dict)
-    # (ns, t) of the references left without an alias of their own: columns
-    # qualified ``ns.t.col`` become ``t.col``
-    unaliased: set[tuple[str, str]] = field(default_factory=set)
     changed: bool = False
+    aliases: int = 0
 
     def ident(self, ref: str) -> str:
         """The identifier standing for ``{ref}`` in the generated SQL (``_`` ends it,
@@ -138,8 +138,6 @@ def frame_of(ctx: Context, tree: exp.Expression, *, prefix: str = "") -> DataFra
     work = _rewrite(rw, work, At(), pushed, depth=0)
     if not rw.changed:
         return _spark_sql(ctx, prefix + _text_of(tree), {}, _text_of(tree), rewritten=False)
-    if rw.unaliased:
-        _strip_db(work, rw.unaliased)
     text = work.sql(dialect="spark").replace("{", "{{").replace("}", "}}")
     for ref in rw.frames:
         text = text.replace(rw.ident(ref), "{" + ref + "}")
@@ -183,6 +181,7 @@ def _rewrite(
     if depth > _MAX_DEPTH:
         raise ValueError("lakehouse views nest too deeply (a view that reads itself?)")
     ctx = rw.ctx
+    aliases = _aliases(rw, tree)
     for node in list(tree.find_all(exp.Table)):
         if not isinstance(node.this, exp.Identifier):  # a table function: range(10), ...
             continue
@@ -193,9 +192,8 @@ def _rewrite(
         if ctx.is_table(name):
             where = pushed[1] if pushed is not None and pushed[0] is node else None
             ref = rw.placeholder(name, at, where)
-            if not node.alias:  # the table's name as alias: t.col and ns.t.col resolve
-                rw.unaliased.add((node.args["db"].name if node.args.get("db") else "", node.name))
-                node.set("alias", exp.TableAlias(this=exp.to_identifier(node.name)))
+            if not node.alias:
+                node.set("alias", _alias_of(node, aliases))
             node.set("catalog", None)
             node.set("db", None)
             node.set("version", None)
@@ -206,8 +204,7 @@ def _rewrite(
             body = _rewrite(rw, body, at, None, depth + 1)
             alias = node.args.get("alias")
             if not node.alias:
-                rw.unaliased.add((node.args["db"].name if node.args.get("db") else "", node.name))
-                alias = exp.TableAlias(this=exp.to_identifier(node.name))
+                alias = _alias_of(node, aliases)
             sub = exp.Subquery(this=body, alias=alias)
             if node is tree:
                 return sub
@@ -283,8 +280,10 @@ def _view_tree(ctx: Context, name: str, at: At) -> exp.Expression:
             d = view.describe_view(name)
     else:
         d = ctx.reads.describe_view(name)
+    from lakehouse.spark.sql.statements import spark_text
+
     try:
-        tree = sqlglot.parse_one(d.sql, read="spark")
+        tree = sqlglot.parse_one(spark_text(d.sql), read="spark")
     except sqlglot.errors.SqlglotError as exc:
         raise ValueError(f"lakehouse view {name} has SQL Spark cannot read: {exc}") from None
     assert isinstance(tree, exp.Expression)
@@ -298,14 +297,60 @@ def _spark_has(ctx: Context, name: str) -> bool:
         return False
 
 
-def _strip_db(tree: exp.Expression, unaliased: set[tuple[str, str]]) -> None:
-    """``ns.t.col`` -> ``t.col`` for the references now aliased ``t``."""
+def _key(db: exp.Expression | None, name: exp.Expression | None) -> tuple[str, str] | None:
+    if db is None or name is None:
+        return None
+    return db.name.lower(), name.name.lower()
+
+
+def _aliases(rw: _Rewrite, tree: exp.Expression) -> dict[tuple[str, str], exp.Identifier | None]:
+    """The alias each lakehouse reference of ``tree`` written without one gets,
+    by ``(ns, t)`` (lower case), with the columns qualified ``ns.t.col`` /
+    ``lakehouse.ns.t.col`` rewritten to it, in place (before view bodies are
+    put in: a view's query is rewritten on its own).
+
+    The alias is the table's name (``None`` here: the name as written), so
+    ``t.col`` and ``ns.t.col`` resolve, unless another such reference of the
+    query has the same name in another namespace (``a.x JOIN b.x``): then each
+    gets an alias of its own, ``a.x.col`` and ``b.x.col`` resolve and ``x.col``
+    is ambiguous, as in Spark."""
+    ctx = rw.ctx
+    keys: set[tuple[str, str]] = set()
+    for node in tree.find_all(exp.Table):
+        if not isinstance(node.this, exp.Identifier) or node.alias or len(node.parts) < 2:
+            continue
+        key = _key(node.args.get("db"), node.this)
+        name = table_name(node)
+        if key is not None and (ctx.is_table(name) or ctx.is_view(name)):
+            keys.add(key)
+    if not keys:
+        return {}
+    aliases: dict[tuple[str, str], exp.Identifier | None] = {}
+    for key in sorted(keys):
+        if sum(1 for k in keys if k[1] == key[1]) == 1:
+            aliases[key] = None
+        else:
+            aliases[key] = exp.to_identifier(f"{rw.marker}t{rw.aliases}")
+            rw.aliases += 1
     for col in tree.find_all(exp.Column):
-        db = col.args.get("db")
-        tbl = col.args.get("table")
-        if db is not None and tbl is not None and (db.name, tbl.name) in unaliased:
-            col.set("catalog", None)
-            col.set("db", None)
+        key = _key(col.args.get("db"), col.args.get("table"))
+        catalog = col.args.get("catalog")
+        if key not in aliases or (catalog is not None and catalog.name.lower() != CATALOG):
+            continue
+        col.set("catalog", None)
+        col.set("db", None)
+        alias = aliases[key]
+        if alias is not None:
+            col.set("table", alias.copy())
+    return aliases
+
+
+def _alias_of(
+    node: exp.Table, aliases: dict[tuple[str, str], exp.Identifier | None]
+) -> exp.TableAlias:
+    """The alias of a lakehouse reference written without one (see :func:`_aliases`)."""
+    alias = aliases.get(_key(node.args.get("db"), node.this) or ("", ""))
+    return exp.TableAlias(this=alias.copy() if alias is not None else exp.to_identifier(node.name))
 
 
 def _pushable(ctx: Context, tree: exp.Expression) -> tuple[exp.Table, str] | None:

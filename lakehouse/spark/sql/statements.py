@@ -35,7 +35,7 @@ from sqlglot.dialects.spark import Spark
 from lakehouse.spark.sql.context import Context, original, to_spark
 from lakehouse.spark.sql.names import table_name, unsupported
 
-__all__ = ["QUERIES", "TRANSACTIONS", "original", "run", "split", "to_spark"]
+__all__ = ["QUERIES", "TRANSACTIONS", "original", "run", "spark_text", "split", "to_spark"]
 
 QUERIES = (exp.Select, exp.SetOperation, exp.Values, exp.Subquery)
 TRANSACTIONS = (exp.Transaction, exp.Commit, exp.Rollback)
@@ -66,17 +66,18 @@ def split(text: str) -> list[exp.Expression]:
         tokens = dialect.tokenize(text)
     except sqlglot.errors.SqlglotError as exc:
         raise ValueError(f"SQL syntax error: {exc}") from None
-    pieces: list[str] = []
+    readable = _doubled_quotes(text, tokens)  # same length: token positions hold
+    pieces: list[tuple[str, str]] = []
     start = 0
     for tok in tokens:
         if tok.token_type.name == "SEMICOLON":
-            pieces.append(text[start : tok.start])
+            pieces.append((text[start : tok.start], readable[start : tok.start]))
             start = tok.end + 1
-    pieces.append(text[start:])
+    pieces.append((text[start:], readable[start:]))
     trees: list[exp.Expression] = []
-    for i, piece in enumerate(pieces):
+    for i, (piece, parsed) in enumerate(pieces):
         try:
-            tree = _parse(piece, dialect)
+            tree = _parse(parsed, dialect)
         except ValueError as exc:
             if len(pieces) > 1:
                 raise ValueError(f"statement {i + 1}: {exc}") from None
@@ -87,6 +88,41 @@ def split(text: str) -> list[exp.Expression]:
     if not trees:
         raise ValueError("no SQL statement in the text")
     return trees
+
+
+def spark_text(text: str) -> str:
+    """``text`` spelled so that sqlglot reads the string literals Spark reads (see
+    :func:`_doubled_quotes`); for SQL parsed outside :func:`split` (a lakehouse
+    view's query). sqlglot's errors are raised as they are."""
+    return _doubled_quotes(text, Spark().tokenize(text))
+
+
+def _doubled_quotes(text: str, tokens: list[Any]) -> str:
+    """``text`` with each doubled quote inside a string literal (``'it''s'``,
+    ``"a""b"``) written as a backslash escape (``'it\\'s'``), as Spark reads it.
+
+    sqlglot's Spark dialect reads ``'it''s'`` as two adjacent literals (their
+    concatenation, ``its``); Spark reads one literal, ``it's``. Two string tokens
+    of the same quote with no gap between them are one Spark literal: the
+    ``''`` joining them becomes ``\\'`` (same length, so token positions hold).
+    Literals with a gap (``'a' 'b'``) or different quotes (``'a'"b"``) stay
+    adjacent literals, concatenated, as in Spark."""
+    chars: list[str] | None = None
+    prev = None
+    for tok in tokens:
+        if tok.token_type.name != "STRING":
+            prev = None
+            continue
+        quote = text[tok.start]
+        if quote not in "'\"" or text[tok.end] != quote:
+            prev = None  # a raw or byte literal (r'...', X'...'): left as it is
+            continue
+        if prev is not None and prev.end + 1 == tok.start and text[prev.end] == quote:
+            if chars is None:
+                chars = list(text)
+            chars[prev.end] = "\\"
+        prev = tok
+    return text if chars is None else "".join(chars)
 
 
 def _parse(piece: str, dialect: Any) -> exp.Expression | None:

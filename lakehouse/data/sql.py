@@ -30,7 +30,7 @@ from typing import Any, cast
 import pyarrow as pa
 import pyarrow.compute as pc
 import sqlglot
-from sqlglot import exp, tokens
+from sqlglot import TokenType, exp, tokens
 from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, SqlglotError
 
@@ -172,6 +172,22 @@ class Translator:
         raise ValueError(
             f"unknown column {name!r} in {self.quoted}; the table's columns are: {listed}"
         )
+
+
+def string_literal(value: str) -> str:
+    """``value`` spelled as a string literal this parser reads back exactly: quoted
+    with ``'``, a quote doubled, a backslash as is (this dialect has no escapes)."""
+    return "'" + value.replace("'", "''") + "'"
+
+
+def string_values(text: str) -> list[str] | None:
+    """The values of the string literals this parser reads in ``text``, in order;
+    None when the text does not tokenize."""
+    try:
+        found = _LakehouseSQL().tokenize(text)
+    except SqlglotError:
+        return None
+    return [t.text for t in found if t.token_type is TokenType.STRING]
 
 
 def _describe(exc: ParseError) -> str:

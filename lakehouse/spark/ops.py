@@ -374,9 +374,10 @@ def write_counted(
         tbl = Table(lh, t, table)
         plans = match_columns(df.schema, tbl.schema, table)
         cond = None
+        own_where: str | None = None  # where, in the lakehouse parser's spelling
         if where is not None:
             cond = spark_condition(spark, where, "where")
-            _check_where(where, tbl.schema)
+            own_where = _lakehouse_where(spark, where, tbl.schema)
         shaped = analysed(df, lambda f: prepare(f, plans, table, cond), where, "where")
         replace = mode == "replace_partitions" and tbl.partitioned
         whole = mode != "append" and where is None and not replace
@@ -389,8 +390,8 @@ def write_counted(
         try:
             if rows is None and written:
                 rows = tbl.read_small(written)
-            if where is not None:
-                t.overwrite(table, tbl.schema.empty_table(), where=where)
+            if own_where is not None:
+                t.overwrite(table, tbl.schema.empty_table(), where=own_where)
             if remove:  # first: new rows may have the keys of rows they replace
                 t.remove_files(table, remove)
             if rows is None:
@@ -412,14 +413,32 @@ def write_counted(
         return (t.commit() if own else None), n
 
 
-def _check_where(where: str, schema: Any) -> None:
-    """The lakehouse's SQL parser accepts ``where`` too (ValueError before any job)."""
+def _lakehouse_where(spark: SparkSession, where: str, schema: Any) -> str:
+    """``where`` (Spark SQL) spelled for the lakehouse's own parser, which reads it to
+    delete the rows an overwrite replaces: the same text with each string literal
+    requoted so the lakehouse reads the value Spark reads (``'a\\\\'`` -> ``'a\\'``,
+    ``'o\\'b'`` -> ``'o''b'``; :mod:`lakehouse.spark.sqltext`). ValueError before any
+    job when a literal cannot be carried over exactly or the lakehouse's parser
+    refuses the condition."""
     from lakehouse.data.predicate import parse_where
+    from lakehouse.spark.sqltext import canonical, lakehouse_text, uncertain_strings
 
+    spark_text = canonical(where)  # 'o''b' is one literal to Spark, two to sqlglot
+    uncertain = None if spark_text is None else uncertain_strings(spark, spark_text)
+    if spark_text is None or uncertain is None:
+        raise ValueError(f"bad where {where!r}: it is not valid SQL")
+    text = lakehouse_text(spark_text)
+    if uncertain or text is None:
+        raise ValueError(
+            f"bad where {where!r}: a string literal in it may not mean to the lakehouse"
+            " what it means to Spark (escape only \\\\, \\', \\\", \\n, \\t, \\r, \\% or"
+            " \\_; no raw, hex or adjacent literals)"
+        )
     try:
-        parse_where(where, schema)
+        parse_where(text, schema)
     except ValueError as exc:
         raise ValueError(f"bad where {where!r}: {exc}") from None
+    return text
 
 
 def read(
@@ -473,29 +492,42 @@ def _prunable(spark: SparkSession, where: Any, schema: pa.Schema) -> Any:
     single-column facts (``lakehouse.terms``) of the top-level ``AND`` conjuncts the
     lakehouse's parser reads as Spark does; None: nothing (Spark filters every row).
     Facts only, never the whole expression, so an operator the two engines evaluate
-    differently cannot drop a file Spark needs. Not used: facts on timezone-aware
-    timestamp columns when the session's time zone is not UTC (Spark reads a
-    timestamp literal in that zone, the lakehouse in the column's)."""
+    differently cannot drop a file Spark needs. Each conjunct goes to the lakehouse's
+    parser with its string literals requoted in that parser's spelling (which has no
+    backslash escapes; :mod:`lakehouse.spark.sqltext`); a conjunct holding a literal
+    whose value Spark may read otherwise is not used. Not used either: facts on
+    timezone-aware timestamp columns when the session's time zone is not UTC (Spark
+    reads a timestamp literal in that zone, the lakehouse in the column's)."""
     if not isinstance(where, str):
         return None
     import sqlglot
     from sqlglot import exp
 
     from lakehouse.data.predicate import Predicate, parse_where
+    from lakehouse.spark.sqltext import canonical, lakehouse_text, uncertain_strings
 
+    text = canonical(where)  # 'o''b' is one literal to Spark, two to sqlglot
+    if text is None:
+        return None
     try:
-        tree = sqlglot.parse_one(where, read="spark")
+        tree = sqlglot.parse_one(text, read="spark")
     except sqlglot.errors.SqlglotError:
         return None
-    if tree is None:
+    uncertain = uncertain_strings(spark, text)
+    if tree is None or uncertain is None:
         return None
     conjuncts = list(tree.flatten()) if isinstance(tree, exp.And) else [tree]
     zone = str(spark.conf.get("spark.sql.session.timeZone", "UTC"))
     utc = zone in ("UTC", "Etc/UTC", "GMT", "Z", "+00:00")
     terms = []
     for c in conjuncts:
+        if uncertain and not _certain(c, uncertain):
+            continue
+        own = lakehouse_text(c.sql(dialect="spark"))
+        if own is None:
+            continue
         try:
-            pred = parse_where(c.sql(dialect="spark"), schema)
+            pred = parse_where(own, schema)
         except (ValueError, TypeError, NotImplementedError):
             continue
         for term in getattr(pred, "terms", ()):
@@ -505,6 +537,20 @@ def _prunable(spark: SparkSession, where: Any, schema: pa.Schema) -> Any:
     if not terms:
         return None
     return Predicate(pc.scalar(True), frozenset(t.column for t in terms), where, terms=tuple(terms))
+
+
+def _certain(node: Any, uncertain: set[int]) -> bool:
+    """No literal under ``node`` is one of the ``uncertain`` ones (by its start in the
+    text); a string literal whose place sqlglot did not record counts as uncertain."""
+    from sqlglot import exp
+
+    for n in node.walk():
+        start = n.meta.get("start") if n.meta else None
+        if start in uncertain:
+            return False
+        if start is None and isinstance(n, exp.Literal) and n.is_string:
+            return False
+    return True
 
 
 def _view(lh: Any, version: int | None, timestamp: Any) -> Any:

@@ -353,10 +353,12 @@ def write_counted(
     are repartitioned by it unless the DataFrame keeps each partition in one task
     already, and the driver records every file's partition without reading it.
 
-    ``where`` is checked by Spark (every new row, inside the write job) and, after
-    the job, applied by the lakehouse's own ``txn.overwrite(table, <no rows>,
-    where=where)``: it marks the matching rows deleted and records the overwrite's
-    guard (a concurrent commit inserting rows that match ``where`` conflicts).
+    ``where`` (Spark SQL) is checked by Spark (every new row, inside the write job)
+    and, after the job, applied by the lakehouse's own ``txn.overwrite(table, <no
+    rows>, where=...)`` with its string literals respelled for that parser (see
+    :func:`_lakehouse_where`), so both mean the same rows: it marks the matching
+    rows deleted and records the overwrite's guard (a concurrent commit inserting
+    rows that match ``where`` conflicts).
     """
     if not isinstance(df, DataFrame):
         raise TypeError(f"df must be a pyspark DataFrame, not {type(df).__name__}")

@@ -85,7 +85,9 @@ def _register_sql(spark: SparkSession, name: str, sql: str, version: int | None)
         import sqlglot
         from sqlglot import exp
 
-        tree = sqlglot.parse_one(sql, read="spark")
+        from lakehouse.spark.sqltext import canonical
+
+        tree = sqlglot.parse_one(canonical(sql) or sql, read="spark")  # 'it''s': one literal
 
         def rename(node: Any) -> Any:
             if isinstance(node, exp.Table) and node.db and not node.catalog:

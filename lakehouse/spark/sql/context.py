@@ -82,7 +82,7 @@ class Context:
         except (ValueError, TypeError):  # not a valid lakehouse name: not one of ours
             return False
 
-    def canonical(self, tree: exp.Expression) -> None:
+    def resolve_names(self, tree: exp.Expression) -> None:
         """Spell every lakehouse reference of ``tree`` as the lakehouse does, in
         place: Spark resolves identifiers case-insensitively, so ``Sales.Orders``
         names the table ``sales.orders`` when no object is named exactly

@@ -43,6 +43,7 @@ from sqlglot import exp
 from lakehouse.spark.ops import quiet_analysis, read
 from lakehouse.spark.sql.context import Context
 from lakehouse.spark.sql.names import CATALOG, table_name, unsupported
+from lakehouse.spark.sqltext import canonical
 
 #: nodes a pushed-down WHERE conjunct may hold (deterministic, evaluated the
 #: same by Spark row by row; the read applies the conjunct, the query again)
@@ -280,10 +281,9 @@ def _view_tree(ctx: Context, name: str, at: At) -> exp.Expression:
             d = view.describe_view(name)
     else:
         d = ctx.reads.describe_view(name)
-    from lakehouse.spark.sql.statements import spark_text
 
     try:
-        tree = sqlglot.parse_one(spark_text(d.sql), read="spark")
+        tree = sqlglot.parse_one(canonical(d.sql) or d.sql, read="spark")
     except sqlglot.errors.SqlglotError as exc:
         raise ValueError(f"lakehouse view {name} has SQL Spark cannot read: {exc}") from None
     assert isinstance(tree, exp.Expression)

@@ -34,8 +34,9 @@ from sqlglot.dialects.spark import Spark
 
 from lakehouse.spark.sql.context import Context, original, to_spark
 from lakehouse.spark.sql.names import table_name, unsupported
+from lakehouse.spark.sqltext import canonical
 
-__all__ = ["QUERIES", "TRANSACTIONS", "original", "run", "spark_text", "split", "to_spark"]
+__all__ = ["QUERIES", "TRANSACTIONS", "original", "run", "split", "to_spark"]
 
 QUERIES = (exp.Select, exp.SetOperation, exp.Values, exp.Subquery)
 TRANSACTIONS = (exp.Transaction, exp.Commit, exp.Rollback)
@@ -66,7 +67,9 @@ def split(text: str) -> list[exp.Expression]:
         tokens = dialect.tokenize(text)
     except sqlglot.errors.SqlglotError as exc:
         raise ValueError(f"SQL syntax error: {exc}") from None
-    readable = _doubled_quotes(text, tokens)  # same length: token positions hold
+    # 'it''s' is one literal to Spark, two to sqlglot: respelled 'it\'s' (same
+    # length, so the token positions hold)
+    readable = canonical(text) or text
     pieces: list[tuple[str, str]] = []
     start = 0
     for tok in tokens:
@@ -88,41 +91,6 @@ def split(text: str) -> list[exp.Expression]:
     if not trees:
         raise ValueError("no SQL statement in the text")
     return trees
-
-
-def spark_text(text: str) -> str:
-    """``text`` spelled so that sqlglot reads the string literals Spark reads (see
-    :func:`_doubled_quotes`); for SQL parsed outside :func:`split` (a lakehouse
-    view's query). sqlglot's errors are raised as they are."""
-    return _doubled_quotes(text, Spark().tokenize(text))
-
-
-def _doubled_quotes(text: str, tokens: list[Any]) -> str:
-    """``text`` with each doubled quote inside a string literal (``'it''s'``,
-    ``"a""b"``) written as a backslash escape (``'it\\'s'``), as Spark reads it.
-
-    sqlglot's Spark dialect reads ``'it''s'`` as two adjacent literals (their
-    concatenation, ``its``); Spark reads one literal, ``it's``. Two string tokens
-    of the same quote with no gap between them are one Spark literal: the
-    ``''`` joining them becomes ``\\'`` (same length, so token positions hold).
-    Literals with a gap (``'a' 'b'``) or different quotes (``'a'"b"``) stay
-    adjacent literals, concatenated, as in Spark."""
-    chars: list[str] | None = None
-    prev = None
-    for tok in tokens:
-        if tok.token_type.name != "STRING":
-            prev = None
-            continue
-        quote = text[tok.start]
-        if quote not in "'\"" or text[tok.end] != quote:
-            prev = None  # a raw or byte literal (r'...', X'...'): left as it is
-            continue
-        if prev is not None and prev.end + 1 == tok.start and text[prev.end] == quote:
-            if chars is None:
-                chars = list(text)
-            chars[prev.end] = "\\"
-        prev = tok
-    return text if chars is None else "".join(chars)
 
 
 def _parse(piece: str, dialect: Any) -> exp.Expression | None:
@@ -165,7 +133,7 @@ def _first_error(exc: sqlglot.errors.ParseError) -> str:
 
 def run(ctx: Context, tree: exp.Expression) -> DataFrame:
     """Run one parsed statement; its result as a DataFrame."""
-    ctx.canonical(tree)
+    ctx.resolve_names(tree)
     out: DataFrame = _dispatch(ctx, tree)
     return out
 

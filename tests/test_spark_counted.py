@@ -95,3 +95,22 @@ def test_count_inside_a_transaction_sees_its_own_changes(spark: Any, lh: Any) ->
         assert df.count() == df.toArrow().num_rows == before + 5 - 90
         txn.rollback()
     assert lhs.read(lh, spark, "ns.t").count() == before
+
+
+def test_statement_results_are_answered_locally_and_equal_what_spark_returns(
+    spark: Any, lh: Any
+) -> None:
+    from lakehouse.spark.counted import with_rows
+
+    frame = spark.sql("SELECT * FROM VALUES (CAST(3 AS BIGINT), TRUE) AS v(n, ok)")
+    answered = with_rows(frame, [(3, True)])
+    in_spark = answered.select("*")  # a transformation: an ordinary frame, run by Spark
+    assert answered.collect() == in_spark.collect()
+    assert answered.first() == in_spark.first() == answered.head()
+    assert answered.take(5) == in_spark.take(5) and answered.head(0) == []
+    assert answered.count() == in_spark.count() == 1
+    assert answered.columns == ["n", "ok"] and answered.first()["n"] == 3
+    # a SQL statement's result is one: its row is what Spark holds
+    got = lhs.sql(lh, spark, "DELETE FROM ns.t WHERE id < 0")
+    assert got.collect() == got.select("*").collect()
+    assert got.collect()[0].num_affected_rows == 0

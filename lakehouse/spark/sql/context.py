@@ -24,6 +24,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import types as T
 from sqlglot import exp
 
+from lakehouse.spark.counted import with_rows
 from lakehouse.spark.ops import joined
 from lakehouse.spark.writer import quote_ident
 
@@ -129,7 +130,8 @@ class Context:
         literals = [lit for v in columns.values() if (lit := _count_literal(v)) is not None]
         if columns and len(literals) == len(columns):
             names = ", ".join(quote_ident(k) for k in columns)
-            return self.spark.sql(f"SELECT * FROM VALUES ({', '.join(literals)}) AS v({names})")
+            frame = self.spark.sql(f"SELECT * FROM VALUES ({', '.join(literals)}) AS v({names})")
+            return with_rows(frame, [tuple(columns.values())])
         fields = [T.StructField(k, _spark_type(v), True) for k, v in columns.items()]
         return self.spark.createDataFrame([tuple(columns.values())], T.StructType(fields))
 

@@ -120,7 +120,8 @@ def insert(ctx: Context, tree: exp.Insert) -> DataFrame:
                     f"{verb} {name}: the query gives {len(frame.columns)} columns for the "
                     f"{len(columns)} columns {', '.join(columns)} of {name}"
                 )
-            frame = frame.toDF(*columns)
+            if frame.columns != columns:
+                frame = frame.toDF(*columns)
         for column, (value_sql, _) in static.items():
             frame = frame.withColumn(column, F.expr(value_sql))
         mode, where = _mode(tree, static, dynamic, replace_where)

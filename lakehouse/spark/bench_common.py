@@ -1,5 +1,6 @@
 """What the Spark benchmarks share: the orders data, a clock of wall and CPU time, the
-summary of paired timings (``bench`` and ``bench_rowops``)."""
+timed pairs of each row, the summary of paired timings, the result checks
+(``bench``, ``bench_rowops`` and ``bench_sql``)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ import statistics
 import time
 from collections.abc import Callable
 from typing import Any
+
+#: the filter of the benchmarks' aggregate (paid orders per product)
+PAID = "status = 'paid'"
 
 ORDERS_DDL = (
     "order_id long, customer_id long, product_id int, quantity int, "
@@ -84,3 +88,46 @@ def summary(plain: list[tuple[float, float]], lake: list[tuple[float, float]]) -
         out["cpu_lakehouse_s"] = statistics.median(cl)
         out["cpu_ratio"] = statistics.median(cl) / statistics.median(cp)
     return out
+
+
+def aggregate(frame: Any) -> dict[int, tuple[Any, int]]:
+    """Paid orders per product: (sum of total, rows), collected."""
+    from pyspark.sql import functions as F
+
+    out = frame.where(PAID).groupBy("product_id").agg(F.sum("total"), F.count("*"))
+    return {r[0]: (r[1], r[2]) for r in out.collect()}
+
+
+def check(what: str, got: Any, want: Any) -> None:
+    """A benchmark result that differs from the expected one is an error, not a number."""
+    if got != want:
+        raise AssertionError(f"{what}: {got!r}, expected {want!r}")
+
+
+class Pairs:
+    """The timed pairs of every row ``keys`` names (after the warm-up round), each
+    pair's two results returned for the checks."""
+
+    def __init__(self, clock: Clock, keys: list[str]) -> None:
+        self.clock = clock
+        self.times: dict[str, tuple[list[tuple[float, float]], list[tuple[float, float]]]] = {
+            key: ([], []) for key in keys
+        }
+        self.flip = self.counted = False
+
+    def round(self, i: int) -> None:
+        """Round ``i`` (0: the warm-up, not counted); odd rounds run the second variant first."""
+        self.flip, self.counted = i % 2 == 1, i > 0
+
+    def run(self, key: str, first: Callable[[], Any], second: Callable[[], Any]) -> tuple[Any, Any]:
+        """Time ``first`` (the reference) and ``second`` (the lakehouse variant) as a pair."""
+        got: list[Any] = [None, None]
+
+        def fill(k: int, fn: Callable[[], Any]) -> Callable[[], None]:
+            return lambda: got.__setitem__(k, fn())
+
+        tp, tq = self.clock.pair(fill(0, first), fill(1, second), self.flip)
+        if self.counted:
+            self.times[key][0].append(tp)
+            self.times[key][1].append(tq)
+        return got[0], got[1]

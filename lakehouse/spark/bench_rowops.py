@@ -37,7 +37,6 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -47,13 +46,23 @@ from pyspark.sql import functions as F
 
 import lakehouse
 import lakehouse.spark as lhs
-from lakehouse.spark.bench_common import ORDERS_DDL, Clock, orders_frame, orders_of, summary
+from lakehouse.spark.bench_common import (
+    ORDERS_DDL,
+    PAID,
+    Clock,
+    Pairs,
+    aggregate,
+    check,
+    orders_frame,
+    orders_of,
+    summary,
+)
 from lakehouse.spark.types import arrow_schema
 
 DELETE_COND = "order_id % 10 = 3"
 MEMORY_COND = "order_id % 10 < 3"
 UPDATE_COND = "product_id = 42"
-AGG_WHERE = "status = 'paid'"
+AGG_WHERE = PAID
 
 #: (key, label, the issue's target ratio or None) in the order of the printed table
 ROWS: list[tuple[str, str, float | None]] = [
@@ -76,45 +85,7 @@ def _join_count(plain: Any, src: Any) -> int:
 
 
 def _read_aggregate(lh: Any, spark: Any, table: str) -> dict[int, tuple[Any, int]]:
-    return _aggregate(lhs.read(lh, spark, table))
-
-
-def _aggregate(frame: Any) -> dict[int, tuple[Any, int]]:
-    """Paid orders per product: (sum of total, rows), collected."""
-    out = frame.where(AGG_WHERE).groupBy("product_id").agg(F.sum("total"), F.count("*"))
-    return {r[0]: (r[1], r[2]) for r in out.collect()}
-
-
-def _check(what: str, got: Any, want: Any) -> None:
-    if got != want:
-        raise AssertionError(f"{what}: {got!r}, expected {want!r}")
-
-
-class _Pairs:
-    """The timed pairs of every row (after the warm-up round), each pair's two results
-    returned for the checks."""
-
-    def __init__(self, clock: Clock) -> None:
-        self.clock = clock
-        self.times: dict[str, tuple[list[tuple[float, float]], list[tuple[float, float]]]] = {
-            key: ([], []) for key, _, _ in ROWS
-        }
-        self.flip = self.counted = False
-
-    def round(self, i: int) -> None:
-        self.flip, self.counted = i % 2 == 1, i > 0  # alternate which variant runs first
-
-    def run(self, key: str, plain: Callable[[], Any], ours: Callable[[], Any]) -> tuple[Any, Any]:
-        got: list[Any] = [None, None]
-
-        def fill(k: int, fn: Callable[[], Any]) -> Callable[[], None]:
-            return lambda: got.__setitem__(k, fn())
-
-        tp, tq = self.clock.pair(fill(0, plain), fill(1, ours), self.flip)
-        if self.counted:
-            self.times[key][0].append(tp)
-            self.times[key][1].append(tq)
-        return got[0], got[1]
+    return aggregate(lhs.read(lh, spark, table))
 
 
 class _PeakRss:
@@ -153,7 +124,7 @@ def _memory(lh: Any, spark: Any, table: str, plain: Any) -> dict[str, Any] | Non
     want = plain.where(MEMORY_COND).count()
     with _PeakRss() as rss:
         n = lhs.delete(lh, spark, table, MEMORY_COND)
-    _check("rows deleted (30%)", n, want)
+    check("rows deleted (30%)", n, want)
     growth = (rss.peak - rss.before) / 2**20
     return {
         "deleted_rows": n,
@@ -192,7 +163,7 @@ def run_rowops(
         lhs.write(lh, df, base)
         urls = [f.url for f in lh.scan_plan(base)]
         plain = spark.read.schema(ORDERS_DDL).parquet(*urls)
-        _check("plain rows", plain.count(), rows)
+        check("plain rows", plain.count(), rows)
 
         def plain_files() -> Any:
             """Plain Spark's DataFrame of the files, made anew for each timed operation
@@ -200,7 +171,7 @@ def run_rowops(
             return spark.read.schema(ORDERS_DDL).parquet(*urls)
 
         # what the checks compare with, computed once by plain Spark
-        live_agg = _aggregate(plain.where(f"NOT ({DELETE_COND})"))
+        live_agg = aggregate(plain.where(f"NOT ({DELETE_COND})"))
         hit = plain.where(UPDATE_COND).agg(F.count("*"), F.sum("quantity")).collect()[0]
         upd_rows, upd_qty = int(hit[0]), int(hit[1] or 0)
         has_update = hasattr(lhs, "update")
@@ -210,7 +181,7 @@ def run_rowops(
             new = plain_files().where(UPDATE_COND).withColumn("quantity", F.col("quantity") + 1)
             new.write.mode("overwrite").parquet(update_dir)
 
-        pairs = _Pairs(Clock(spark))
+        pairs = Pairs(Clock(spark), [key for key, _, _ in ROWS])
         out: dict[str, Any] = {}
         memory: dict[str, Any] | None = None
         first = 0 if warmup else 1
@@ -232,44 +203,44 @@ def run_rowops(
                 lambda: plain_files().where(DELETE_COND).count(),
                 partial(lhs.delete, lh, spark, d, DELETE_COND),
             )
-            _check("rows deleted", n, want)
-            _check("rows after the delete", lh.table_stats(d).rows, rows - n)
+            check("rows deleted", n, want)
+            check("rows after the delete", lh.table_stats(d).rows, rows - n)
             out["deleted_rows"] = n
             p_count, q_count = pairs.run(
                 "count_10pct_deleted",
                 lambda: plain_files().count(),
                 partial(_count, lh, spark, d),
             )
-            _check("count() after the delete", (p_count, q_count), (rows, rows - n))
+            check("count() after the delete", (p_count, q_count), (rows, rows - n))
             _, q_agg = pairs.run(
                 "aggregate_10pct_deleted",
-                lambda: _aggregate(plain_files()),
+                lambda: aggregate(plain_files()),
                 partial(_read_aggregate, lh, spark, d),
             )
-            _check("aggregate after the delete", q_agg, live_agg)
+            check("aggregate after the delete", q_agg, live_agg)
             counts = pairs.run(
                 "count_no_deletes", lambda: plain_files().count(), partial(_count, lh, spark, base)
             )
-            _check("count() without deletes", counts, (rows, rows))
+            check("count() without deletes", counts, (rows, rows))
             if has_update:
                 new_qty = {"quantity": "quantity + 1"}
                 _, n = pairs.run(
                     "update", plain_update, partial(lhs.update, lh, spark, u, UPDATE_COND, new_qty)
                 )
-                _check("rows updated", n, upd_rows)
+                check("rows updated", n, upd_rows)
                 after = lhs.read(lh, spark, u).where(UPDATE_COND)
                 got = after.agg(F.count("*"), F.sum("quantity")).collect()[0]
-                _check("updated rows", (got[0], int(got[1] or 0)), (upd_rows, upd_qty + upd_rows))
-                _check("rows after the update", lh.table_stats(u).rows, rows)
+                check("updated rows", (got[0], int(got[1] or 0)), (upd_rows, upd_qty + upd_rows))
+                check("rows after the update", lh.table_stats(u).rows, rows)
                 out["updated_rows"] = n
             matched, res = pairs.run(
                 "merge",
                 lambda: _join_count(plain_files(), src),  # noqa: B023
                 partial(lhs.merge, lh, src, m, on="order_id"),
             )
-            _check("plain join rows", matched, half)
-            _check("merge (updated, inserted)", (res.updated, res.inserted), (half, len(new_ids)))
-            _check("rows after the merge", lh.table_stats(m).rows, rows + len(new_ids))
+            check("plain join rows", matched, half)
+            check("merge (updated, inserted)", (res.updated, res.inserted), (half, len(new_ids)))
+            check("rows after the merge", lh.table_stats(m).rows, rows + len(new_ids))
             src.unpersist()
             if i == first:  # after the warm-up: imports and first-call caches are in place
                 with lh.begin() as txn:

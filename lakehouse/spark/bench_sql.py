@@ -33,7 +33,6 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -43,12 +42,22 @@ from pyspark.sql import functions as F
 
 import lakehouse
 import lakehouse.spark as lhs
-from lakehouse.spark.bench_common import ORDERS_DDL, Clock, orders_frame, orders_of, summary
+from lakehouse.spark.bench_common import (
+    ORDERS_DDL,
+    PAID,
+    Clock,
+    Pairs,
+    aggregate,
+    check,
+    orders_frame,
+    orders_of,
+    summary,
+)
 from lakehouse.spark.types import arrow_schema
 
 DELETE_COND = "order_id % 10 = 3"
 UPDATE_COND = "product_id = 42"
-SELECT_WHERE = "status = 'paid'"
+SELECT_WHERE = PAID
 HISTORY_DELETE = "order_id % 100 = 7"  # deleted from the time-travel table after version v
 MERGE_VIEW, INSERT_VIEW = "bench_sql_merge_src", "bench_sql_insert_src"
 TARGET = 1.1
@@ -63,46 +72,8 @@ ROWS: list[tuple[str, str]] = [
 ]
 
 
-def _check(what: str, got: Any, want: Any) -> None:
-    if got != want:
-        raise AssertionError(f"{what}: {got!r}, expected {want!r}")
-
-
-def _aggregate(frame: Any) -> dict[int, tuple[Any, int]]:
-    """Paid orders per product: (sum of total, rows), collected."""
-    out = frame.where(SELECT_WHERE).groupBy("product_id").agg(F.sum("total"), F.count("*"))
-    return {r[0]: (r[1], r[2]) for r in out.collect()}
-
-
 def _rows(frame: Any) -> dict[int, tuple[Any, int]]:
     return {r[0]: (r[1], r[2]) for r in frame.collect()}
-
-
-class _Pairs:
-    """The timed pairs of every row (after the warm-up round), each pair's two results
-    returned for the checks. ``plain`` is the Python call, ``ours`` the SQL statement."""
-
-    def __init__(self, clock: Clock) -> None:
-        self.clock = clock
-        self.times: dict[str, tuple[list[tuple[float, float]], list[tuple[float, float]]]] = {
-            key: ([], []) for key, _ in ROWS
-        }
-        self.flip = self.counted = False
-
-    def round(self, i: int) -> None:
-        self.flip, self.counted = i % 2 == 1, i > 0  # alternate which side runs first
-
-    def run(self, key: str, python: Callable[[], Any], sql: Callable[[], Any]) -> tuple[Any, Any]:
-        got: list[Any] = [None, None]
-
-        def fill(k: int, fn: Callable[[], Any]) -> Callable[[], None]:
-            return lambda: got.__setitem__(k, fn())
-
-        tp, tq = self.clock.pair(fill(0, python), fill(1, sql), self.flip)
-        if self.counted:
-            self.times[key][0].append(tp)
-            self.times[key][1].append(tq)
-        return got[0], got[1]
 
 
 def run_sql(
@@ -138,7 +109,7 @@ def run_sql(
         lhs.write(lh, df, base)
         urls = [f.url for f in lh.scan_plan(base)]
         plain = spark.read.schema(ORDERS_DDL).parquet(*urls)
-        _check("plain rows", plain.count(), rows)
+        check("plain rows", plain.count(), rows)
         # the time-travel table: the base at version v, then 1% of its rows deleted
         with lh.begin() as txn:
             txn.clone_table(base, history)
@@ -149,11 +120,11 @@ def run_sql(
         deleted_want = plain.where(DELETE_COND).count()
         hit = plain.where(UPDATE_COND).agg(F.count("*"), F.sum("quantity")).collect()[0]
         upd_rows, upd_qty = int(hit[0]), int(hit[1] or 0)
-        agg_want = _aggregate(plain)
+        agg_want = aggregate(plain)
 
         ins = orders_of(spark.range(1 << 41, (1 << 41) + ins_rows, numPartitions=2), 5).cache()
         cached.append(ins)
-        _check("insert source rows", ins.count(), ins_rows)
+        check("insert source rows", ins.count(), ins_rows)
         ins.createOrReplaceTempView(INSERT_VIEW)
 
         def affected(text: str, *columns: str) -> tuple[int, ...]:
@@ -169,7 +140,7 @@ def run_sql(
             f"SELECT product_id, sum(total), count(*) FROM {history} VERSION AS OF {v} "
             f"WHERE {SELECT_WHERE} GROUP BY product_id"
         )
-        pairs = _Pairs(Clock(spark))
+        pairs = Pairs(Clock(spark), [key for key, _ in ROWS])
         first = 0 if warmup else 1
         for i in range(first, repeats + 1):  # round 0 warms the JVM up and is not counted
             pairs.round(i)
@@ -197,9 +168,9 @@ def run_sql(
                 partial(lhs.delete, lh, spark, d_py, DELETE_COND),
                 partial(affected, f"DELETE FROM {d_sql} WHERE {DELETE_COND}", "num_affected_rows"),
             )
-            _check("DELETE: rows deleted (SQL, lhs.delete)", (n_sql, n_py), (n_py, deleted_want))
+            check("DELETE: rows deleted (SQL, lhs.delete)", (n_sql, n_py), (n_py, deleted_want))
             got = (lh.table_stats(d_sql).rows, lh.table_stats(d_py).rows)
-            _check("DELETE: rows after (SQL, lhs.delete)", got, (rows - n_py, rows - n_py))
+            check("DELETE: rows after (SQL, lhs.delete)", got, (rows - n_py, rows - n_py))
 
             # UPDATE
             u_py, u_sql = copies["u_py"], copies["u_sql"]
@@ -212,15 +183,15 @@ def run_sql(
                     "num_affected_rows",
                 ),
             )
-            _check("UPDATE: rows updated (SQL, lhs.update)", (n_sql, n_py), (upd_rows, upd_rows))
+            check("UPDATE: rows updated (SQL, lhs.update)", (n_sql, n_py), (upd_rows, upd_rows))
             want = (upd_rows, upd_qty + upd_rows)
-            _check(
+            check(
                 "UPDATE: updated rows (SQL, lhs.update)",
                 (updated(u_sql), updated(u_py)),
                 (want, want),
             )
             got = (lh.table_stats(u_sql).rows, lh.table_stats(u_py).rows)
-            _check("UPDATE: rows after (SQL, lhs.update)", got, (rows, rows))
+            check("UPDATE: rows after (SQL, lhs.update)", got, (rows, rows))
 
             # MERGE
             m_py, m_sql = copies["m_py"], copies["m_sql"]
@@ -238,11 +209,11 @@ def run_sql(
                 ),
             )
             want_m = (half, len(new_ids), 0, merge_rows)
-            _check("MERGE: lhs.merge (updated, inserted)", (res.updated, res.inserted), want_m[:2])
-            _check("MERGE: SQL (updated, inserted, deleted, affected)", counts, want_m)
+            check("MERGE: lhs.merge (updated, inserted)", (res.updated, res.inserted), want_m[:2])
+            check("MERGE: SQL (updated, inserted, deleted, affected)", counts, want_m)
             got = (lh.table_stats(m_sql).rows, lh.table_stats(m_py).rows)
             want_rows = rows + len(new_ids)
-            _check("MERGE: rows after (SQL, lhs.merge)", got, (want_rows, want_rows))
+            check("MERGE: rows after (SQL, lhs.merge)", got, (want_rows, want_rows))
 
             # INSERT ... SELECT
             i_py, i_sql = copies["i_py"], copies["i_sql"]
@@ -255,18 +226,18 @@ def run_sql(
                     "num_affected_rows",
                 ),
             )
-            _check("INSERT: rows inserted (SQL)", n_sql, ins_rows)
+            check("INSERT: rows inserted (SQL)", n_sql, ins_rows)
             got = (lh.table_stats(i_sql).rows, lh.table_stats(i_py).rows)
             want_rows = rows + ins_rows
-            _check("INSERT: rows after (SQL, lhs.write)", got, (want_rows, want_rows))
+            check("INSERT: rows after (SQL, lhs.write)", got, (want_rows, want_rows))
 
             # SELECT ... VERSION AS OF
             agg_py, agg_sql = pairs.run(
                 "select",
-                lambda: _aggregate(lhs.read(lh, spark, history, version=v)),
+                lambda: aggregate(lhs.read(lh, spark, history, version=v)),
                 lambda: _rows(sql(lh, spark, select_text)),
             )
-            _check("SELECT VERSION AS OF (SQL, lhs.read)", (agg_sql, agg_py), (agg_py, agg_want))
+            check("SELECT VERSION AS OF (SQL, lhs.read)", (agg_sql, agg_py), (agg_py, agg_want))
 
             src.unpersist()
             with lh.begin() as txn:

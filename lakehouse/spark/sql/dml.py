@@ -42,7 +42,13 @@ from sqlglot import exp
 
 from lakehouse.spark import ops
 from lakehouse.spark.sql.context import Context
-from lakehouse.spark.sql.names import CATALOG, table_name, unsupported
+from lakehouse.spark.sql.names import (
+    CATALOG,
+    lakehouse_target,
+    plain_target,
+    table_name,
+    unsupported,
+)
 from lakehouse.spark.types import spark_type
 from lakehouse.spark.update import update as update_rows
 
@@ -92,7 +98,7 @@ def insert(ctx: Context, tree: exp.Insert) -> DataFrame:
     verb = "INSERT OVERWRITE" if tree.args.get("overwrite") else "INSERT INTO"
     if not ctx.is_table(name):
         return _not_lakehouse(ctx, tree, target, name, verb)
-    _plain_target(target, name, verb)
+    plain_target(target, name, verb)
     listed = [i.name for i in tree.this.expressions] if isinstance(tree.this, exp.Schema) else None
     query = _query(tree)
     replace_where = tree.args.get("where")
@@ -133,7 +139,7 @@ def delete(ctx: Context, tree: exp.Delete) -> DataFrame:
     """``DELETE FROM ns.t [[AS] x] [WHERE cond]``: through ``lakehouse.spark.delete``."""
     _refuse(tree, _DELETE_OTHER)
     target = tree.this
-    name = _lakehouse_target(ctx, target, "DELETE FROM")
+    name = lakehouse_target(ctx, target, "DELETE FROM")
     cond = _condition(tree, target, name, "DELETE")
     with ctx.writing() as t:
         n = ops.delete(ctx.lh, ctx.spark, name, cond, txn=t)
@@ -145,7 +151,7 @@ def update(ctx: Context, tree: exp.Update) -> DataFrame:
     ``lakehouse.spark.update`` (expressions see the old row)."""
     _refuse(tree, _UPDATE_OTHER)
     target = tree.this
-    name = _lakehouse_target(ctx, target, "UPDATE")
+    name = lakehouse_target(ctx, target, "UPDATE")
     cond = _condition(tree, target, name, "UPDATE")
     with ctx.writing() as t:
         schema = t.describe_table(name).schema
@@ -182,27 +188,6 @@ def _refuse(tree: exp.Expression, clauses: dict[str, str]) -> None:
     for arg, construct in clauses.items():
         if tree.args.get(arg):
             raise unsupported(construct)
-
-
-def _lakehouse_target(ctx: Context, target: Any, verb: str) -> str:
-    """The name of a DELETE/UPDATE target, which must be a lakehouse table."""
-    if not isinstance(target, exp.Table):
-        raise unsupported(f"{verb} {target.sql(dialect='spark')}")
-    name = table_name(target)
-    if not ctx.is_table(name):
-        if ctx.is_view(name):
-            raise ValueError(f"{verb} {name}: {name} is a lakehouse view, not a table")
-        raise ValueError(f"{verb} {name}: {name} is not a lakehouse table")
-    _plain_target(target, name, verb)
-    return name
-
-
-def _plain_target(target: exp.Table, name: str, verb: str) -> None:
-    if target.args.get("version") is not None:
-        raise unsupported(f"{verb} {name} at a version (VERSION/TIMESTAMP AS OF)")
-    for arg in ("joins", "laterals", "pivots", "sample", "hints", "changes", "when"):
-        if target.args.get(arg):
-            raise unsupported(f"{verb} {target.sql(dialect='spark')}")
 
 
 def _not_lakehouse(

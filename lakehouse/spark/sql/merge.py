@@ -53,7 +53,12 @@ from lakehouse.model import MergeResult
 from lakehouse.spark.merge import merge as merge_rows
 from lakehouse.spark.merge_clauses import MergeClause
 from lakehouse.spark.sql.context import Context
-from lakehouse.spark.sql.names import CATALOG, table_name, unsupported
+from lakehouse.spark.sql.names import (
+    CATALOG,
+    lakehouse_target,
+    table_name,
+    unsupported,
+)
 from lakehouse.spark.sql.query import frame_of
 from lakehouse.spark.writer import col, not_null_message
 
@@ -72,7 +77,7 @@ class _Side:
 def merge(ctx: Context, tree: exp.Merge) -> DataFrame:
     """Run a ``MERGE INTO`` statement (module doc); its one-row counts."""
     target = tree.this
-    name = _target_name(ctx, target)
+    name = lakehouse_target(ctx, target, "MERGE INTO")
     tgt = _side(target, name)
     using = tree.args.get("using")
     src_frame, src = _source(ctx, using)
@@ -118,22 +123,6 @@ def merge(ctx: Context, tree: exp.Merge) -> DataFrame:
 
 
 # ---------------------------------------------------------------------------- the sides
-
-
-def _target_name(ctx: Context, target: Any) -> str:
-    if not isinstance(target, exp.Table) or not isinstance(target.this, exp.Identifier):
-        raise unsupported(f"MERGE INTO {target.sql(dialect='spark')}")
-    name = table_name(target)
-    if not ctx.is_table(name):
-        if ctx.is_view(name):
-            raise ValueError(f"MERGE INTO {name}: {name} is a lakehouse view, not a table")
-        raise ValueError(f"MERGE INTO {name}: {name} is not a lakehouse table")
-    if target.args.get("version") is not None:
-        raise unsupported(f"MERGE INTO {name} at a version (VERSION/TIMESTAMP AS OF)")
-    for arg in ("joins", "laterals", "pivots", "sample", "hints", "changes", "when"):
-        if target.args.get(arg):
-            raise unsupported(f"MERGE INTO {target.sql(dialect='spark')}")
-    return name
 
 
 def _side(table: exp.Table, name: str) -> _Side:

@@ -11,6 +11,8 @@ reference is left to Spark.
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlglot import exp
 
 #: the catalog name that means "the lakehouse" in a three-part name
@@ -46,3 +48,27 @@ def unsupported(construct: str, hint: str = "") -> ValueError:
     if hint:
         text += f"; {hint}"
     return ValueError(text)
+
+
+def lakehouse_target(ctx: Any, target: Any, verb: str) -> str:
+    """The name of the table a ``DELETE`` / ``UPDATE`` / ``MERGE INTO`` (``verb``)
+    changes, which must be a lakehouse table at its latest version, named plainly;
+    ValueError otherwise. ``ctx``: the statement's Context."""
+    if not isinstance(target, exp.Table) or not isinstance(target.this, exp.Identifier):
+        raise unsupported(f"{verb} {target.sql(dialect='spark')}")
+    name = table_name(target)
+    if not ctx.is_table(name):
+        if ctx.is_view(name):
+            raise ValueError(f"{verb} {name}: {name} is a lakehouse view, not a table")
+        raise ValueError(f"{verb} {name}: {name} is not a lakehouse table")
+    plain_target(target, name, verb)
+    return name
+
+
+def plain_target(target: exp.Table, name: str, verb: str) -> None:
+    """A statement's target table without a version, join, sample or hint."""
+    if target.args.get("version") is not None:
+        raise unsupported(f"{verb} {name} at a version (VERSION/TIMESTAMP AS OF)")
+    for arg in ("joins", "laterals", "pivots", "sample", "hints", "changes", "when"):
+        if target.args.get(arg):
+            raise unsupported(f"{verb} {target.sql(dialect='spark')}")

@@ -93,12 +93,15 @@ def executors():
 def kill_when_running(record):
     """SIGKILL the executors once a stage has running tasks (and ran them a moment)."""
     tracker = sc.statusTracker()
-    while True:
+    while not record.get("done"):
         for sid in tracker.getActiveStageIds():
             info = tracker.getStageInfo(sid)
             if info is not None and info.numActiveTasks > 0:
                 time.sleep(0.5)
-                record["killed"] = pids = executors()
+                pids = executors()
+                if not pids:  # not listed yet (a loaded machine): look again
+                    continue
+                record["killed"] = pids
                 for pid in pids:
                     os.kill(pid, signal.SIGKILL)
                 return
@@ -110,7 +113,10 @@ def killed_write(lh, table):
     record = {}
     t = threading.Thread(target=kill_when_running, args=(record,), daemon=True)
     t.start()
-    v = lhs.write(lh, frame(0, killed, slow_ms=2), table)
+    try:
+        v = lhs.write(lh, frame(0, killed, slow_ms=2), table)
+    finally:
+        record["done"] = True
     t.join(timeout=30)
     return {
         "killed": record.get("killed"),

@@ -69,10 +69,12 @@ SCHEMA = pa.schema([pa.field("id", pa.int64(), nullable=False), ("name", pa.stri
 
 def frame(lo, hi, slow_ms=0):
     df = spark.range(lo, hi, numPartitions=2)
+    name = F.concat(F.lit("n"), F.col("id").cast("string"))
     if slow_ms:  # each row sleeps in the JVM: the tasks run long enough to be killed
+        # (inside the value written, so the optimizer cannot drop the call)
         sleep = f"reflect('java.lang.Thread', 'sleep', cast({slow_ms} as bigint))"
-        df = df.where(F.expr(f"coalesce({sleep}, '') IS NOT NULL"))
-    return df.select("id", F.concat(F.lit("n"), F.col("id").cast("string")).alias("name"))
+        name = F.concat(name, F.expr(f"substr(coalesce({sleep}, ''), 1, 0)"))
+    return df.select("id", name.alias("name"))
 
 
 def rows(lh, table):
@@ -91,16 +93,19 @@ def executors():
 
 
 def kill_when_running(record):
-    """SIGKILL the executors once a stage has running tasks (and ran them a moment)."""
+    """SIGKILL the executors once a job has been running for a second (its tasks
+    sleep in every row, so they are mid-write then). The tracker's stage list, not
+    its task counts: those lag behind the tasks."""
     tracker = sc.statusTracker()
+    since = None
     while not record.get("done"):
-        for sid in tracker.getActiveStageIds():
-            info = tracker.getStageInfo(sid)
-            if info is not None and info.numActiveTasks > 0:
-                time.sleep(0.5)
-                pids = executors()
-                if not pids:  # not listed yet (a loaded machine): look again
-                    continue
+        if not tracker.getActiveStageIds():
+            since = None
+        elif since is None:
+            since = time.monotonic()
+        elif time.monotonic() - since > 1.0:
+            pids = executors()
+            if pids:  # else not listed yet (a loaded machine): look again
                 record["killed"] = pids
                 for pid in pids:
                     os.kill(pid, signal.SIGKILL)
@@ -114,7 +119,7 @@ def killed_write(lh, table):
     t = threading.Thread(target=kill_when_running, args=(record,), daemon=True)
     t.start()
     try:
-        v = lhs.write(lh, frame(0, killed, slow_ms=2), table)
+        v = lhs.write(lh, frame(0, killed, slow_ms=5), table)
     finally:
         record["done"] = True
     t.join(timeout=30)

@@ -74,6 +74,13 @@ class Context:
         """True when ``name`` is a lakehouse view as ``ctx.reads`` sees it."""
         return self._exists(name, "view_exists")
 
+    def is_spark_table(self, name: str) -> bool:
+        """True when ``name`` is a table or view of the Spark session's catalog."""
+        try:
+            return bool(self.spark.catalog.tableExists(name))
+        except Exception:  # a name Spark's catalog cannot even look up
+            return False
+
     def _exists(self, name: str, call: str) -> bool:
         if not isinstance(name, str) or "." not in name:
             return False  # one part: a temp view, a CTE or a Spark table (table names

@@ -197,7 +197,7 @@ def _not_lakehouse(
     names no lakehouse object goes to Spark as written; else ValueError."""
     if ctx.is_view(name):
         raise ValueError(f"{verb} {name}: {name} is a lakehouse view, not a table")
-    if _spark_table(ctx, name):
+    if ctx.is_spark_table(name):
         for ref in tree.find_all(exp.Table):
             other = table_name(ref)
             if ref is not target and (ctx.is_table(other) or ctx.is_view(other)):
@@ -209,13 +209,6 @@ def _not_lakehouse(
 
         return to_spark(ctx, tree)
     raise ValueError(f"{verb} {name}: {name} is neither a lakehouse table nor a Spark table")
-
-
-def _spark_table(ctx: Context, name: str) -> bool:
-    try:
-        return bool(ctx.spark.catalog.tableExists(name))
-    except Exception:  # a name Spark cannot parse: not one of its tables
-        return False
 
 
 def _query(tree: exp.Insert) -> exp.Expression:

@@ -211,7 +211,7 @@ def _rewrite(
                 return sub
             node.replace(sub)
             rw.changed = True
-        elif not _spark_has(ctx, name):
+        elif not ctx.is_spark_table(name):
             raise ValueError(
                 f"table or view {name} not found: neither a lakehouse table or view "
                 "nor a Spark table or view"
@@ -288,13 +288,6 @@ def _view_tree(ctx: Context, name: str, at: At) -> exp.Expression:
         raise ValueError(f"lakehouse view {name} has SQL Spark cannot read: {exc}") from None
     assert isinstance(tree, exp.Expression)
     return tree
-
-
-def _spark_has(ctx: Context, name: str) -> bool:
-    try:
-        return bool(ctx.spark.catalog.tableExists(name))
-    except Exception:  # a name Spark's catalog cannot even look up
-        return False
 
 
 def _key(db: exp.Expression | None, name: exp.Expression | None) -> tuple[str, str] | None:

@@ -32,6 +32,7 @@ import pyarrow as pa
 from pyspark.sql import DataFrame
 from sqlglot import exp
 
+from lakehouse.spark.jobs import first_line
 from lakehouse.spark.sql.clauses import (
     ColumnSpec,
     clauses,
@@ -103,7 +104,7 @@ def analysed(ctx: Context, query: Any) -> DataFrame:
     except Exception as exc:
         if not is_analysis_error(exc):
             raise
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = first_line(exc)
         raise ValueError(f"bad query {query.sql(dialect='spark')!r}: {first[:400]}") from None
 
 
@@ -225,7 +226,7 @@ def _create_view(ctx: Context, tree: exp.Create) -> DataFrame:
         except Exception as exc:
             if not is_analysis_error(exc):
                 raise
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            first = first_line(exc)
             raise ValueError(f"temporary view {name}: {first[:300]}") from None
         return ctx.empty()
     opts = clauses(tree, "view")

@@ -40,6 +40,7 @@ from typing import Any
 from pyspark.sql import DataFrame
 from sqlglot import exp
 
+from lakehouse.spark.jobs import first_line
 from lakehouse.spark.ops import quiet_analysis, read
 from lakehouse.spark.sql.context import Context
 from lakehouse.spark.sql.names import CATALOG, table_name, unsupported
@@ -163,7 +164,7 @@ def _spark_sql(
         missing = callable(condition) and condition() == "TABLE_OR_VIEW_NOT_FOUND"
         if not rewritten and not missing:
             raise
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = first_line(exc)
         raise ValueError(f"bad query {shown!r}: {first[:400]}") from None
 
 
@@ -263,7 +264,7 @@ def epoch_ms(ctx: Context, value: exp.Expression, name: str) -> int:
         with quiet_analysis():
             row = ctx.spark.sql(f"SELECT unix_millis(CAST({expr} AS TIMESTAMP)) AS ms").first()
     except Exception as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = first_line(exc)
         raise ValueError(f"bad TIMESTAMP AS OF {expr} on {name}: {first[:300]}") from None
     if row is None or row[0] is None:
         raise ValueError(f"bad TIMESTAMP AS OF {expr} on {name}: not a timestamp")

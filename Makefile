@@ -5,8 +5,10 @@
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-# DuckLake, an anchor of the scale benchmark (python -m lakehouse.bench --only scale), needs a
-# virtualenv of its own: the test extras pin duckdb 2.x, the extension package is built for 1.5.5.
+# DuckDB 1.5.5 with its DuckLake and Iceberg extensions needs a virtualenv of its own (the test
+# extras pin duckdb 2.x, the extension packages are built for 1.5.5): DuckLake is an anchor of the
+# scale benchmark (python -m lakehouse.bench --only scale), and the Iceberg tests read the
+# lakehouse through DuckDB's iceberg extension (tests/test_iceberg_clients.py).
 DUCKLAKE_VENV := .venv-ducklake
 
 .PHONY: demo demo-metadata test lint bench clean $(DUCKLAKE_VENV)
@@ -36,7 +38,7 @@ demo-metadata: $(VENV)/.demo-installed
 PURE_TESTS := tests/test_formats.py tests/test_state_machine.py tests/test_corruption.py \
 	tests/test_compaction.py fuzz/fuzz_decoders.py
 
-test: $(VENV)/.test-installed
+test: $(VENV)/.test-installed $(DUCKLAKE_VENV)/.installed-iceberg
 	$(BIN)/python -m pytest -q
 	KVSTORE_PURE_PYTHON=1 $(BIN)/python -m pytest -q -p no:cacheprovider $(PURE_TESTS)
 
@@ -49,14 +51,15 @@ bench: $(VENV)/.test-installed
 	$(BIN)/python -m kvstore.bench
 	$(BIN)/python -m lakehouse.bench
 
-# `make .venv-ducklake`: not part of `make test` (the scale bench reports DuckLake as not
-# available without it).
-$(DUCKLAKE_VENV): $(DUCKLAKE_VENV)/.installed
+# `make .venv-ducklake`: built by `make test` (the Iceberg client tests need it); the scale
+# bench reports DuckLake as not available without it.
+$(DUCKLAKE_VENV): $(DUCKLAKE_VENV)/.installed-iceberg
 
-$(DUCKLAKE_VENV)/.installed:
+$(DUCKLAKE_VENV)/.installed-iceberg:
 	rm -rf $(DUCKLAKE_VENV)
 	$(PY) -m venv $(DUCKLAKE_VENV)
-	$(DUCKLAKE_VENV)/bin/python -m pip install -q duckdb==1.5.5 duckdb-extension-ducklake==1.5.5 pyarrow==26.0.1
+	$(DUCKLAKE_VENV)/bin/python -m pip install -q duckdb==1.5.5 duckdb-extension-ducklake==1.5.5 \
+		duckdb-extension-iceberg==1.5.5 pyarrow==26.0.1
 	touch $@
 
 clean:

@@ -38,7 +38,7 @@ demo-metadata: $(VENV)/.demo-installed
 PURE_TESTS := tests/test_formats.py tests/test_state_machine.py tests/test_corruption.py \
 	tests/test_compaction.py fuzz/fuzz_decoders.py
 
-test: $(VENV)/.test-installed $(DUCKLAKE_VENV)/.installed-iceberg
+test: $(VENV)/.test-installed $(DUCKLAKE_VENV)/.installed-iceberg-avro
 	$(BIN)/python -m pytest -q
 	KVSTORE_PURE_PYTHON=1 $(BIN)/python -m pytest -q -p no:cacheprovider $(PURE_TESTS)
 
@@ -53,13 +53,15 @@ bench: $(VENV)/.test-installed
 
 # `make .venv-ducklake`: built by `make test` (the Iceberg client tests need it); the scale
 # bench reports DuckLake as not available without it.
-$(DUCKLAKE_VENV): $(DUCKLAKE_VENV)/.installed-iceberg
+$(DUCKLAKE_VENV): $(DUCKLAKE_VENV)/.installed-iceberg-avro
 
-$(DUCKLAKE_VENV)/.installed-iceberg:
+# iceberg needs the avro extension (and httpfs for a REST catalog); all loaded by path, offline.
+$(DUCKLAKE_VENV)/.installed-iceberg-avro:
 	rm -rf $(DUCKLAKE_VENV)
 	$(PY) -m venv $(DUCKLAKE_VENV)
 	$(DUCKLAKE_VENV)/bin/python -m pip install -q duckdb==1.5.5 duckdb-extension-ducklake==1.5.5 \
-		duckdb-extension-iceberg==1.5.5 pyarrow==26.0.1
+		duckdb-extension-iceberg==1.5.5 duckdb-extension-avro==1.5.5 \
+		duckdb-extension-httpfs==1.5.5 pyarrow==26.0.1
 	touch $@
 
 clean:

@@ -1,0 +1,627 @@
+"""Iceberg v2 manifests and manifest lists, written as Avro with fastavro.
+
+An Iceberg snapshot names one *manifest list*; each of its rows names one
+*manifest*; each manifest row (a ``manifest_entry``) names one data or
+delete file::
+
+    snap-<u>.avro (manifest_file rows)      <u>-m<k>.avro (manifest_entry rows)
+    +-------------------------------+        +---------------------------------+
+    | manifest_path ----------------+------> | status, snapshot_id, seq, fseq  |
+    | content 0 data / 1 deletes    |        | data_file { content, file_path, |
+    | sequence_number, counts       |        |   partition {..}, record_count, |
+    | partitions [field summaries]  |        |   metrics maps, ... }           |
+    +-------------------------------+        +---------------------------------+
+
+The Avro schemas below are the spec's (https://iceberg.apache.org/spec/,
+"Manifests" and "Manifest Lists", format version 2), field for field: every
+field carries its ``field-id``, every list its ``element-id``, and a map with
+int keys is an array of ``k<key id>_v<value id>`` records with
+``"logicalType": "map"``, as the Java writer spells them. Readers (Java,
+pyiceberg, DuckDB) resolve manifest fields by those ids, so the ids are the
+format; fastavro keeps such extra attributes in the schema it writes into the
+file header (``avro.schema``), which the tests check.
+
+The ``partition`` record of a manifest depends on the partition spec: its
+fields are the spec's partition fields (ids 1000+, all optional), with Iceberg
+types mapped to Avro as the spec says (date: int/``date``; timestamp:
+long/``timestamp-micros`` with ``adjust-to-utc``; decimal: fixed/``decimal``;
+...). A parsed schema is cached per partition type.
+
+Files carry the header metadata the spec asks for: manifests ``schema``,
+``schema-id``, ``partition-spec``, ``partition-spec-id``, ``format-version``
+and ``content``; manifest lists ``snapshot-id``, ``parent-snapshot-id``,
+``sequence-number`` and ``format-version``. The bytes are deterministic (the
+Avro sync marker is derived from the header metadata, not random), so two
+writers of the same object write the same bytes. Codec: deflate.
+
+``referenced_data_file`` (field 143) is a v3 field and is not written: readers
+match a positional delete file to its data file by the ``file_path`` bounds
+(id 2147483546), which the caller sets to the data file's path.
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import functools
+import hashlib
+import io
+import json
+import math
+import re
+import struct
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import fastavro
+
+FORMAT_VERSION = 2
+
+#: manifest_entry.status
+EXISTING, ADDED, DELETED = 0, 1, 2
+#: data_file.content
+DATA, POSITION_DELETES, EQUALITY_DELETES = 0, 1, 2
+#: manifest_file.content
+MANIFEST_DATA, MANIFEST_DELETES = 0, 1
+
+CODEC = "deflate"
+_CONTENT_NAMES = {"data": MANIFEST_DATA, "deletes": MANIFEST_DELETES}
+
+
+# -- schemas -------------------------------------------------------------------------
+def _opt(name: str, field_id: int, avro_type: Any) -> dict[str, Any]:
+    return {"name": name, "type": ["null", avro_type], "default": None, "field-id": field_id}
+
+
+def _req(name: str, field_id: int, avro_type: Any) -> dict[str, Any]:
+    return {"name": name, "type": avro_type, "field-id": field_id}
+
+
+def _int_map(
+    name: str, field_id: int, key_id: int, value_id: int, value_type: str
+) -> dict[str, Any]:
+    kv = {
+        "type": "record",
+        "name": f"k{key_id}_v{value_id}",
+        "fields": [_req("key", key_id, "int"), _req("value", value_id, value_type)],
+    }
+    return _opt(name, field_id, {"type": "array", "items": kv, "logicalType": "map"})
+
+
+def _list(name: str, field_id: int, element_id: int, element_type: str) -> dict[str, Any]:
+    return _opt(name, field_id, {"type": "array", "items": element_type, "element-id": element_id})
+
+
+def _entry_schema(partition_record: dict[str, Any]) -> dict[str, Any]:
+    data_file = {
+        "type": "record",
+        "name": "r2",
+        "fields": [
+            _req("content", 134, "int"),
+            _req("file_path", 100, "string"),
+            _req("file_format", 101, "string"),
+            _req("partition", 102, partition_record),
+            _req("record_count", 103, "long"),
+            _req("file_size_in_bytes", 104, "long"),
+            _int_map("column_sizes", 108, 117, 118, "long"),
+            _int_map("value_counts", 109, 119, 120, "long"),
+            _int_map("null_value_counts", 110, 121, 122, "long"),
+            _int_map("nan_value_counts", 137, 138, 139, "long"),
+            _int_map("lower_bounds", 125, 126, 127, "bytes"),
+            _int_map("upper_bounds", 128, 129, 130, "bytes"),
+            _opt("key_metadata", 131, "bytes"),
+            _list("split_offsets", 132, 133, "long"),
+            _list("equality_ids", 135, 136, "int"),
+            _opt("sort_order_id", 140, "int"),
+        ],
+    }
+    return {
+        "type": "record",
+        "name": "manifest_entry",
+        "fields": [
+            _req("status", 0, "int"),
+            _opt("snapshot_id", 1, "long"),
+            _opt("sequence_number", 3, "long"),
+            _opt("file_sequence_number", 4, "long"),
+            _req("data_file", 2, data_file),
+        ],
+    }
+
+
+MANIFEST_FILE_SCHEMA: dict[str, Any] = {
+    "type": "record",
+    "name": "manifest_file",
+    "fields": [
+        _req("manifest_path", 500, "string"),
+        _req("manifest_length", 501, "long"),
+        _req("partition_spec_id", 502, "int"),
+        _req("content", 517, "int"),
+        _req("sequence_number", 515, "long"),
+        _req("min_sequence_number", 516, "long"),
+        _req("added_snapshot_id", 503, "long"),
+        _req("added_files_count", 504, "int"),
+        _req("existing_files_count", 505, "int"),
+        _req("deleted_files_count", 506, "int"),
+        _req("added_rows_count", 512, "long"),
+        _req("existing_rows_count", 513, "long"),
+        _req("deleted_rows_count", 514, "long"),
+        _opt(
+            "partitions",
+            507,
+            {
+                "type": "array",
+                "element-id": 508,
+                "items": {
+                    "type": "record",
+                    "name": "r508",
+                    "fields": [
+                        _req("contains_null", 509, "boolean"),
+                        _opt("contains_nan", 518, "boolean"),
+                        _opt("lower_bound", 510, "bytes"),
+                        _opt("upper_bound", 511, "bytes"),
+                    ],
+                },
+            },
+        ),
+        _opt("key_metadata", 519, "bytes"),
+    ],
+}
+
+_DECIMAL = re.compile(r"decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
+_FIXED = re.compile(r"fixed\[\s*(\d+)\s*\]$")
+_PRIMITIVE_AVRO: dict[str, Any] = {
+    "boolean": "boolean",
+    "int": "int",
+    "long": "long",
+    "float": "float",
+    "double": "double",
+    "string": "string",
+    "binary": "bytes",
+    "date": {"type": "int", "logicalType": "date"},
+    "time": {"type": "long", "logicalType": "time-micros"},
+    "timestamp": {"type": "long", "logicalType": "timestamp-micros", "adjust-to-utc": False},
+    "timestamptz": {"type": "long", "logicalType": "timestamp-micros", "adjust-to-utc": True},
+}
+
+
+def decimal_required_bytes(precision: int) -> int:
+    """Bytes of the smallest two's complement fixed that holds every unscaled
+    value of ``precision`` digits (the spec's decimal encoding in Avro)."""
+    n = 1
+    while 2 ** (8 * n - 1) < 10**precision:
+        n += 1
+    return n
+
+
+def avro_type(iceberg_type: str, defined: set[str] | None = None, field_id: int = 0) -> Any:
+    """The Avro type of a primitive Iceberg type (as spelled in schema JSON).
+    ``defined``: names of Avro named types (fixed) already defined in the same
+    schema; Avro forbids redefining one and pyiceberg cannot resolve a
+    reference by name, so a repeated one is renamed ``<name>_<field_id>``."""
+    t = iceberg_type.strip()
+    if t in _PRIMITIVE_AVRO:
+        return _PRIMITIVE_AVRO[t]
+    if t == "uuid":
+        named: dict[str, Any] = {
+            "type": "fixed",
+            "size": 16,
+            "logicalType": "uuid",
+            "name": "uuid_fixed",
+        }
+    elif m := _DECIMAL.match(t):
+        p, s = int(m.group(1)), int(m.group(2))
+        named = {
+            "type": "fixed",
+            "size": decimal_required_bytes(p),
+            "logicalType": "decimal",
+            "precision": p,
+            "scale": s,
+            "name": f"decimal_{p}_{s}",
+        }
+    elif m := _FIXED.match(t):
+        named = {"type": "fixed", "size": int(m.group(1)), "name": f"fixed_{m.group(1)}"}
+    else:
+        raise ValueError(f"Iceberg type {iceberg_type!r} cannot be a partition field type")
+    if defined is not None:
+        if named["name"] in defined:
+            named["name"] = f"{named['name']}_{field_id}"
+        defined.add(named["name"])
+    return named
+
+
+def avro_name(name: str) -> str:
+    """``name`` made a valid Avro name the way Iceberg's Java writer does
+    (``_x2D`` for ``-``, ``_1`` for a leading digit); Avro names are ASCII."""
+    out = []
+    for i, ch in enumerate(name):
+        ok = ch.isascii() and (ch.isalpha() or ch == "_" or (i > 0 and ch.isdigit()))
+        out.append(ch if ok else ("_" + ch if ch.isdigit() else f"_x{ord(ch):X}"))
+    return "".join(out)
+
+
+def _partition_key(
+    partition_fields: Sequence[Mapping[str, Any]],
+) -> tuple[tuple[int, str, str], ...]:
+    return tuple((int(f["field-id"]), str(f["name"]), str(f["type"])) for f in partition_fields)
+
+
+def partition_record_schema(partition_fields: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The Avro ``r102`` record of a partition type: one optional field per
+    partition field (``{"field-id", "name", "type"}``), in order."""
+    defined: set[str] = set()
+    fields = []
+    for fid, name, typ in _partition_key(partition_fields):
+        field = _opt(avro_name(name), fid, avro_type(typ, defined, fid))
+        if field["name"] != name:
+            field["iceberg-field-name"] = name
+        fields.append(field)
+    return {"type": "record", "name": "r102", "fields": fields}
+
+
+@functools.lru_cache(maxsize=64)
+def _parsed_entry_schema(
+    key: tuple[tuple[int, str, str], ...],
+) -> tuple[Any, tuple[tuple[str, str], ...]]:
+    """(parsed schema, (Iceberg name, Avro name) of every renamed partition field)."""
+    fields = [{"field-id": f, "name": n, "type": t} for f, n, t in key]
+    renames = tuple((n, avro_name(n)) for _, n, _ in key if avro_name(n) != n)
+    return fastavro.parse_schema(_entry_schema(partition_record_schema(fields))), renames
+
+
+def _renamed(
+    entries: Iterable[Mapping[str, Any]], renames: tuple[tuple[str, str], ...]
+) -> list[dict[str, Any]]:
+    out = []
+    for e in entries:
+        df = e["data_file"]
+        part = dict(df["partition"])
+        for name, aname in renames:
+            part[aname] = part.pop(name, None)
+        out.append({**e, "data_file": {**df, "partition": part}})
+    return out
+
+
+_PARSED_MANIFEST_FILE = fastavro.parse_schema(MANIFEST_FILE_SCHEMA)
+
+
+def manifest_entry_schema(partition_fields: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """The whole ``manifest_entry`` Avro schema for a partition type (unparsed)."""
+    return _entry_schema(partition_record_schema(partition_fields))
+
+
+# -- rows ------------------------------------------------------------------------------
+def _kv(m: Mapping[int, Any] | Sequence[Mapping[str, Any]] | None) -> list[dict[str, Any]] | None:
+    if m is None:
+        return None
+    if isinstance(m, Mapping):
+        return [{"key": k, "value": v} for k, v in m.items()]
+    return list(m)  # type: ignore[arg-type]
+
+
+def data_file(
+    *,
+    file_path: str,
+    record_count: int,
+    file_size_in_bytes: int,
+    partition: Mapping[str, Any] | None = None,
+    content: int = DATA,
+    file_format: str = "PARQUET",
+    column_sizes: Mapping[int, int] | Sequence[Mapping[str, Any]] | None = None,
+    value_counts: Mapping[int, int] | Sequence[Mapping[str, Any]] | None = None,
+    null_value_counts: Mapping[int, int] | Sequence[Mapping[str, Any]] | None = None,
+    nan_value_counts: Mapping[int, int] | Sequence[Mapping[str, Any]] | None = None,
+    lower_bounds: Mapping[int, bytes] | Sequence[Mapping[str, Any]] | None = None,
+    upper_bounds: Mapping[int, bytes] | Sequence[Mapping[str, Any]] | None = None,
+    key_metadata: bytes | None = None,
+    split_offsets: Sequence[int] | None = None,
+    equality_ids: Sequence[int] | None = None,
+    sort_order_id: int | None = None,
+) -> dict[str, Any]:
+    """A ``data_file`` record (spec field names; ids 100-140).
+
+    Keys: ``content`` (0 data, 1 position deletes, 2 equality deletes),
+    ``file_path`` (absolute location), ``file_format`` ("PARQUET"),
+    ``partition`` (partition field name -> Iceberg partition value: int for
+    int/bucket/year/month/hour, ``datetime.date`` or days for date/day,
+    ``datetime``/micros for timestamps, ``Decimal`` for decimal, str, bytes;
+    None allowed), ``record_count`` (rows; for a delete file: deletes),
+    ``file_size_in_bytes``, the metric maps ``column_sizes``, ``value_counts``,
+    ``null_value_counts``, ``nan_value_counts``, ``lower_bounds``,
+    ``upper_bounds`` (field id -> value; given as a dict or already as Avro's
+    ``[{"key": id, "value": v}]``; bounds in Iceberg's single-value
+    serialization), ``key_metadata``, ``split_offsets``, ``equality_ids``,
+    ``sort_order_id``. Absent keys are written as null.
+    """
+    d: dict[str, Any] = {
+        "content": content,
+        "file_path": file_path,
+        "file_format": file_format,
+        "partition": dict(partition) if partition else {},
+        "record_count": record_count,
+        "file_size_in_bytes": file_size_in_bytes,
+    }
+    for name, m in (
+        ("column_sizes", column_sizes),
+        ("value_counts", value_counts),
+        ("null_value_counts", null_value_counts),
+        ("nan_value_counts", nan_value_counts),
+        ("lower_bounds", lower_bounds),
+        ("upper_bounds", upper_bounds),
+    ):
+        if m is not None:
+            d[name] = _kv(m)
+    if key_metadata is not None:
+        d["key_metadata"] = key_metadata
+    if split_offsets is not None:
+        d["split_offsets"] = list(split_offsets)
+    if equality_ids is not None:
+        d["equality_ids"] = list(equality_ids)
+    if sort_order_id is not None:
+        d["sort_order_id"] = sort_order_id
+    return d
+
+
+def entry(
+    data_file: dict[str, Any],
+    *,
+    status: int = ADDED,
+    snapshot_id: int | None = None,
+    sequence_number: int | None = None,
+    file_sequence_number: int | None = None,
+) -> dict[str, Any]:
+    """A ``manifest_entry`` record: ``status`` (0 EXISTING, 1 ADDED, 2 DELETED),
+    ``snapshot_id`` (the snapshot that added or deleted the file), the file's
+    data ``sequence_number`` and ``file_sequence_number``, and ``data_file``
+    (a :func:`data_file` dict). None ids / sequence numbers are inherited from
+    the manifest list row by readers, which the spec allows only for ADDED
+    entries; EXISTING and DELETED entries must carry them."""
+    if status != ADDED and (
+        snapshot_id is None or sequence_number is None or file_sequence_number is None
+    ):
+        raise ValueError(
+            f"manifest entry for {data_file.get('file_path')} with status {status} needs explicit "
+            "snapshot_id, sequence_number and file_sequence_number (only ADDED entries inherit them)"
+        )
+    return {
+        "status": status,
+        "snapshot_id": snapshot_id,
+        "sequence_number": sequence_number,
+        "file_sequence_number": file_sequence_number,
+        "data_file": data_file,
+    }
+
+
+def manifest_file(
+    *,
+    manifest_path: str,
+    manifest_length: int,
+    partition_spec_id: int,
+    content: int,
+    sequence_number: int,
+    min_sequence_number: int,
+    added_snapshot_id: int,
+    added_files_count: int,
+    existing_files_count: int,
+    deleted_files_count: int,
+    added_rows_count: int,
+    existing_rows_count: int,
+    deleted_rows_count: int,
+    partitions: Sequence[Mapping[str, Any]] | None = None,
+    key_metadata: bytes | None = None,
+) -> dict[str, Any]:
+    """A ``manifest_file`` record of a manifest list (spec ids 500-519):
+    ``content`` 0 data / 1 deletes; ``sequence_number`` of the snapshot that
+    wrote the manifest; ``min_sequence_number`` the smallest data sequence
+    number of its live files; counts of ADDED / EXISTING / DELETED entries and
+    their rows; ``partitions`` one summary per partition field
+    (``{"contains_null", "contains_nan", "lower_bound", "upper_bound"}``, see
+    :func:`partition_summaries`)."""
+    return {
+        "manifest_path": manifest_path,
+        "manifest_length": manifest_length,
+        "partition_spec_id": partition_spec_id,
+        "content": content,
+        "sequence_number": sequence_number,
+        "min_sequence_number": min_sequence_number,
+        "added_snapshot_id": added_snapshot_id,
+        "added_files_count": added_files_count,
+        "existing_files_count": existing_files_count,
+        "deleted_files_count": deleted_files_count,
+        "added_rows_count": added_rows_count,
+        "existing_rows_count": existing_rows_count,
+        "deleted_rows_count": deleted_rows_count,
+        "partitions": None if partitions is None else list(partitions),
+        "key_metadata": key_metadata,
+    }
+
+
+def manifest_file_for(
+    entries: Iterable[Mapping[str, Any]],
+    *,
+    manifest_path: str,
+    manifest_length: int,
+    partition_spec_id: int,
+    content: str,
+    sequence_number: int,
+    added_snapshot_id: int,
+    partition_fields: Sequence[Mapping[str, Any]],
+) -> dict[str, Any]:
+    """The :func:`manifest_file` record of a manifest holding ``entries``
+    (counts, ``min_sequence_number``, partition summaries computed from them;
+    an entry without a sequence number inherits ``sequence_number``)."""
+    counts = [0, 0, 0]
+    rows = [0, 0, 0]
+    min_seq: int | None = None
+    partitions = []
+    for e in entries:
+        s = e["status"]
+        df = e["data_file"]
+        counts[s] += 1
+        rows[s] += df["record_count"]
+        if s != DELETED:
+            seq = e["sequence_number"]
+            seq = sequence_number if seq is None else seq
+            min_seq = seq if min_seq is None or seq < min_seq else min_seq
+        partitions.append(df["partition"])
+    return manifest_file(
+        manifest_path=manifest_path,
+        manifest_length=manifest_length,
+        partition_spec_id=partition_spec_id,
+        content=_CONTENT_NAMES[content],
+        sequence_number=sequence_number,
+        min_sequence_number=sequence_number if min_seq is None else min_seq,
+        added_snapshot_id=added_snapshot_id,
+        added_files_count=counts[ADDED],
+        existing_files_count=counts[EXISTING],
+        deleted_files_count=counts[DELETED],
+        added_rows_count=rows[ADDED],
+        existing_rows_count=rows[EXISTING],
+        deleted_rows_count=rows[DELETED],
+        partitions=partition_summaries(partition_fields, partitions),
+    )
+
+
+# -- partition summaries ---------------------------------------------------------------
+_EPOCH_DATE = datetime.date(1970, 1, 1)
+_EPOCH = datetime.datetime(1970, 1, 1)
+_EPOCH_TZ = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
+
+
+def _micros(delta: datetime.timedelta) -> int:
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
+
+
+def _partition_bound(iceberg_type: str, v: Any) -> bytes:
+    """Iceberg's single-value serialization of a partition value (primitive
+    partition types only; values as :func:`data_file` takes them)."""
+    t = iceberg_type.strip()
+    if t == "boolean":
+        return b"\x01" if v else b"\x00"
+    if t in ("int", "date"):
+        if isinstance(v, datetime.date):
+            v = (v - _EPOCH_DATE).days
+        return struct.pack("<i", v)
+    if t in ("long", "time", "timestamp", "timestamptz"):
+        if isinstance(v, datetime.datetime):
+            v = _micros(v - (_EPOCH if v.tzinfo is None else _EPOCH_TZ))
+        elif isinstance(v, datetime.time):
+            v = ((v.hour * 60 + v.minute) * 60 + v.second) * 1_000_000 + v.microsecond
+        return struct.pack("<q", v)
+    if t == "float":
+        return struct.pack("<f", v)
+    if t == "double":
+        return struct.pack("<d", v)
+    if t == "string":
+        return str(v).encode()
+    if t == "uuid":
+        return v.bytes if isinstance(v, uuid.UUID) else bytes(v)
+    if m := _DECIMAL.match(t):
+        unscaled = int(decimal.Decimal(v).scaleb(int(m.group(2))).to_integral_value())
+        n = max(1, (unscaled.bit_length() + 8) // 8)
+        return unscaled.to_bytes(n, "big", signed=True)
+    return bytes(v)
+
+
+def partition_summaries(
+    partition_fields: Sequence[Mapping[str, Any]], partitions: Iterable[Mapping[str, Any]]
+) -> list[dict[str, Any]]:
+    """One ``field_summary`` per partition field over the partition records of
+    a manifest's entries: ``contains_null``, ``contains_nan`` (float types),
+    ``lower_bound`` / ``upper_bound`` (serialized; None when every value is
+    null)."""
+    fields = _partition_key(partition_fields)
+    nulls = [False] * len(fields)
+    nans = [False] * len(fields)
+    lows: list[Any] = [None] * len(fields)
+    highs: list[Any] = [None] * len(fields)
+    for p in partitions:
+        for i, (_, name, _) in enumerate(fields):
+            v = p.get(name)
+            if v is None:
+                nulls[i] = True
+            elif isinstance(v, float) and math.isnan(v):
+                nans[i] = True
+            else:
+                if lows[i] is None or v < lows[i]:
+                    lows[i] = v
+                if highs[i] is None or v > highs[i]:
+                    highs[i] = v
+    out = []
+    for i, (_, _, typ) in enumerate(fields):
+        is_float = typ.strip() in ("float", "double")
+        out.append(
+            {
+                "contains_null": nulls[i],
+                "contains_nan": nans[i] if is_float else None,
+                "lower_bound": None if lows[i] is None else _partition_bound(typ, lows[i]),
+                "upper_bound": None if highs[i] is None else _partition_bound(typ, highs[i]),
+            }
+        )
+    return out
+
+
+# -- files -----------------------------------------------------------------------------
+def _write(schema: Any, records: Iterable[Mapping[str, Any]], metadata: dict[str, str]) -> bytes:
+    # a sync marker derived from the header keeps the bytes deterministic
+    digest = hashlib.sha256(json.dumps(metadata, sort_keys=True).encode()).digest()
+    buf = io.BytesIO()
+    fastavro.writer(buf, schema, records, codec=CODEC, metadata=metadata, sync_marker=digest[:16])
+    return buf.getvalue()
+
+
+def _compact(obj: Any) -> str:
+    return json.dumps(obj, separators=(",", ":"))
+
+
+def manifest_bytes(
+    *,
+    entries: Sequence[Mapping[str, Any]],
+    content: str,
+    partition_fields: Sequence[Mapping[str, Any]],
+    schema_json: Mapping[str, Any],
+    spec_json: Mapping[str, Any],
+) -> bytes:
+    """An Iceberg v2 manifest of ``entries`` (:func:`entry` dicts).
+
+    ``content``: "data" or "deletes" (a manifest holds one kind of file);
+    ``partition_fields``: the spec's partition type (``[{"field-id", "name",
+    "type"}]``; empty for an unpartitioned spec); ``schema_json``: the table
+    schema as in table metadata, with its ``schema-id``; ``spec_json``: the
+    partition spec (``{"spec-id", "fields"}``)."""
+    if content not in _CONTENT_NAMES:
+        raise ValueError(f"manifest content must be 'data' or 'deletes', not {content!r}")
+    if "schema-id" in schema_json:
+        sid = int(schema_json["schema-id"])
+    else:
+        from lakehouse.iceberg.types import schema_id
+
+        sid = schema_id(dict(schema_json))
+    metadata = {
+        "schema": _compact(schema_json),
+        "schema-id": str(sid),
+        "partition-spec": _compact(spec_json.get("fields", [])),
+        "partition-spec-id": str(spec_json.get("spec-id", 0)),
+        "format-version": str(FORMAT_VERSION),
+        "content": content,
+    }
+    schema, renames = _parsed_entry_schema(_partition_key(partition_fields))
+    return _write(schema, _renamed(entries, renames) if renames else entries, metadata)
+
+
+def manifest_list_bytes(
+    manifests: Sequence[Mapping[str, Any]],
+    *,
+    snapshot_id: int,
+    parent_id: int | None,
+    sequence_number: int,
+) -> bytes:
+    """An Iceberg v2 manifest list of ``manifests`` (:func:`manifest_file`
+    dicts) for snapshot ``snapshot_id``."""
+    metadata = {
+        "snapshot-id": str(snapshot_id),
+        "parent-snapshot-id": "null" if parent_id is None else str(parent_id),
+        "sequence-number": str(sequence_number),
+        "format-version": str(FORMAT_VERSION),
+    }
+    return _write(_PARSED_MANIFEST_FILE, manifests, metadata)

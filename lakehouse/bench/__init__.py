@@ -13,13 +13,17 @@
   tables of 1M and 10M rows, appends to a table with a primary key, and
   small appends against DuckLake with and without its data inlining
   (against pylance, deltalake and DuckLake); minutes, so only with
-  ``--only keys``.
+  ``--only keys``;
+* ``iceberg`` (:mod:`lakehouse.bench.iceberg`): pyiceberg reading and
+  loading lakehouse tables through our Iceberg REST catalog, and our
+  metadata writer, against pyiceberg's own SQL catalog; only with
+  ``--only iceberg``.
 
 ``meta`` and ``data`` run by default; ``--only meta``, ``--only data``,
-``--only scale`` or ``--only keys`` picks one, and ``--quick`` shrinks every size to a smoke
-run of a few seconds. Everything is written under ``--root`` (default: a
-new temporary directory under /tmp, local disk), which is removed at the
-end.
+``--only scale``, ``--only keys`` or ``--only iceberg`` picks one, and
+``--quick`` shrinks every size to a smoke run of a few seconds. Everything
+is written under ``--root`` (default: a new temporary directory under /tmp,
+local disk), which is removed at the end.
 """
 
 from __future__ import annotations
@@ -33,11 +37,11 @@ import sys
 import tempfile
 from typing import Any
 
-from lakehouse.bench import data, keys, meta, report, scale
+from lakehouse.bench import data, iceberg, keys, meta, report, scale
 
 __all__ = ["main", "parser"]
 
-PARTS = ("meta", "data", "scale", "keys")
+PARTS = ("meta", "data", "scale", "keys", "iceberg")
 DEFAULT_PARTS = ("meta", "data")
 
 
@@ -56,6 +60,7 @@ def parser() -> argparse.ArgumentParser:
     data.add_arguments(p.add_argument_group("table data (data)"))
     scale.add_arguments(p.add_argument_group("many small files (scale)"))
     keys.add_arguments(p.add_argument_group("merges by key, keyed and small appends (keys)"))
+    iceberg.add_arguments(p.add_argument_group("Iceberg catalog against pyiceberg's (iceberg)"))
     return p
 
 
@@ -81,6 +86,9 @@ def main(argv: list[str] | None = None) -> int:
         if "keys" in parts:
             res["keys"] = keys.run(args, os.path.join(root, "keys"))
             print(keys.report(res["keys"]), flush=True)
+        if "iceberg" in parts:
+            res["iceberg"] = iceberg.run(args, os.path.join(root, "iceberg"))
+            print(iceberg.report(res["iceberg"]), flush=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     if args.json:

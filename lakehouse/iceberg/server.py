@@ -1,0 +1,459 @@
+"""The Iceberg REST catalog protocol over HTTP, read-only (Starlette on uvicorn).
+
+Routes follow apache/iceberg's ``open-api/rest-catalog-open-api.yaml`` with no
+prefix (``/v1/namespaces/...``). Path segments are taken from the raw request
+path and percent-decoded one by one, so a name holding ``/`` or ``%`` travels
+as ``%2F``/``%25``; a multi-level namespace (parts joined by ``%1F``) does not
+exist here (the lakehouse's namespaces have one level).
+
+Answers: ``GET /v1/config``; ``GET /v1/namespaces`` (``parent``, ``pageToken``,
+``pageSize``); ``GET``/``HEAD /v1/namespaces/{ns}``; ``GET
+/v1/namespaces/{ns}/tables``; ``GET``/``HEAD /v1/namespaces/{ns}/tables/{t}``
+(the stored metadata JSON bytes, not re-encoded); ``GET
+/v1/namespaces/{ns}/views`` (always empty: views are not served). Every write
+answers 406 ``UnsupportedOperationException``; ``POST /v1/oauth/tokens`` an
+OAuth error (static bearer tokens only). Errors are the protocol's
+``{"error": {"message", "type", "code"}}``; an unexpected failure is a 500
+with a one-line message (its traceback goes to the log only) and the server
+keeps serving. Each request is logged on ``lakehouse.iceberg``: method, path,
+status, milliseconds.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import signal
+import socket
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import unquote
+
+from lakehouse.errors import NotFound, VersionExpired
+from lakehouse.iceberg.catalog import IcebergCatalog, NoSuchTable
+
+__all__ = ["Server", "app", "serve"]
+
+log = logging.getLogger("lakehouse.iceberg")
+
+#: what GET /v1/config lists as served (clients skip the others)
+ENDPOINTS = [
+    "GET /v1/{prefix}/namespaces",
+    "GET /v1/{prefix}/namespaces/{namespace}",
+    "HEAD /v1/{prefix}/namespaces/{namespace}",
+    "GET /v1/{prefix}/namespaces/{namespace}/tables",
+    "GET /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "HEAD /v1/{prefix}/namespaces/{namespace}/tables/{table}",
+    "GET /v1/{prefix}/namespaces/{namespace}/views",
+]
+
+READ_ONLY = (
+    "this Iceberg catalog is read-only: the lakehouse is written through the "
+    "lakehouse library (lakehouse.open), not through the catalog"
+)
+SEPARATOR = "\x1f"
+WRITES = frozenset({"POST", "PUT", "DELETE", "PATCH"})
+MAX_PAGE = 10_000
+
+
+class HttpError(Exception):
+    """An answer in the protocol's error model."""
+
+    def __init__(self, code: int, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.kind = kind
+
+
+def _json(code: int, doc: Any, headers: dict[str, str] | None = None) -> Any:
+    from starlette.responses import Response
+
+    body = json.dumps(doc, separators=(",", ":")).encode()
+    return Response(body, status_code=code, media_type="application/json", headers=headers)
+
+
+def _error(code: int, kind: str, message: str) -> Any:
+    message = " ".join(message.split())  # one line
+    headers = {"WWW-Authenticate": "Bearer"} if code == 401 else None
+    return _json(code, {"error": {"message": message, "type": kind, "code": code}}, headers)
+
+
+class _Api:
+    """Request -> answer, over an :class:`IcebergCatalog` (HTTP-level checks here)."""
+
+    def __init__(self, catalog: IcebergCatalog, token: str | None) -> None:
+        self.catalog = catalog
+        self._token = None if token is None else token.encode()
+
+    async def __call__(self, request: Any) -> Any:
+        from starlette.concurrency import run_in_threadpool
+
+        t0 = time.perf_counter()
+        method = request.method
+        raw = request.scope.get("raw_path") or request.url.path.encode()
+        path = raw.decode("latin-1")
+        try:
+            response = await run_in_threadpool(self._answer, request, method, path)
+        except HttpError as exc:
+            response = _error(exc.code, exc.kind, str(exc))
+        except Exception as exc:  # noqa: BLE001  # the server keeps serving
+            log.error("%s %s failed", method, path, exc_info=True)
+            response = _error(500, "InternalServerError", f"{type(exc).__name__}: {exc}")
+        if method == "HEAD":
+            from starlette.responses import Response
+
+            ok = response.status_code == 200  # HEAD: 204 when it exists
+            response = Response(status_code=204 if ok else response.status_code)
+        ms = (time.perf_counter() - t0) * 1000
+        log.info("%s %s %d %.1fms", method, path, response.status_code, ms)
+        return response
+
+    # -- dispatch ------------------------------------------------------------------------------
+    def _answer(self, request: Any, method: str, path: str) -> Any:
+        parts = [unquote(p) for p in path.split("/")[1:]]
+        if parts[:1] != ["v1"]:
+            raise HttpError(404, "NoSuchEndpointException", f"no endpoint {path}")
+        rest = parts[1:]
+        if rest == ["oauth", "tokens"]:
+            return _json(
+                400,
+                {
+                    "error": "unsupported_grant_type",
+                    "error_description": "this catalog issues no tokens; send the "
+                    "server's static bearer token (Authorization: Bearer TOKEN)",
+                },
+            )
+        self._authorize(request)
+        query = request.query_params
+        if rest == ["config"]:
+            self._only(method, rest)
+            return _json(200, {"defaults": {}, "overrides": {}, "endpoints": ENDPOINTS})
+        if rest in (["tables", "rename"], ["views", "rename"], ["transactions", "commit"]):
+            raise HttpError(406, "UnsupportedOperationException", READ_ONLY)
+        if not rest or rest[0] != "namespaces":
+            raise HttpError(404, "NoSuchEndpointException", f"no endpoint {path}")
+        if len(rest) == 1:
+            self._only(method, rest)
+            return self._list_namespaces(query)
+        ns = rest[1]
+        tail = rest[2:]
+        if not ns:
+            raise HttpError(400, "BadRequestException", "the namespace in the path is empty")
+        if not tail:
+            self._only(method, rest)
+            return self._namespace(ns)
+        if tail == ["properties"] or tail in (["register"], ["register-view"]):
+            raise HttpError(406, "UnsupportedOperationException", READ_ONLY)
+        if tail == ["tables"]:
+            self._only(method, rest)
+            return self._list_tables(ns, query)
+        if tail[0] == "tables" and len(tail) == 2:
+            self._only(method, rest)
+            return self._table(ns, tail[1], method, query)
+        if tail == ["views"]:
+            self._only(method, rest)
+            self._call(ns, None, lambda: self.catalog.tables(ns))  # the namespace must exist
+            return _json(200, {"identifiers": []})
+        if tail[0] == "views" and len(tail) == 2:
+            self._only(method, rest)
+            self._call(ns, None, lambda: self.catalog.tables(ns))
+            raise HttpError(
+                404, "NoSuchViewException", f"view {tail[1]!r}: this catalog serves no views"
+            )
+        if tail[0] == "tables" and len(tail) == 3 and tail[2] == "metrics" and method == "POST":
+            from starlette.responses import Response
+
+            return Response(status_code=204)  # a client's scan report: nothing to keep
+        if method in WRITES:
+            raise HttpError(406, "UnsupportedOperationException", READ_ONLY)
+        raise HttpError(404, "NoSuchEndpointException", f"no endpoint {path}")
+
+    def _authorize(self, request: Any) -> None:
+        if self._token is None:
+            return
+        given = request.headers.get("authorization", "")
+        scheme, _, value = given.partition(" ")
+        if scheme.lower() != "bearer" or not value:
+            raise HttpError(401, "NotAuthorizedException", "a bearer token is required")
+        if not hmac.compare_digest(value.strip().encode(), self._token):
+            raise HttpError(401, "NotAuthorizedException", "the bearer token is not valid")
+
+    @staticmethod
+    def _only(method: str, rest: list[str]) -> None:
+        if method in ("GET", "HEAD"):
+            return
+        if method in WRITES:
+            raise HttpError(406, "UnsupportedOperationException", READ_ONLY)
+        raise HttpError(405, "MethodNotAllowedException", f"{method} is not served")
+
+    def _call(self, ns: str, table: str | None, fn: Callable[[], Any]) -> Any:
+        """Run a catalog call, mapping its errors to the protocol's."""
+        try:
+            return fn()
+        except NoSuchTable as exc:
+            raise HttpError(404, "NoSuchTableException", str(exc)) from None
+        except (NotFound, VersionExpired) as exc:
+            if SEPARATOR in ns:
+                msg = f"namespace {ns.split(SEPARATOR)!r} does not exist (namespaces have one level)"
+            else:
+                msg = str(exc)
+            raise HttpError(404, "NoSuchNamespaceException", msg) from None
+        except (ValueError, TypeError) as exc:
+            raise HttpError(400, "BadRequestException", str(exc)) from None
+
+    # -- endpoints -----------------------------------------------------------------------------
+    def _list_namespaces(self, query: Any) -> Any:
+        parent = query.get("parent")
+        if parent is not None:
+            parent = unquote(parent)
+            if not parent:
+                raise HttpError(400, "BadRequestException", "the parent namespace is empty")
+            # namespaces have one level: an existing parent has no children
+            self._call(parent, None, lambda: self.catalog.namespace(parent))
+            names: list[str] = []
+        else:
+            names = self._call("", None, self.catalog.namespaces)
+        page, token = _page(names, query)
+        doc: dict[str, Any] = {"namespaces": [[n] for n in page]}
+        if token is not None:
+            doc["next-page-token"] = token
+        return _json(200, doc)
+
+    def _namespace(self, ns: str) -> Any:
+        props = self._call(ns, None, lambda: self.catalog.namespace(ns))
+        return _json(200, {"namespace": [ns], "properties": props})
+
+    def _list_tables(self, ns: str, query: Any) -> Any:
+        names = self._call(ns, None, lambda: self.catalog.tables(ns))
+        page, token = _page(names, query)
+        doc: dict[str, Any] = {"identifiers": [{"namespace": [ns], "name": n} for n in page]}
+        if token is not None:
+            doc["next-page-token"] = token
+        return _json(200, doc)
+
+    def _table(self, ns: str, table: str, method: str, query: Any) -> Any:
+        from starlette.responses import Response
+
+        snapshots = query.get("snapshots")
+        if snapshots is not None and snapshots not in ("all", "refs"):
+            raise HttpError(
+                400, "BadRequestException", f"snapshots must be 'all' or 'refs', not {snapshots!r}"
+            )
+        if not table:
+            raise HttpError(400, "BadRequestException", "the table in the path is empty")
+        if method == "HEAD":
+            self._call(ns, table, lambda: self.catalog.table_id(ns, table))
+            return Response(status_code=204)
+        location, data = self._call(ns, table, lambda: self.catalog.load(ns, table))
+        body = b"".join(
+            (b'{"metadata-location":', json.dumps(location).encode(), b',"metadata":', data)
+        )
+        body += b',"config":{}}'
+        return Response(body, status_code=200, media_type="application/json")
+
+
+def _page(names: list[str], query: Any) -> tuple[list[str], str | None]:
+    """One page of ``names`` by ``pageToken`` (an offset) and ``pageSize``."""
+    size_text = query.get("pageSize")
+    token_text = query.get("pageToken")
+    if size_text is None and not token_text:
+        return names, None
+    try:
+        size = MAX_PAGE if size_text is None else int(size_text)
+        start = int(token_text) if token_text else 0
+    except ValueError:
+        raise HttpError(
+            400, "BadRequestException", "pageSize and pageToken must be integers"
+        ) from None
+    if size <= 0 or start < 0:
+        raise HttpError(400, "BadRequestException", "pageSize must be positive")
+    end = start + size
+    return names[start:end], (str(end) if end < len(names) else None)
+
+
+def app(catalog: IcebergCatalog, *, token: str | None = None) -> Any:
+    """The Starlette application serving ``catalog``."""
+    from starlette.applications import Starlette
+    from starlette.routing import Route
+
+    if token is not None and not token:
+        raise ValueError("token must not be empty (pass None to serve without a token)")
+    api = _Api(catalog, token)
+
+    async def endpoint(request: Any) -> Any:
+        return await api(request)
+
+    methods = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"]
+    return Starlette(routes=[Route("/{path:path}", endpoint, methods=methods)])
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    if not isinstance(port, int) or isinstance(port, bool) or not 0 <= port <= 65535:
+        raise ValueError(f"port must be an int in 0..65535, not {port!r}")
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def _url(sock: socket.socket) -> str:
+    host, port = sock.getsockname()[:2]
+    if ":" in host:
+        host = f"[{host}]"
+    return f"http://{host}:{port}"
+
+
+def _uvicorn(catalog: IcebergCatalog, token: str | None) -> Any:
+    import uvicorn
+
+    config = uvicorn.Config(
+        app(catalog, token=token),
+        log_config=None,
+        access_log=False,
+        lifespan="off",
+        timeout_graceful_shutdown=5,
+    )
+    return uvicorn.Server(config)
+
+
+def _catalog(url_or_lh: Any, storage_options: dict[str, Any] | None) -> IcebergCatalog:
+    if isinstance(url_or_lh, IcebergCatalog):
+        return url_or_lh
+    return IcebergCatalog(url_or_lh, storage_options=storage_options)
+
+
+def serve(
+    url_or_lh: Any,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8181,
+    token: str | None = None,
+    storage_options: dict[str, Any] | None = None,
+) -> None:
+    """Serve the Iceberg REST catalog of a lakehouse (URL, or an open lakehouse or
+    reader) until SIGTERM or SIGINT (then it stops cleanly and returns)."""
+    if token is not None and not token:
+        raise ValueError("token must not be empty (pass None to serve without a token)")
+    catalog = _catalog(url_or_lh, storage_options)
+    try:
+        sock = _bind(host, port)
+        try:
+            server = _uvicorn(catalog, token)
+            log.info(
+                "serving the Iceberg REST catalog of %s on %s%s",
+                catalog.url,
+                _url(sock),
+                " (bearer token required)" if token else "",
+            )
+            with _quiet_signals():
+                server.run(sockets=[sock])
+        finally:
+            sock.close()
+    finally:
+        if catalog is not url_or_lh:
+            catalog.close()
+    log.info("stopped")
+
+
+class _quiet_signals:
+    """While uvicorn serves in the main thread, it handles SIGTERM/SIGINT itself and
+    afterwards raises them again for the handlers it found: these, which ignore
+    them, so a signal stops the server and :func:`serve` returns."""
+
+    def __enter__(self) -> None:
+        self._old: dict[int, Any] = {}
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                self._old[sig] = signal.signal(sig, lambda *_: None)
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, handler in self._old.items():
+            signal.signal(sig, handler)
+
+
+class Server:
+    """The catalog served from a background thread (for tests and embedding)::
+
+        with Server(url, token="t") as server:
+            RestCatalog("lh", uri=server.url, token="t")
+
+    ``port=0`` picks a free port; :attr:`url` says which.
+    """
+
+    def __init__(
+        self,
+        url_or_lh: Any,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        token: str | None = None,
+        storage_options: dict[str, Any] | None = None,
+    ) -> None:
+        if token is not None and not token:
+            raise ValueError("token must not be empty (pass None to serve without a token)")
+        self._source = url_or_lh
+        self._host = host
+        self._port = port
+        self._token = token
+        self._storage_options = storage_options
+        self._thread: threading.Thread | None = None
+        self._server: Any = None
+        self._sock: socket.socket | None = None
+        self.catalog: IcebergCatalog | None = None
+        self.url = ""
+
+    def start(self) -> Server:
+        if self._thread is not None:
+            raise RuntimeError("the server is already running")
+        catalog = _catalog(self._source, self._storage_options)
+        try:
+            sock = _bind(self._host, self._port)
+        except BaseException:
+            if catalog is not self._source:
+                catalog.close()
+            raise
+        self.catalog, self._sock, self.url = catalog, sock, _url(sock)
+        self._server = server = _uvicorn(catalog, self._token)
+        failed: list[BaseException] = []
+
+        def run() -> None:
+            try:
+                server.run(sockets=[sock])
+            except BaseException as exc:  # noqa: BLE001  # reported by start()
+                failed.append(exc)
+
+        self._thread = threading.Thread(target=run, name="lakehouse-iceberg", daemon=True)
+        self._thread.start()
+        while not server.started and self._thread.is_alive():
+            time.sleep(0.005)
+        if not server.started:
+            self.stop()
+            raise RuntimeError(f"the Iceberg catalog server did not start: {failed[:1]}")
+        log.info("serving the Iceberg REST catalog of %s on %s", catalog.url, self.url)
+        return self
+
+    def stop(self) -> None:
+        if self._thread is None:
+            return
+        self._server.should_exit = True
+        self._thread.join()
+        self._thread = None
+        if self._sock is not None:
+            self._sock.close()
+        if self.catalog is not None and self.catalog is not self._source:
+            self.catalog.close()
+        log.info("stopped")
+
+    def __enter__(self) -> Server:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()

@@ -416,6 +416,9 @@ def build_parser() -> Parser:
         "elsewhere may still read them): seconds or 7d/12h/30m/45s (default: 1h)",
     )
     _add_sql(add)
+    from lakehouse.cli.iceberg import add_commands as add_iceberg
+
+    add_iceberg(add, p.arg(p.version))
     return parser
 
 

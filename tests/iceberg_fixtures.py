@@ -1,0 +1,230 @@
+"""Shared helpers of the Iceberg client tests (test_iceberg_clients, test_iceberg_load).
+
+* ``build_lakehouse(path)`` makes the lakehouse the client tests read: appends in several
+  versions, positional deletes, an update, a merge, a renamed, a dropped and an added column,
+  a column dropped and added again under its name, a partitioned table (identity, day(ts),
+  bucket), a table of inlined rows and a compaction, interleaved so each table's snapshots
+  are a subset of the lakehouse's versions.
+* ``rows(table)`` is a table's rows as a multiset of plain Python tuples (decimals, dates,
+  timestamps compare by value; lists and structs become tuples), so a client's Arrow types
+  (int widened, large_string, tz spelled ``+00:00``) do not matter, values do.
+* ``run_duckdb(requests)`` runs tests/duckdb_iceberg_side.py in the DuckDB 1.5.5 venv.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import json
+import random
+import subprocess
+from collections import Counter
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+import lakehouse
+
+REPO = Path(__file__).resolve().parent.parent
+DUCKDB_PYTHON = REPO / ".venv-ducklake" / "bin" / "python"
+DUCKDB_SIDE = Path(__file__).resolve().parent / "duckdb_iceberg_side.py"
+NO_AUTO = {"compaction.auto": "false"}
+FILES_ONLY = {"compaction.auto": "false", "inline.max_rows": "0"}
+OMITTED = "lakehouse.iceberg.omitted-columns"
+
+UTC = dt.UTC
+ORDERS = pa.schema(
+    [
+        ("id", pa.int64()),
+        ("customer", pa.string()),
+        ("amount", pa.decimal128(12, 2)),
+        ("qty", pa.int32()),
+        ("ts", pa.timestamp("us", tz="UTC")),
+        ("day", pa.date32()),
+        ("price", pa.float64()),
+        ("flag", pa.bool_()),
+        ("tags", pa.list_(pa.string())),
+    ]
+)
+EVENTS = pa.schema(
+    [
+        ("id", pa.int64()),
+        ("region", pa.string()),
+        ("ts", pa.timestamp("us")),
+        ("small", pa.int16()),
+        ("big", pa.uint64()),  # no Iceberg type: omitted from the Iceberg schema
+        ("payload", pa.struct([("k", pa.string()), ("n", pa.int32())])),
+    ]
+)
+SMALL = pa.schema([("k", pa.int64()), ("v", pa.string()), ("w", pa.float32())])
+REUSED = pa.schema([("a", pa.int64()), ("b", pa.int64())])
+
+
+def orders_rows(ids: range, rng: random.Random, *, note: bool = False) -> pa.Table:
+    base = dt.datetime(2026, 3, 1, tzinfo=UTC)
+    cols: dict[str, Any] = {
+        "id": list(ids),
+        "customer": [rng.choice(["ann", "bob", "cy", None, "dé"]) for _ in ids],
+        "amount": [Decimal(rng.randint(-10_000, 10_000)) / 100 for _ in ids],
+        "qty": [rng.randint(-5, 500) for _ in ids],
+        "ts": [base + dt.timedelta(microseconds=rng.randint(0, 10**12)) for _ in ids],
+        "day": [dt.date(2026, 1, 1) + dt.timedelta(days=rng.randint(0, 400)) for _ in ids],
+        "price": [rng.random() * 1e6 - 5e5 for _ in ids],
+        "flag": [rng.choice([True, False, None]) for _ in ids],
+        "tags": [[rng.choice("xyz") for _ in range(rng.randint(0, 3))] for _ in ids],
+    }
+    return pa.table(cols)
+
+
+def events_rows(ids: range, rng: random.Random) -> pa.Table:
+    base = dt.datetime(2026, 5, 1)
+    return pa.table(
+        {
+            "id": list(ids),
+            "region": [rng.choice(["eu", "us", None]) for _ in ids],
+            "ts": [base + dt.timedelta(seconds=rng.randint(0, 2 * 86_400 - 1)) for _ in ids],
+            "small": [rng.randint(-300, 300) for _ in ids],
+            "big": [rng.randint(0, 2**64 - 1) for _ in ids],
+            "payload": [{"k": rng.choice("abc"), "n": rng.randint(0, 9)} for _ in ids],
+        },
+        schema=EVENTS,
+    )
+
+
+@dataclass
+class Built:
+    lh: Any
+    url: str
+    tables: list[str]
+    notes: dict[str, Any] = field(default_factory=dict)
+
+
+def build_lakehouse(path: Path, seed: int = 24) -> Built:
+    """The client tests' lakehouse; every step is its own version."""
+    rng = random.Random(seed)
+    url = str(path)
+    lh = lakehouse.open(url)
+    with lh.begin() as txn:
+        txn.create_namespace("sales")
+        txn.create_namespace("misc")
+        txn.create_table("sales.orders", ORDERS, FILES_ONLY)
+        txn.create_table(
+            "sales.events",
+            EVENTS,
+            FILES_ONLY,
+            partition_by=["region", "day(ts)", "bucket(2, id)"],
+        )
+        txn.create_table("misc.small", SMALL, NO_AUTO)  # default inline.max_rows: inlined
+        txn.create_table("misc.reused", REUSED, FILES_ONLY)
+    o, e, s = "sales.orders", "sales.events", "misc.small"
+    lh.append(o, orders_rows(range(0, 60), rng))
+    lh.append(e, events_rows(range(0, 80), rng))
+    lh.append(s, pa.table({"k": [1, 2, 3], "v": ["a", "b", None], "w": [0.5, -1.25, 3.0]}))
+    lh.append(o, orders_rows(range(60, 100), rng))
+    lh.append(s, pa.table({"k": [4, 5], "v": ["d", "e"], "w": [None, 2.5]}))
+    lh.append(e, events_rows(range(80, 140), rng))
+    lh.delete(o, "id % 7 = 0")  # deletion vectors -> positional deletes
+    lh.delete(s, "k = 2")  # a deletion vector on an inlined batch
+    lh.update(o, "id < 20", {"qty": "qty + 1000", "customer": "'upd'"})
+    lh.delete(e, "small < -200")
+    merge_src = orders_rows(range(90, 110), random.Random(seed + 1))
+    lh.merge(o, merge_src, on="id")
+    lh.update(s, "k = 4", {"v": "'dd'"})
+    with lh.begin() as txn:
+        txn.alter_table(o, rename_columns={"customer": "client"})
+    lh.append(o, orders_rows(range(110, 120), rng).rename_columns(_renamed(ORDERS)))
+    with lh.begin() as txn:  # drop flag
+        cur = txn.describe_table(o).schema
+        txn.alter_table(o, schema=pa.schema([f for f in cur if f.name != "flag"]))
+    with lh.begin() as txn:  # add note
+        cur = txn.describe_table(o).schema
+        txn.alter_table(o, schema=cur.append(pa.field("note", pa.string())))
+    more = orders_rows(range(120, 150), rng).rename_columns(_renamed(ORDERS)).drop(["flag"])
+    lh.append(o, more.append_column("note", pa.array([f"n{i}" for i in range(30)])))
+    lh.delete(o, "id BETWEEN 120 AND 125")
+    with lh.begin() as txn:
+        txn.compact(o)
+    lh.delete(o, "id = 121 OR id = 130")  # after the compaction: deletes on the new file
+    lh.append(s, pa.table({"k": [6], "v": ["f"], "w": [1.0]}))
+    # a column dropped and added again under its name (new id): older files materialised
+    r = "misc.reused"
+    lh.append(r, pa.table({"a": [1, 2, 3], "b": [10, 20, 30]}))
+    with lh.begin() as txn:
+        txn.alter_table(r, schema=pa.schema([("a", pa.int64())]))
+    with lh.begin() as txn:
+        txn.alter_table(r, schema=pa.schema([("a", pa.int64()), ("b", pa.string())]))
+    lh.append(r, pa.table({"a": [4], "b": ["four"]}))
+    lh.delete(r, "a = 2")
+    lh.append(e, events_rows(range(140, 150), rng))
+    return Built(lh, url, [o, e, s, r])
+
+
+def _renamed(schema: pa.Schema) -> list[str]:
+    return ["client" if n == "customer" else n for n in schema.names]
+
+
+# -- comparing rows ---------------------------------------------------------------------------
+def plain(value: Any) -> Any:
+    """A hashable Python value that compares by value across Arrow type spellings."""
+    if isinstance(value, dict):
+        return tuple(sorted((k, plain(v)) for k, v in value.items()))
+    if isinstance(value, list | tuple):
+        return tuple(plain(v) for v in value)
+    return value
+
+
+def rows(table: pa.Table, columns: list[str] | None = None) -> Counter[tuple[Any, ...]]:
+    if columns is not None:
+        table = table.select(columns)
+    return Counter(tuple(plain(v) for v in r.values()) for r in table.to_pylist())
+
+
+def omitted_columns(metadata: dict[str, Any]) -> set[str]:
+    text = metadata.get("properties", {}).get(OMITTED, "")
+    return {n for n in text.split(",") if n}
+
+
+def expected_columns(lh: Any, table: str, version: int, omitted: set[str]) -> list[str]:
+    names = lh.at_version(version).describe_table(table).schema.names
+    return [n for n in names if n not in omitted]
+
+
+def table_versions(lh: Any, table: str) -> list[int]:
+    """The versions whose history names the table (what the contract makes snapshots)."""
+    return sorted(
+        h.version
+        for h in lh.history()
+        if any(c.kind == "table" and c.name == table for c in h.changes)
+    )
+
+
+def snapshot_ids(metadata: dict[str, Any]) -> list[int]:
+    return sorted(s["snapshot-id"] for s in metadata.get("snapshots", []))
+
+
+# -- DuckDB -----------------------------------------------------------------------------------
+def duckdb_python() -> Path:
+    if not DUCKDB_PYTHON.exists():
+        pytest.skip(f"{DUCKDB_PYTHON} missing: `make .venv-ducklake` builds it")
+    return DUCKDB_PYTHON
+
+
+def run_duckdb(requests: list[dict[str, Any]], timeout: float = 300) -> list[dict[str, Any]]:
+    """Each request's result; "table" holds the rows (a pyarrow.Table) where DuckDB read some."""
+    done = subprocess.run(
+        [str(duckdb_python()), str(DUCKDB_SIDE)],
+        input=json.dumps({"requests": requests}),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    results: list[dict[str, Any]] = json.loads(done.stdout)["results"]
+    for r in results:
+        if "ipc" in r:
+            r["table"] = pa.ipc.open_stream(base64.b64decode(r.pop("ipc"))).read_all()
+    return results

@@ -41,16 +41,12 @@ match a positional delete file to its data file by the ``file_path`` bounds
 
 from __future__ import annotations
 
-import datetime
-import decimal
 import functools
 import hashlib
 import io
 import json
 import math
 import re
-import struct
-import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -380,8 +376,9 @@ def entry(
         snapshot_id is None or sequence_number is None or file_sequence_number is None
     ):
         raise ValueError(
-            f"manifest entry for {data_file.get('file_path')} with status {status} needs explicit "
-            "snapshot_id, sequence_number and file_sequence_number (only ADDED entries inherit them)"
+            f"manifest entry for {data_file.get('file_path')} with status {status} needs "
+            "explicit snapshot_id, sequence_number and file_sequence_number (only ADDED "
+            "entries inherit them)"
         )
     return {
         "status": status,
@@ -483,53 +480,15 @@ def manifest_file_for(
 
 
 # -- partition summaries ---------------------------------------------------------------
-_EPOCH_DATE = datetime.date(1970, 1, 1)
-_EPOCH = datetime.datetime(1970, 1, 1)
-_EPOCH_TZ = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
-
-
-def _micros(delta: datetime.timedelta) -> int:
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000 + delta.microseconds
-
-
-def _partition_bound(iceberg_type: str, v: Any) -> bytes:
-    """Iceberg's single-value serialization of a partition value (primitive
-    partition types only; values as :func:`data_file` takes them)."""
-    t = iceberg_type.strip()
-    if t == "boolean":
-        return b"\x01" if v else b"\x00"
-    if t in ("int", "date"):
-        if isinstance(v, datetime.date):
-            v = (v - _EPOCH_DATE).days
-        return struct.pack("<i", v)
-    if t in ("long", "time", "timestamp", "timestamptz"):
-        if isinstance(v, datetime.datetime):
-            v = _micros(v - (_EPOCH if v.tzinfo is None else _EPOCH_TZ))
-        elif isinstance(v, datetime.time):
-            v = ((v.hour * 60 + v.minute) * 60 + v.second) * 1_000_000 + v.microsecond
-        return struct.pack("<q", v)
-    if t == "float":
-        return struct.pack("<f", v)
-    if t == "double":
-        return struct.pack("<d", v)
-    if t == "string":
-        return str(v).encode()
-    if t == "uuid":
-        return v.bytes if isinstance(v, uuid.UUID) else bytes(v)
-    if m := _DECIMAL.match(t):
-        unscaled = int(decimal.Decimal(v).scaleb(int(m.group(2))).to_integral_value())
-        n = max(1, (unscaled.bit_length() + 8) // 8)
-        return unscaled.to_bytes(n, "big", signed=True)
-    return bytes(v)
-
-
 def partition_summaries(
     partition_fields: Sequence[Mapping[str, Any]], partitions: Iterable[Mapping[str, Any]]
 ) -> list[dict[str, Any]]:
     """One ``field_summary`` per partition field over the partition records of
     a manifest's entries: ``contains_null``, ``contains_nan`` (float types),
     ``lower_bound`` / ``upper_bound`` (serialized; None when every value is
-    null)."""
+    null), serialized by :func:`lakehouse.iceberg.types.bound_bytes`."""
+    from lakehouse.iceberg.types import bound_bytes
+
     fields = _partition_key(partition_fields)
     nulls = [False] * len(fields)
     nans = [False] * len(fields)
@@ -554,8 +513,8 @@ def partition_summaries(
             {
                 "contains_null": nulls[i],
                 "contains_nan": nans[i] if is_float else None,
-                "lower_bound": None if lows[i] is None else _partition_bound(typ, lows[i]),
-                "upper_bound": None if highs[i] is None else _partition_bound(typ, highs[i]),
+                "lower_bound": bound_bytes(typ.strip(), lows[i]),
+                "upper_bound": bound_bytes(typ.strip(), highs[i]),
             }
         )
     return out

@@ -132,6 +132,7 @@ class PyIceberg:
         )
         self.catalog.create_namespace(NS)
         self.written = 0
+        self.tables: dict[str, Any] = {}  # loaded once: a commit refreshes the object
 
     def create(self, name: str) -> None:
         from pyiceberg.partitioning import PartitionField, PartitionSpec
@@ -149,7 +150,9 @@ class PyIceberg:
         spec = PartitionSpec(PartitionField(2, 1000, IdentityTransform(), "p"))
         # the files carry no field ids (as ours): a name mapping, as add_files sets it
         props = {TableProperties.DEFAULT_NAME_MAPPING: schema.name_mapping.model_dump_json()}
-        self.catalog.create_table(name, schema=schema, partition_spec=spec, properties=props)
+        self.tables[name] = self.catalog.create_table(
+            name, schema=schema, partition_spec=spec, properties=props
+        )
 
     def data_files(self, name: str, batch: pa.Table, per_file: int) -> list[Any]:
         """Write ``batch`` as one Parquet file per ``per_file`` rows (one partition
@@ -157,7 +160,7 @@ class PyIceberg:
         ``add_files`` builds them."""
         from pyiceberg.io.pyarrow import parquet_file_to_data_file
 
-        tbl = self.catalog.load_table(name)
+        tbl = self.tables[name]
         paths = []
         for off in range(0, batch.num_rows, per_file):
             path = os.path.join(self.data, f"{self.written:08d}.parquet")
@@ -167,8 +170,9 @@ class PyIceberg:
         return [parquet_file_to_data_file(tbl.io, tbl.metadata, p) for p in paths]
 
     def fast_append(self, name: str, files: list[Any]) -> Any:
-        """Commit already-written files: one fast append; returns the new snapshot's summary."""
-        tbl = self.catalog.load_table(name)
+        """Commit already-written files: one fast append (to the table loaded before, as a
+        writer holds it); returns the new snapshot's summary."""
+        tbl = self.tables[name]
         with tbl.transaction() as tx, tx.update_snapshot().fast_append() as fa:
             for f in files:
                 fa.append_data_file(f)

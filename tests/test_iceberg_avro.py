@@ -195,7 +195,7 @@ def test_manifest_schema_in_the_file_is_the_specs_with_every_field_id() -> None:
         (4, "file_sequence_number", False),
         (2, "data_file", True),
     ]
-    data_file: Any = got.find_field(2).field_type  # type: ignore[union-attr]
+    data_file: Any = got.find_field(2).field_type
     assert isinstance(data_file, StructType)
     expected = DATA_FILE_TYPE[2]
     assert [f.field_id for f in data_file.fields] == [f.field_id for f in expected.fields]
@@ -205,7 +205,7 @@ def test_manifest_schema_in_the_file_is_the_specs_with_every_field_id() -> None:
             assert str(mine.field_type) == "list<int>"
         elif mine.field_id != 102:
             assert mine.field_type == spec.field_type, mine.name
-    partition: Any = data_file.field(102).field_type
+    partition: Any = data_file.field(102).field_type  # type: ignore[union-attr]
     # a name that is no Avro name is escaped as Java does (pyiceberg reads the
     # escaped name; Java restores it from "iceberg-field-name")
     assert [(f.field_id, f.name, f.field_type, f.required) for f in partition.fields] == [

@@ -47,7 +47,7 @@ import io
 import json
 import math
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import fastavro
@@ -255,27 +255,60 @@ def partition_record_schema(partition_fields: Sequence[Mapping[str, Any]]) -> di
     return {"type": "record", "name": "r102", "fields": fields}
 
 
+#: a partition field as the writer fills it: Iceberg name, Avro name, and the
+#: union branch to tag its value with (None: a named type, left to fastavro)
+_PartField = tuple[str, str, str | None]
+
+
 @functools.lru_cache(maxsize=64)
 def _parsed_entry_schema(
     key: tuple[tuple[int, str, str], ...],
-) -> tuple[Any, tuple[tuple[str, str], ...]]:
-    """(parsed schema, (Iceberg name, Avro name) of every renamed partition field)."""
+) -> tuple[Any, tuple[_PartField, ...]]:
+    """The parsed ``manifest_entry`` schema of a partition type, and its fields."""
     fields = [{"field-id": f, "name": n, "type": t} for f, n, t in key]
-    renames = tuple((n, avro_name(n)) for _, n, _ in key if avro_name(n) != n)
-    return fastavro.parse_schema(_entry_schema(partition_record_schema(fields))), renames
+    part = []
+    for _, n, t in key:
+        typ = avro_type(t)
+        branch = typ if isinstance(typ, str) else typ["type"] if typ["type"] != "fixed" else None
+        part.append((n, avro_name(n), branch))
+    return fastavro.parse_schema(_entry_schema(partition_record_schema(fields))), tuple(part)
 
 
-def _renamed(
-    entries: Iterable[Mapping[str, Any]], renames: tuple[tuple[str, str], ...]
-) -> list[dict[str, Any]]:
-    out = []
+# Speed: fastavro picks the branch of a union (every optional field) by
+# validating the value against each branch, which walks a whole metrics list.
+# A value tagged ``(branch, value)`` skips that (half the time of a manifest).
+_LISTS = (
+    "column_sizes",
+    "value_counts",
+    "null_value_counts",
+    "nan_value_counts",
+    "lower_bounds",
+    "upper_bounds",
+    "split_offsets",
+    "equality_ids",
+)
+
+
+def _tagged(
+    entries: Iterable[Mapping[str, Any]], part: tuple[_PartField, ...]
+) -> Iterator[dict[str, Any]]:
+    """``entries`` as fastavro writes them fastest: union values tagged with
+    their branch, partition fields under their Avro names (the given dicts
+    are not changed)."""
     for e in entries:
         df = e["data_file"]
-        part = dict(df["partition"])
-        for name, aname in renames:
-            part[aname] = part.pop(name, None)
-        out.append({**e, "data_file": {**df, "partition": part}})
-    return out
+        d = dict(df)
+        for k in _LISTS:
+            v = d.get(k)
+            if v is not None:
+                d[k] = ("array", v)
+        given = df["partition"]
+        p = {}
+        for name, aname, branch in part:
+            v = given.get(name)
+            p[aname] = v if v is None or branch is None else (branch, v)
+        d["partition"] = p
+        yield {**e, "data_file": d}
 
 
 _PARSED_MANIFEST_FILE = fastavro.parse_schema(MANIFEST_FILE_SCHEMA)
@@ -564,8 +597,8 @@ def manifest_bytes(
         "format-version": str(FORMAT_VERSION),
         "content": content,
     }
-    schema, renames = _parsed_entry_schema(_partition_key(partition_fields))
-    return _write(schema, _renamed(entries, renames) if renames else entries, metadata)
+    schema, part = _parsed_entry_schema(_partition_key(partition_fields))
+    return _write(schema, _tagged(entries, part), metadata)
 
 
 def manifest_list_bytes(

@@ -216,7 +216,7 @@ class IcebergCatalog:
     def table_id(self, ns: str, table: str) -> str:
         """The lakehouse table id of ``ns``.``table`` (NoSuchTable when it does not exist)."""
         with self._resolved(ns) as (view, base, _version, _versioned):
-            return self._describe(view, ns, base, table).table_id
+            return str(self._describe(view, ns, base, table).table_id)
 
     def load(self, ns: str, table: str) -> tuple[str, bytes]:
         """(metadata location, metadata JSON bytes) of ``ns``.``table`` at the latest
@@ -276,7 +276,7 @@ class IcebergCatalog:
 
         self.stats["metadata_calls"] += 1
         try:
-            return write_metadata(self._lh, qualified, version=version)
+            return str(write_metadata(self._lh, qualified, version=version))
         except VersionExpired:
             raise
         except NotFound as exc:  # dropped meanwhile: it is the table that is missing

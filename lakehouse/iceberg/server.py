@@ -99,7 +99,7 @@ class _Api:
             response = await run_in_threadpool(self._answer, request, method, path)
         except HttpError as exc:
             response = _error(exc.code, exc.kind, str(exc))
-        except Exception as exc:  # noqa: BLE001  # the server keeps serving
+        except Exception as exc:  # the server keeps serving
             log.error("%s %s failed", method, path, exc_info=True)
             response = _error(500, "InternalServerError", f"{type(exc).__name__}: {exc}")
         if method == "HEAD":
@@ -197,7 +197,9 @@ class _Api:
             raise HttpError(404, "NoSuchTableException", str(exc)) from None
         except (NotFound, VersionExpired) as exc:
             if SEPARATOR in ns:
-                msg = f"namespace {ns.split(SEPARATOR)!r} does not exist (namespaces have one level)"
+                msg = (
+                    f"namespace {ns.split(SEPARATOR)!r} does not exist (namespaces have one level)"
+                )
             else:
                 msg = str(exc)
             raise HttpError(404, "NoSuchNamespaceException", msg) from None
@@ -427,7 +429,7 @@ class Server:
         def run() -> None:
             try:
                 server.run(sockets=[sock])
-            except BaseException as exc:  # noqa: BLE001  # reported by start()
+            except BaseException as exc:  # reported by start()
                 failed.append(exc)
 
         self._thread = threading.Thread(target=run, name="lakehouse-iceberg", daemon=True)

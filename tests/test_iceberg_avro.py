@@ -11,6 +11,7 @@ positional deletes.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import decimal
 import io
@@ -23,6 +24,7 @@ import fastavro
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from iceberg_fixtures import run_duckdb
 from pyiceberg.conversions import to_bytes
 from pyiceberg.io.pyarrow import PyArrowFileIO
 from pyiceberg.manifest import (
@@ -604,13 +606,35 @@ def test_materialised_file_has_field_ids_everywhere_and_the_same_rows() -> None:
     assert pf.read().to_pylist() == rows.to_pylist()
 
 
-# -- a whole table through StaticTable -------------------------------------------------
-def test_static_table_reads_rows_minus_positional_deletes(tmp_path: Path) -> None:
+# -- a whole table through StaticTable and DuckDB --------------------------------------
+DAYS = [datetime.date(2024, 1, 1), datetime.date(2024, 1, 2)]
+DELETED = BitMap([1, 3])  # positions deleted from the first file at snapshot 2
+
+
+@dataclasses.dataclass
+class MiniTable:
+    metadata: str
+    tables: list[pa.Table]  # the two data files' rows
+    paths: list[str]  # their locations
+    delete_file: str
+
+    def rows(self, snapshot: int) -> list[tuple[Any, ...]]:
+        """The table's rows at ``snapshot`` (1 or 2), sorted."""
+        out = []
+        for k, t in enumerate(self.tables):
+            for i, r in enumerate(t.to_pylist()):
+                if not (k == 0 and i in DELETED and snapshot == 2):
+                    out.append((r["id"], r["name"], r["day"]))
+        return sorted(out)
+
+
+def mini_table(tmp_path: Path) -> MiniTable:
     """Two data files of two days (snapshot 1: append, sequence 1), then a
     positional delete file deleting two rows of the first (snapshot 2,
-    sequence 2, its manifest list reusing snapshot 1's data manifest)."""
-    epoch = datetime.date(1970, 1, 1)
-    days = [datetime.date(2024, 1, 1), datetime.date(2024, 1, 2)]
+    sequence 2, its manifest list reusing snapshot 1's data manifest); a
+    hand-built v2 metadata JSON with a name mapping (the data files carry no
+    field ids)."""
+    days = DAYS
     tables = [
         pa.table(
             {
@@ -679,7 +703,7 @@ def test_static_table_reads_rows_minus_positional_deletes(tmp_path: Path) -> Non
         meta_dir / "snap-1.avro",
         avro.manifest_list_bytes([m1], snapshot_id=1, parent_id=None, sequence_number=1),
     )
-    deleted = BitMap([1, 3])
+    deleted = DELETED
     dpath = write(tmp_path / "deletes-f0.parquet", files.position_deletes_bytes(paths[0], deleted))
     delete_entry = avro.entry(
         avro.data_file(
@@ -742,32 +766,43 @@ def test_static_table_reads_rows_minus_positional_deletes(tmp_path: Path) -> Non
         "refs": {"main": {"snapshot-id": 2, "type": "branch"}},
     }
     mpath = write(meta_dir / "v2.metadata.json", json.dumps(metadata).encode())
+    return MiniTable(mpath, tables, paths, dpath)
 
-    table = StaticTable.from_metadata(mpath)
+
+def test_static_table_reads_rows_minus_positional_deletes(tmp_path: Path) -> None:
+    mini = mini_table(tmp_path)
+    table = StaticTable.from_metadata(mini.metadata)
 
     def rows(scan: Any) -> list[tuple[Any, ...]]:
         t = scan.to_arrow()
         return sorted(zip(*(t.column(n).to_pylist() for n in ("id", "name", "day")), strict=True))
 
-    def expected(keep: list[int]) -> list[tuple[Any, ...]]:
-        out = []
-        for k in keep:
-            for i, r in enumerate(tables[k].to_pylist()):
-                if not (k == 0 and i in deleted and keep_deletes):
-                    out.append((r["id"], r["name"], r["day"]))
-        return sorted(out)
-
-    keep_deletes = True
-    assert rows(table.scan()) == expected([0, 1])
-    assert len(rows(table.scan())) == 8
+    assert rows(table.scan()) == mini.rows(2)
+    assert len(mini.rows(2)) == 8
     # partition pruning by the day partition, and by the id bounds
-    assert rows(table.scan(row_filter=f"day = '{days[1].isoformat()}'")) == expected([1])
-    assert rows(table.scan(row_filter="id < 10")) == expected([0])
+    day1 = [r for r in mini.rows(2) if r[2] == DAYS[1]]
+    assert rows(table.scan(row_filter=f"day = '{DAYS[1].isoformat()}'")) == day1
+    assert rows(table.scan(row_filter="id < 10")) == [r for r in mini.rows(2) if r[0] < 10]
     plan = list(table.scan(row_filter="id >= 10").plan_files())
-    assert [t.file.file_path for t in plan] == [paths[1]]
-    [task0] = [t for t in table.scan().plan_files() if t.file.file_path == paths[0]]
-    assert [d.file_path for d in task0.delete_files] == [dpath]
-    assert task0.file.partition[0] == (days[0] - epoch).days
+    assert [t.file.file_path for t in plan] == [mini.paths[1]]
+    [task0] = [t for t in table.scan().plan_files() if t.file.file_path == mini.paths[0]]
+    assert [d.file_path for d in task0.delete_files] == [mini.delete_file]
+    assert task0.file.partition[0] == (DAYS[0] - datetime.date(1970, 1, 1)).days
     # time travel to snapshot 1: the deletes are not there yet
-    keep_deletes = False
-    assert rows(table.scan(snapshot_id=1)) == expected([0, 1])
+    assert rows(table.scan(snapshot_id=1)) == mini.rows(1)
+    assert len(mini.rows(1)) == 10
+
+
+def test_duckdb_reads_the_same_table(tmp_path: Path) -> None:
+    mini = mini_table(tmp_path)
+    results = run_duckdb(
+        [
+            {"mode": "scan", "metadata": mini.metadata, "snapshot": None},
+            {"mode": "scan", "metadata": mini.metadata, "snapshot": 1},
+        ]
+    )
+    for snapshot, r in zip((2, 1), results, strict=True):
+        assert r["ok"], r
+        t = r["table"]
+        got = sorted(zip(*(t.column(n).to_pylist() for n in ("id", "name", "day")), strict=True))
+        assert got == mini.rows(snapshot)

@@ -60,6 +60,7 @@ from uuid import UUID
 import pyarrow as pa
 from crc32c import crc32c
 
+from lakehouse import partition_encoding as pe
 from lakehouse.data.stats import stat_scalar
 from lakehouse.model import Column, DataFile, TableDef
 
@@ -416,11 +417,12 @@ def field_ids_schema(arrow_schema_of_file: pa.Schema, ids_by_name: Mapping[str, 
 
 
 # -- single-value serialization -------------------------------------------------------------
-def _unscaled(v: Decimal, scale: int) -> int | None:
-    q = v.scaleb(scale)
-    if not q.is_finite() or q != q.to_integral_value():
+def _unscaled(v: int | Decimal, scale: int) -> int | None:
+    """The unscaled integer of ``v`` at ``scale`` (None: not exact at that scale)."""
+    try:
+        return pe.unscaled(v, scale)
+    except ValueError:
         return None
-    return int(q)
 
 
 def bound_bytes(iceberg_type: IcebergType, value: Any) -> bytes | None:
@@ -458,7 +460,7 @@ def bound_bytes(iceberg_type: IcebergType, value: Any) -> bytes | None:
             p, s = (int(x) for x in t[len("decimal(") : -1].split(","))
             if isinstance(value, bool) or not isinstance(value, int | Decimal):
                 return None
-            n = _unscaled(Decimal(value), s)
+            n = _unscaled(value, s)
             if n is None or abs(n) >= 10**p:
                 return None
             return n.to_bytes((n if n >= 0 else ~n).bit_length() // 8 + 1, "big", signed=True)
@@ -663,7 +665,10 @@ def _avro_value(t: str, v: Any, name: str) -> Any:
         return n
     if t.startswith("decimal("):
         s = int(t[len("decimal(") : -1].split(",")[1])
-        return Decimal(v).quantize(Decimal(1).scaleb(-s))
+        n = _unscaled(v, s)
+        if n is None:
+            raise ValueError(f"partition field {name!r}: {v!r} is not a {t} value")
+        return Decimal(n).scaleb(-s)
     if t in ("float", "double"):
         return float(v)
     return v

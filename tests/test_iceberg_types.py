@@ -1,0 +1,777 @@
+"""lakehouse/iceberg/types.py: the table model as Iceberg v2 JSON and Avro values.
+
+Cell by cell (Arrow type -> Iceberg type, bounds, partition result types), and
+checked against pyiceberg 0.12, which parses every JSON value produced here and
+serializes every bound the same way; the file metrics, name mappings and field
+ids come from real lakehouses and real Parquet files.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import struct
+from collections.abc import Iterator
+from decimal import Decimal, localcontext
+from pathlib import Path
+from typing import Any
+from uuid import UUID
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+import pytest
+from pyiceberg.conversions import from_bytes, to_bytes
+from pyiceberg.io.pyarrow import pyarrow_to_schema
+from pyiceberg.partitioning import PartitionSpec as IcebergSpec
+from pyiceberg.schema import Schema
+from pyiceberg.table.name_mapping import parse_mapping_from_json
+from pyiceberg.table.sorting import SortOrder
+from pyiceberg.types import (
+    BinaryType,
+    BooleanType,
+    DateType,
+    DecimalType,
+    DoubleType,
+    FixedType,
+    FloatType,
+    IntegerType,
+    LongType,
+    PrimitiveType,
+    StringType,
+    TimestampType,
+    TimestamptzType,
+    TimeType,
+    UUIDType,
+)
+
+import lakehouse
+from lakehouse.iceberg import types as it
+from lakehouse.model import Column, DataFile, assign_columns
+from lakehouse.partition import PartitionField, PartitionSpec, Transform
+
+UTC = dt.UTC
+NOAUTO = {"compaction.auto": "false", "inline.max_rows": "0"}
+
+
+# -- Arrow type -> Iceberg type -------------------------------------------------------------
+TYPES: list[tuple[pa.DataType, str | None]] = [
+    (pa.bool_(), "boolean"),
+    (pa.int8(), "int"),
+    (pa.int16(), "int"),
+    (pa.int32(), "int"),
+    (pa.int64(), "long"),
+    (pa.uint8(), "int"),
+    (pa.uint16(), "int"),
+    (pa.uint32(), "long"),
+    (pa.uint64(), None),
+    (pa.float16(), None),
+    (pa.float32(), "float"),
+    (pa.float64(), "double"),
+    (pa.decimal128(9, 2), "decimal(9, 2)"),
+    (pa.decimal128(38, 0), "decimal(38, 0)"),
+    (pa.decimal256(20, 2), None),
+    (pa.decimal256(40, 2), None),
+    (pa.date32(), "date"),
+    (pa.date64(), "date"),
+    (pa.time32("s"), "time"),
+    (pa.time32("ms"), "time"),
+    (pa.time64("us"), "time"),
+    (pa.time64("ns"), None),
+    (pa.timestamp("s"), "timestamp"),
+    (pa.timestamp("ms"), "timestamp"),
+    (pa.timestamp("us"), "timestamp"),
+    (pa.timestamp("ns"), None),
+    (pa.timestamp("us", "UTC"), "timestamptz"),
+    (pa.timestamp("ms", "Europe/Amsterdam"), "timestamptz"),
+    (pa.timestamp("ns", "UTC"), None),
+    (pa.string(), "string"),
+    (pa.large_string(), "string"),
+    (pa.string_view(), "string"),
+    (pa.binary(), "binary"),
+    (pa.large_binary(), "binary"),
+    (pa.binary_view(), "binary"),
+    (pa.binary(16), "fixed[16]"),
+    (pa.duration("us"), None),
+    (pa.month_day_nano_interval(), None),
+    (pa.dictionary(pa.int32(), pa.string()), None),
+    (pa.null(), None),
+    (pa.uuid(), None),
+]
+
+
+@pytest.mark.parametrize(("arrow", "iceberg"), TYPES, ids=[str(t) for t, _ in TYPES])
+def test_primitive_type(arrow: pa.DataType, iceberg: str | None) -> None:
+    assert it.primitive_type(arrow) == iceberg
+    if iceberg is None:
+        with pytest.raises(it.UnsupportedColumn, match="'c'"):
+            it.column_type(1, arrow, "c")
+        return
+    assert it.column_type(1, arrow, "c") == iceberg
+    parsed = Schema.model_validate(
+        {"type": "struct", "schema-id": 0, "fields": [_field(1, "c", iceberg)]}
+    )
+    assert str(parsed.find_type(1)) == iceberg
+
+
+def _field(fid: int, name: str, typ: Any, required: bool = False) -> dict[str, Any]:
+    return {"id": fid, "name": name, "required": required, "type": typ}
+
+
+NESTED = pa.schema(
+    [
+        pa.field("id", pa.int64(), nullable=False),
+        (
+            "s",
+            pa.struct(
+                [
+                    pa.field("a", pa.int32(), nullable=False),
+                    ("l", pa.list_(pa.struct([("x", pa.string()), ("y", pa.float64())]))),
+                    ("m", pa.map_(pa.string(), pa.list_(pa.int64()))),
+                ]
+            ),
+        ),
+        ("ll", pa.large_list(pa.field("item", pa.date32(), nullable=False))),
+        ("bad", pa.struct([("u", pa.uint64())])),
+        ("fl", pa.list_(pa.int32(), 3)),
+    ]
+)
+
+
+def test_nested_schema_ids_and_pyiceberg() -> None:
+    cols, _ = assign_columns(NESTED)
+    schema, omitted, last = it.iceberg_schema(cols, NESTED)
+    assert omitted == ["bad", "fl"]
+    n = it.nested_id
+    parsed = Schema.model_validate({**schema, "schema-id": it.schema_id(schema)})
+    # pre-order: s.a, s.l, s.l.element, s.l.element.x, s.l.element.y, s.m, key, value, element
+    expect = {
+        "s.a": n(2, 1),
+        "s.l": n(2, 2),
+        "s.l.element": n(2, 3),
+        "s.l.element.x": n(2, 4),
+        "s.l.element.y": n(2, 5),
+        "s.m": n(2, 6),
+        "s.m.key": n(2, 7),
+        "s.m.value": n(2, 8),
+        "s.m.value.element": n(2, 9),
+        "ll.element": n(3, 1),
+    }
+    for path, fid in expect.items():
+        assert parsed.find_field(path).field_id == fid, path
+    assert n(2, 1) == it.NESTED_BASE + 2 * it.NESTED_SPAN + 1
+    assert last == max(expect.values()) == parsed.highest_field_id
+    assert parsed.find_field("id").required and parsed.find_field("s.a").required
+    assert parsed.find_field("ll").field_type.element_required  # type: ignore[attr-defined]
+    assert not parsed.find_field("s.l").field_type.element_required  # type: ignore[attr-defined]
+    assert str(parsed.find_type("s.m")) == "map<string, list<long>>"
+
+
+def test_unsupported_nested_columns() -> None:
+    wide = pa.struct([(f"f{i}", pa.int32()) for i in range(it.NESTED_SPAN)])
+    with pytest.raises(it.UnsupportedColumn, match="4096 nested fields"):
+        it.column_type(1, wide, "w")
+    ok = pa.struct([(f"f{i}", pa.int32()) for i in range(it.NESTED_SPAN - 1)])
+    assert it.column_type(1, ok)["fields"][-1]["id"] == it.nested_id(1, it.NESTED_SPAN - 1)  # type: ignore[index]
+    big = it.MAX_NESTED_COLUMN_ID
+    assert (
+        it.nested_id(big + 1, it.NESTED_SPAN - 1)
+        > it.RESERVED_IDS
+        >= it.nested_id(big, it.NESTED_SPAN - 1)
+    )
+    it.column_type(big, pa.list_(pa.int32()))
+    with pytest.raises(it.UnsupportedColumn, match="id"):
+        it.column_type(big + 1, pa.list_(pa.int32()))
+    with pytest.raises(it.UnsupportedColumn, match="id"):
+        it.column_type(it.NESTED_BASE, pa.int32())
+    dup = pa.struct([("a", pa.int32()), ("a", pa.string())])
+    with pytest.raises(it.UnsupportedColumn, match="two struct fields"):
+        it.column_type(1, dup)
+
+
+def test_schema_id_is_canonical() -> None:
+    cols, _ = assign_columns(NESTED)
+    schema, _, _ = it.iceberg_schema(cols, NESTED)
+    sid = it.schema_id(schema)
+    assert 0 <= sid < 2**31
+    shuffled = json.loads(json.dumps(schema, sort_keys=True))
+    assert it.schema_id(shuffled) == sid == it.schema_id({**schema, "schema-id": 99})
+    renamed = [Column(c.id, "id2" if c.name == "id" else c.name, c.type, c.nullable) for c in cols]
+    s2 = NESTED.set(0, NESTED.field(0).with_name("id2"))
+    assert it.schema_id(it.iceberg_schema(renamed, s2)[0]) != sid
+
+
+@pytest.fixture
+def lh(tmp_path: Path) -> Iterator[lakehouse.Lakehouse]:
+    h = lakehouse.open(str(tmp_path / "lh"))
+    try:
+        with h.begin() as t:
+            t.create_namespace("ns")
+        yield h
+    finally:
+        h.close()
+
+
+def _ids(lh: lakehouse.Lakehouse) -> dict[str, int]:
+    d = lh.describe_table("ns.t")
+    schema, _, _ = it.iceberg_schema(d.columns, d.schema)
+    parsed = Schema.model_validate({**schema, "schema-id": 0})
+    return {name: fid for fid, name in parsed._lazy_id_to_name.items()}
+
+
+def test_nested_ids_stable_across_schema_changes(lh: lakehouse.Lakehouse) -> None:
+    with lh.begin() as t:
+        t.create_table("ns.t", NESTED.remove(4).remove(3))
+    before = _ids(lh)
+    with lh.begin() as t:  # add a column in front, drop one, rename the struct
+        t.alter_table("ns.t", rename_columns={"s": "s2"})
+    with lh.begin() as t:
+        cur = lh.describe_table("ns.t").schema
+        t.alter_table(
+            "ns.t",
+            schema=pa.schema([pa.field("new", pa.struct([("q", pa.int8())])), *list(cur)]).remove(
+                3
+            ),
+        )
+    after = _ids(lh)
+    d = lh.describe_table("ns.t")
+    assert [c.name for c in d.columns] == ["new", "id", "s2"]
+    for path, fid in before.items():
+        if path.startswith("ll"):
+            assert path not in after
+            continue
+        renamed = "s2" + path[1:] if path == "s" or path.startswith("s.") else path
+        assert after[renamed] == fid, path
+    new_id = d.column_ids()["new"]
+    assert new_id == 4 and after["new.q"] == it.nested_id(4, 1)
+
+
+# -- name mapping ---------------------------------------------------------------------------
+def _file_names(files: list[DataFile]) -> dict[int, set[str]]:
+    out: dict[int, set[str]] = {}
+    for f in files:
+        for cid, name in f.columns:
+            out.setdefault(cid, set()).add(name)
+    return out
+
+
+def _parquet_ids(path: Path, mapping: list[dict[str, Any]]) -> dict[str, int]:
+    """The field id pyiceberg gives each column of a Parquet file through ``mapping``."""
+    nm = parse_mapping_from_json(json.dumps(mapping))
+    schema = pyarrow_to_schema(pq.read_schema(path), name_mapping=nm)
+    return {name: fid for fid, name in schema._lazy_id_to_name.items()}
+
+
+def _path(lh: lakehouse.Lakehouse, f: DataFile) -> Path:
+    assert lh.data_url is not None
+    return Path(lh.data_url.removeprefix("file://")) / f.path
+
+
+def test_name_mapping_renames_and_readded_names(lh: lakehouse.Lakehouse) -> None:
+    schema = pa.schema(
+        [("a", pa.int64()), ("b", pa.string()), ("s", pa.struct([("x", pa.list_(pa.int32()))]))]
+    )
+    with lh.begin() as t:
+        t.create_table("ns.t", schema, NOAUTO)
+    rows = {"a": [1], "b": ["x"], "s": [{"x": [1, 2]}]}
+    with lh.begin() as t:
+        t.append("ns.t", pa.table(rows, schema))
+    with lh.begin() as t:  # 1 a -> a2, 2 b -> a: "a" names two ids, the current one wins
+        t.alter_table("ns.t", rename_columns={"a": "a2", "b": "a"})
+    with lh.begin() as t:
+        t.append("ns.t", pa.table({"a2": [2], "a": ["y"]}))
+    with lh.begin() as t:  # drop a2 (id 1); a new column "a2" gets id 4
+        cur = lh.describe_table("ns.t").schema
+        t.alter_table("ns.t", schema=cur.remove(0))
+    with lh.begin() as t:
+        cur = lh.describe_table("ns.t").schema
+        t.alter_table("ns.t", schema=cur.append(pa.field("a2", pa.int32())))
+    d = lh.describe_table("ns.t")
+    assert d.column_ids() == {"a": 2, "s": 3, "a2": 4}
+    files = lh.list_data_files("ns.t")
+    assert len(files) == 2 and not any(f.is_inline for f in files)
+    names = _file_names(files)
+    assert names == {1: {"a", "a2"}, 2: {"b", "a"}, 3: {"s"}}
+    mapping, lost = it.name_mapping(d.columns, d.schema, names)
+    # "a": id 1 (first file) and id 2 (current): id 2's. "a2": id 1 (second file)
+    # and id 4 (current): id 4's. So id 1 keeps no name: its files get field ids.
+    assert lost == {1: {"a", "a2"}}
+    by_id = {m["field-id"]: m for m in mapping}
+    assert set(by_id) == {2, 3, 4}
+    assert by_id[2]["names"] == ["a", "b"] and by_id[4]["names"] == ["a2"]
+    assert by_id[3]["fields"] == [
+        {
+            "field-id": it.nested_id(3, 1),
+            "names": ["x"],
+            "fields": [{"field-id": it.nested_id(3, 2), "names": ["element", "item"]}],
+        }
+    ]
+    parse_mapping_from_json(json.dumps(mapping))
+    first, second = sorted(files, key=lambda f: dict(f.columns)[2] == "a")  # "b", then "a"
+    nested = {"s": 3, "s.x": it.nested_id(3, 1), "s.x.element": it.nested_id(3, 2)}
+    # by name alone, the second file's "a2" (id 1) would read as id 4: why files
+    # using a lost name are rewritten with field ids
+    assert _parquet_ids(_path(lh, second), mapping) == {"a2": 4, "a": 2, **nested}
+    # the first file's columns map as the mapping says, once "a" is id 1's again
+    keep = [m for m in mapping if m["field-id"] != 2]
+    keep += [{"field-id": 1, "names": ["a"]}, {"field-id": 2, "names": ["b"]}]
+    assert _parquet_ids(_path(lh, first), keep) == {"a": 1, "b": 2, **nested}
+    # a dropped nested column is mapped through the type given for it
+    with lh.begin() as t:
+        t.alter_table("ns.t", schema=lh.describe_table("ns.t").schema.remove(1))
+    d2 = lh.describe_table("ns.t")
+    m2, _ = it.name_mapping(d2.columns, d2.schema, names, types={3: schema.field("s").type})
+    assert {m["field-id"]: m for m in m2}[3] == by_id[3]
+    m3, _ = it.name_mapping(d2.columns, d2.schema, names)
+    assert "fields" not in {m["field-id"]: m for m in m3}[3]
+
+
+def test_name_mapping_keeps_newest_id_for_a_dropped_name() -> None:
+    cols = (Column(5, "x", "int64"), Column(2, "y", "string"))
+    schema = pa.schema([("x", pa.int64()), ("y", pa.string())])
+    mapping, lost = it.name_mapping(cols, schema, {1: {"x"}, 3: {"x", "z"}, 2: {"y"}})
+    assert lost == {1: {"x"}, 3: {"x"}}
+    assert [(m["field-id"], m["names"]) for m in mapping] == [(2, ["y"]), (3, ["z"]), (5, ["x"])]
+    # no current name: the newest id keeps it
+    mapping, lost = it.name_mapping((), pa.schema([]), {1: {"x"}, 3: {"x"}})
+    assert lost == {1: {"x"}} and mapping == [{"field-id": 3, "names": ["x"]}]
+
+
+# -- Parquet field ids -----------------------------------------------------------------------
+def test_field_ids_schema_through_parquet(tmp_path: Path) -> None:
+    schema = NESTED.remove(3)
+    cols, _ = assign_columns(schema)
+    table = pa.table(
+        {
+            "id": [1, 2],
+            "s": [{"a": 1, "l": [{"x": "p", "y": 1.5}], "m": [("k", [7])]}, None],
+            "ll": [[dt.date(2024, 1, 1)], []],
+            "fl": [[1, 2, 3], None],
+        },
+        schema,
+    )
+    ids = {c.name: c.id for c in cols}
+    with_ids = it.field_ids_schema(table.schema, ids)
+    pq.write_table(table.cast(with_ids), tmp_path / "f.parquet")
+    back = pq.read_schema(tmp_path / "f.parquet")
+
+    def fid(f: pa.Field) -> int:
+        return int(f.metadata[b"PARQUET:field_id"])
+
+    s = back.field("s").type
+    assert fid(back.field("s")) == 2
+    assert fid(s.field("l")) == it.nested_id(2, 2)
+    assert fid(s.field("l").type.value_field) == it.nested_id(2, 3)
+    assert fid(s.field("l").type.value_type.field("y")) == it.nested_id(2, 5)
+    assert fid(s.field("m").type.key_field) == it.nested_id(2, 7)
+    assert fid(s.field("m").type.item_field.type.value_field) == it.nested_id(2, 9)
+    assert fid(back.field("fl").type.value_field) == it.nested_id(4, 1)
+    # pyiceberg reads the ids of every field as the Iceberg schema has them
+    supported = pa.schema([f for f in back if f.name != "fl"])
+    from_file = pyarrow_to_schema(supported)
+    mine, _, _ = it.iceberg_schema([c for c in cols if c.name != "fl"], schema)
+    assert from_file == Schema.model_validate({**mine, "schema-id": 0})
+    assert pq.read_table(tmp_path / "f.parquet").cast(schema).equals(table)
+    with pytest.raises(ValueError, match="'nope'"):
+        it.field_ids_schema(pa.schema([("nope", pa.int8())]), ids)
+
+
+# -- single-value serialization --------------------------------------------------------------
+I32, I64 = 2**31 - 1, 2**63 - 1
+BOUNDS: list[tuple[str, PrimitiveType, Any]] = [
+    ("boolean", BooleanType(), False),
+    ("boolean", BooleanType(), True),
+    *[("int", IntegerType(), v) for v in (0, 1, -1, I32, -I32 - 1)],
+    *[("long", LongType(), v) for v in (0, -1, I64, -I64 - 1, 2**32)],
+    *[
+        ("float", FloatType(), v)
+        for v in (0.0, -0.0, 1.5, -3.25, float("inf"), 3.4028234663852886e38)
+    ],
+    *[("double", DoubleType(), v) for v in (0.0, -0.0, 0.1, -1e308, float("-inf"))],
+    *[
+        ("decimal(9, 2)", DecimalType(9, 2), Decimal(v))
+        for v in ("0.00", "1.27", "1.28", "-1.28", "-1.29", "-0.01", "9999999.99", "-9999999.99")
+    ],
+    *[
+        ("decimal(38, 10)", DecimalType(38, 10), Decimal(v))
+        for v in ("9" * 28 + "." + "9" * 10, "-" + "9" * 28 + "." + "9" * 10, "-327.68")
+    ],
+    *[("date", DateType(), v) for v in (0, -1, 19723, -719162, 2932896)],
+    *[("time", TimeType(), v) for v in (0, 1, 86_399_999_999)],
+    *[("timestamp", TimestampType(), v) for v in (0, -1, 1_700_000_000_123_456, -I64 - 1)],
+    *[("timestamptz", TimestamptzType(), v) for v in (0, -1, 1_700_000_000_123_456)],
+    *[("string", StringType(), v) for v in ("", "a", "héllo", "\U0001f600", "\x00")],
+    *[("binary", BinaryType(), v) for v in (b"", b"\x00\xff", bytes(range(256)))],
+    ("fixed[3]", FixedType(3), b"abc"),
+    ("uuid", UUIDType(), UUID("12345678-1234-5678-1234-567812345678")),
+]
+
+
+@pytest.mark.parametrize(
+    ("ice", "ptype", "value"), BOUNDS, ids=[f"{b[0]}:{b[2]!r}" for b in BOUNDS]
+)
+def test_bound_bytes_match_pyiceberg(ice: str, ptype: PrimitiveType, value: Any) -> None:
+    mine = it.bound_bytes(ice, value)
+    if isinstance(ptype, DecimalType):  # pyiceberg wants the type's exponent
+        with localcontext(prec=80):
+            value = value.quantize(Decimal(1).scaleb(-ptype.scale))
+    assert mine is not None and mine == to_bytes(ptype, value)
+    back = from_bytes(ptype, mine)
+    assert back == (value.bytes if isinstance(value, UUID) else value)
+
+
+def test_bound_bytes_python_values_and_refusals() -> None:
+    d = dt.date(2024, 1, 1)
+    assert it.bound_bytes("date", d) == to_bytes(DateType(), 19723)
+    assert it.bound_bytes("time", dt.time(1, 2, 3, 4)) == to_bytes(TimeType(), 3_723_000_004)
+    aware = dt.datetime(1969, 12, 31, 23, 59, 59, 999_999, tzinfo=UTC)
+    assert it.bound_bytes("timestamptz", aware) == to_bytes(TimestamptzType(), -1)
+    naive = dt.datetime(2024, 1, 1, 0, 0, 0, 1)
+    assert it.bound_bytes("timestamp", naive) == to_bytes(TimestampType(), 1_704_067_200_000_001)
+    # minimal two's complement: -128 is one byte, 128 two
+    assert it.bound_bytes("decimal(5, 0)", Decimal(-128)) == b"\x80"
+    assert it.bound_bytes("decimal(5, 0)", Decimal(128)) == b"\x00\x80"
+    assert it.bound_bytes("decimal(5, 0)", Decimal(0)) == b"\x00"
+    refused: list[tuple[Any, Any]] = [
+        ("int", I32 + 1),
+        ("int", True),
+        ("long", 2**63),
+        ("float", 0.1),  # not a float32: a bound could be off
+        ("float", float("nan")),
+        ("double", float("nan")),
+        ("decimal(9, 2)", Decimal("1.234")),  # more places than the scale
+        ("decimal(3, 2)", Decimal("10.00")),  # more digits than the precision
+        ("decimal(9, 2)", Decimal("inf")),
+        ("string", b"x"),
+        ("binary", "x"),
+        ("fixed[3]", b"ab"),
+        ("date", dt.datetime(2024, 1, 1)),
+        ("boolean", 1),
+        ("list", 1),
+        ({"type": "list"}, 1),
+        ("int", None),
+    ]
+    for ice, value in refused:
+        assert it.bound_bytes(ice, value) is None, (ice, value)
+
+
+# -- file metrics on real files --------------------------------------------------------------
+METRIC_SCHEMA = pa.schema(
+    [
+        pa.field("k", pa.int64(), nullable=False),
+        ("i8", pa.int8()),
+        ("u32", pa.uint32()),
+        ("u64", pa.uint64()),
+        ("f", pa.float32()),
+        ("d", pa.float64()),
+        ("dec", pa.decimal128(10, 3)),
+        ("day", pa.date32()),
+        ("day64", pa.date64()),
+        ("t32", pa.time32("ms")),
+        ("t64", pa.time64("us")),
+        ("ts_s", pa.timestamp("s")),
+        ("ts_ms", pa.timestamp("ms", "UTC")),
+        ("ts_us", pa.timestamp("us", "UTC")),
+        ("ts_ns", pa.timestamp("ns")),
+        ("s", pa.string()),
+        ("ls", pa.large_string()),
+        ("b", pa.binary()),
+        ("fx", pa.binary(2)),
+        ("flag", pa.bool_()),
+        ("st", pa.struct([("x", pa.int32())])),
+    ]
+)
+TS = dt.datetime(1969, 12, 31, 23, 59, 58, 123_000, tzinfo=UTC)
+METRIC_ROWS = {
+    "k": [3, -7, 12],
+    "i8": [-128, 127, None],
+    "u32": [0, 2**32 - 1, 5],
+    "u64": [2**64 - 1, 0, 1],
+    "f": [-0.0, 1.5, None],
+    "d": [float("nan"), -2.5, 1e300],
+    "dec": [Decimal("-1234567.891"), Decimal("0.001"), None],
+    "day": [dt.date(1960, 2, 29), dt.date(2038, 1, 19), None],
+    "day64": [dt.date(1969, 12, 31), dt.date(2000, 1, 1), dt.date(1900, 1, 1)],
+    "t32": [dt.time(0, 0, 0, 1000), dt.time(23, 59, 59, 999_000), None],
+    "t64": [dt.time(12), dt.time(0, 0, 0, 1), None],
+    "ts_s": [dt.datetime(1900, 1, 1), dt.datetime(2100, 1, 1), None],
+    "ts_ms": [TS, TS + dt.timedelta(days=1), None],
+    "ts_us": [TS + dt.timedelta(microseconds=1), None, None],
+    "ts_ns": [dt.datetime(2024, 1, 1), None, None],
+    "s": ["banana", "apple", "x" * 100],
+    "ls": ["\ue000", "a", None],
+    "b": [b"\x00", b"\xff" * 70, None],
+    "fx": [b"ab", b"\x00\x01", None],
+    "flag": [True, None, True],
+    "st": [{"x": 1}, None, {"x": 2}],
+}
+
+# the Iceberg bounds each column's values should give (None: no bound)
+EXPECT: dict[str, tuple[Any, Any]] = {
+    "k": (-7, 12),
+    "i8": (-128, 127),
+    "u32": (0, 2**32 - 1),
+    "f": (-0.0, 1.5),
+    "d": (-2.5, 1e300),
+    "dec": (Decimal("-1234567.891"), Decimal("0.001")),
+    "day": (-3594, 24855),
+    "day64": (-25567, 10957),
+    "t32": (1000, 86_399_999_000),
+    "t64": (1, 43_200_000_000),
+    "ts_s": (-2208988800 * 10**6, 4102444800 * 10**6),
+    "ts_ms": (-1_877_000, 86_398_123_000),
+    "ts_us": (-1_876_999, -1_876_999),
+    "s": ("apple", "x" * 63 + "y"),  # "x"*100 rounds up to a 64-character prefix
+    "ls": ("a", None),  # U+E000 orders differently in UTF-16: no upper bound
+    "b": (b"\x00", None),  # 0xff * 70 has no rounded-up prefix
+    "fx": (b"\x00\x01", b"ab"),
+    "flag": (True, True),
+}
+PTYPES: dict[str, PrimitiveType] = {
+    "k": LongType(),
+    "i8": IntegerType(),
+    "u32": LongType(),
+    "f": FloatType(),
+    "d": DoubleType(),
+    "dec": DecimalType(10, 3),
+    "day": DateType(),
+    "day64": DateType(),
+    "t32": TimeType(),
+    "t64": TimeType(),
+    "ts_s": TimestampType(),
+    "ts_ms": TimestamptzType(),
+    "ts_us": TimestamptzType(),
+    "s": StringType(),
+    "ls": StringType(),
+    "b": BinaryType(),
+    "fx": FixedType(2),
+    "flag": BooleanType(),
+}
+
+
+@pytest.mark.parametrize("inline", [False, True], ids=["parquet", "inline"])
+def test_file_metrics_of_real_files(lh: lakehouse.Lakehouse, inline: bool) -> None:
+    props = {"compaction.auto": "false"} if inline else NOAUTO
+    with lh.begin() as t:
+        t.create_table("ns.t", METRIC_SCHEMA, props)
+    data = pa.table(METRIC_ROWS, METRIC_SCHEMA)
+    with lh.begin() as t:
+        t.append("ns.t", data)
+    (f,) = lh.list_data_files("ns.t")
+    assert f.is_inline == inline
+    d = lh.describe_table("ns.t")
+    m = it.file_metrics(f, d.columns, d.schema)
+    ids = d.column_ids()
+    names = {v: k for k, v in ids.items()}
+    assert set(m) == {"value_counts", "null_value_counts", "lower_bounds", "upper_bounds"}
+    held = [c.id for c in d.columns if c.name in PTYPES]
+    assert m["value_counts"] == [{"key": i, "value": 3} for i in held]
+    assert m["null_value_counts"] == [
+        {"key": i, "value": data.column(names[i]).null_count} for i in held
+    ]
+    for key in ("lower_bounds", "upper_bounds"):
+        got = {names[e["key"]]: from_bytes(PTYPES[names[e["key"]]], e["value"]) for e in m[key]}
+        pos = 0 if key == "lower_bounds" else 1
+        want = {n: b[pos] for n, b in EXPECT.items() if b[pos] is not None}
+        assert got == want, key
+        assert [e["key"] for e in m[key]] == sorted(e["key"] for e in m[key])
+    f_lo = next(e["value"] for e in m["lower_bounds"] if e["key"] == ids["f"])
+    assert f_lo == struct.pack("<f", -0.0)  # the sign of a zero lower bound
+    # every bound holds for the values pyarrow reads from the file, in Iceberg's terms
+    if not inline:
+        back = pq.read_table(_path(lh, f))
+        for name, (lo, hi) in EXPECT.items():
+            col = back.column(name)
+            if pa.types.is_floating(col.type):
+                col = pc.filter(col, pc.invert(pc.is_nan(col)))
+            mm = pc.min_max(col)
+            low, high = (_iceberg(PTYPES[name], mm[k].as_py()) for k in ("min", "max"))
+            assert lo is None or lo <= low, name
+            assert hi is None or high <= hi, name
+
+
+def _iceberg(ptype: PrimitiveType, v: Any) -> Any:
+    """A Python value as Iceberg has it (days, microseconds)."""
+    kinds = {DateType: "date", TimeType: "time", TimestampType: "timestamp"}
+    kinds[TimestamptzType] = "timestamptz"
+    name = kinds.get(type(ptype))
+    return v if name is None else it._long(name, v)
+
+
+def test_file_metrics_round_temporal_bounds_outward() -> None:
+    schema = pa.schema(
+        [("ts", pa.timestamp("us", "UTC")), ("day", pa.date64()), ("t", pa.time32("s"))]
+    )
+    cols, _ = assign_columns(schema)
+    raw = (
+        (1, ["n", -1_500], ["n", 2_500], 0),  # ns: -1.5 us .. 2.5 us
+        (2, ["n", -1], ["n", 86_400 * 10**9 + 1], None),
+        (3, ["i", 59], ["i", 61], 1),  # older records: the Arrow unit (seconds)
+    )
+    f = DataFile(
+        "x.parquet", record_count=4, columns=((1, "ts"), (2, "day"), (3, "t")), raw_stats=raw
+    )
+    m = it.file_metrics(f, cols, schema)
+
+    def vals(key: str) -> dict[int, Any]:
+        types = {1: TimestamptzType(), 2: DateType(), 3: TimeType()}
+        return {e["key"]: from_bytes(types[e["key"]], e["value"]) for e in m[key]}
+
+    assert vals("lower_bounds") == {1: -2, 2: -1, 3: 59_000_000}
+    assert vals("upper_bounds") == {1: 3, 2: 2, 3: 61_000_000}
+    assert m["null_value_counts"] == [{"key": 1, "value": 0}, {"key": 3, "value": 1}]
+
+
+def test_file_metrics_skip_what_is_unknown() -> None:
+    schema = pa.schema([("a", pa.int32()), ("b", pa.string()), ("c", pa.decimal128(4, 2))])
+    cols, _ = assign_columns(schema)
+    raw = (
+        (1, 2**40, None, None),  # out of range for int
+        (2, ["b", "AA=="], 7, -1),  # wrong kinds
+        (3, ["d", "1.234"], ["d", "99.99"], 2),  # too many places; fine
+        (9, 1, 2, 0),  # a column the table no longer has
+    )
+    f = DataFile(
+        "x", record_count=5, columns=((1, "a"), (2, "b"), (3, "c"), (9, "z")), raw_stats=raw
+    )
+    m = it.file_metrics(f, cols, schema)
+    assert m["value_counts"] == [{"key": i, "value": 5} for i in (1, 2, 3)]
+    assert m["null_value_counts"] == [{"key": 3, "value": 2}]
+    assert m["lower_bounds"] == []
+    assert m["upper_bounds"] == [{"key": 3, "value": to_bytes(DecimalType(4, 2), Decimal("99.99"))}]
+    # a column the file does not hold gets nothing
+    g = DataFile("y", record_count=5, columns=((1, "a"),), raw_stats=raw[:1])
+    assert it.file_metrics(g, cols, schema)["value_counts"] == [{"key": 1, "value": 5}]
+
+
+# -- partition specs and sort orders ---------------------------------------------------------
+PART_SCHEMA = pa.schema(
+    [
+        pa.field("k", pa.int64(), nullable=False),
+        ("ts", pa.timestamp("us", "UTC")),
+        ("lts", pa.timestamp("ms")),
+        ("day", pa.date32()),
+        ("country", pa.string()),
+        ("dec", pa.decimal128(9, 2)),
+        ("n", pa.int32()),
+        ("tns", pa.timestamp("ns")),
+        ("t", pa.time64("us")),
+        ("bin", pa.binary()),
+    ]
+)
+PARTITION_BY = [
+    "country",
+    "day(ts)",
+    "bucket(4, k)",
+    "truncate(2, country)",
+    "month(lts)",
+    "year(day)",
+    "hour(ts)",
+    "truncate(10, dec)",
+    "truncate(5, n)",
+    "day",
+    "dec",
+    "t",
+    "bucket(3, bin)",
+    "day(tns)",
+]
+PART_ROWS = {
+    "k": [1, 1],
+    "ts": [dt.datetime(1969, 12, 31, 23, 30, tzinfo=UTC)] * 2,
+    "lts": [dt.datetime(2024, 2, 29, 12)] * 2,
+    "day": [dt.date(1999, 12, 31)] * 2,
+    "country": ["NL", "NL"],
+    "dec": [Decimal("-12.34")] * 2,
+    "n": [-3, -3],
+    "tns": [dt.datetime(2024, 1, 1)] * 2,
+    "t": [dt.time(1, 2, 3, 4)] * 2,
+    "bin": [b"\x01\x02"] * 2,
+}
+
+
+def test_partition_spec_and_records_match_pyiceberg(lh: lakehouse.Lakehouse) -> None:
+    with lh.begin() as t:
+        t.create_table(
+            "ns.t", PART_SCHEMA, NOAUTO, partition_by=PARTITION_BY, sort_keys=["k", "ts"]
+        )
+    with lh.begin() as t:
+        t.append("ns.t", pa.table(PART_ROWS, PART_SCHEMA))
+    d = lh.describe_table("ns.t")
+    (f,) = lh.list_data_files("ns.t")
+    spec = d.spec
+    schema_json, omitted, _ = it.iceberg_schema(d.columns, d.schema)
+    assert omitted == ["tns"]
+    ischema = Schema.model_validate({**schema_json, "schema-id": 0})
+    sj = it.partition_spec_json(spec, d.columns, d.schema)
+    assert [x["name"] for x in sj["fields"]] == [pf.name for pf in spec.fields][
+        :-1
+    ]  # day(tns) left out
+    ispec = IcebergSpec.model_validate(sj)
+    assert ispec.spec_id == spec.spec_id
+    ptype = it.partition_type(spec, d.columns, d.schema)
+    iptype = ispec.partition_type(ischema)
+    assert [(p["field-id"], p["name"], p["type"]) for p in ptype] == [
+        (x.field_id, x.name, str(x.field_type)) for x in iptype.fields
+    ]
+    assert {p["name"]: p["type"] for p in ptype}["ts_day"] == "date"
+    record = it.partition_record(spec, f, d.columns, d.schema)
+    assert list(record) == [p["name"] for p in ptype]
+    # pyiceberg's transforms of the rows' values, given as Iceberg's Python values
+    py = pa.table(PART_ROWS, PART_SCHEMA).slice(0, 1).to_pylist()[0]
+    for pf in ispec.fields:
+        src = ischema.find_field(pf.source_id)
+        value = py[src.name]
+        if isinstance(src.field_type, TimestampType | TimestamptzType):
+            value = it._long("timestamp", value)
+        elif isinstance(src.field_type, DateType):
+            value = it._long("date", value)
+        elif isinstance(src.field_type, TimeType):
+            value = it._long("time", value)
+        want = pf.transform.transform(src.field_type)(value)
+        assert record[pf.name] == want, pf.name
+    assert (
+        it.partition_spec_json(spec)["fields"][-1]["transform"] == "day"
+    )  # all fields without columns
+    # unpartitioned spec 0
+    unpartitioned = it.partition_spec_json(PartitionSpec(0))
+    assert unpartitioned == {"spec-id": 0, "fields": []}
+    assert IcebergSpec.model_validate(unpartitioned).is_unpartitioned()
+    orders, default = it.sort_orders(d)
+    assert default == 1
+    parsed = [SortOrder.model_validate(o) for o in orders]
+    assert parsed[0].is_unsorted
+    assert [(x.source_id, x.direction.value, x.null_order.value) for x in parsed[1].fields] == [
+        (1, "asc", "nulls-first"),
+        (2, "asc", "nulls-first"),
+    ]
+
+
+def test_sort_orders_stop_at_a_key_iceberg_cannot_describe(lh: lakehouse.Lakehouse) -> None:
+    with lh.begin() as t:
+        t.create_table("ns.t", PART_SCHEMA)
+        t.create_table("ns.u", PART_SCHEMA, sort_keys=["country", "tns", "k"])
+        t.create_table("ns.v", PART_SCHEMA, sort_keys=["tns", "k"])
+    assert it.sort_orders(lh.describe_table("ns.t")) == ([{"order-id": 0, "fields": []}], 0)
+    orders, default = it.sort_orders(lh.describe_table("ns.u"))
+    assert default == 1 and [x["source-id"] for x in orders[1]["fields"]] == [5]
+    assert it.sort_orders(lh.describe_table("ns.v"))[1] == 0
+
+
+def test_partition_record_null_and_values_override() -> None:
+    schema = pa.schema([("d", pa.date32()), ("x", pa.decimal128(6, 2)), ("ts", pa.timestamp("ms"))])
+    cols, _ = assign_columns(schema)
+    spec = PartitionSpec(
+        1,
+        (
+            PartitionField(1, Transform("identity"), "d", 1000),
+            PartitionField(2, Transform("truncate", 5), "x_trunc", 1001),
+            PartitionField(3, Transform("identity"), "ts", 1002),
+            PartitionField(7, Transform("identity"), "gone", 1003),  # a dropped column
+        ),
+    )
+    values = {"d": dt.date(1970, 1, 2), "x_trunc": Decimal("-0.05"), "ts": None}
+    got = it.partition_record(spec, DataFile("x"), cols, schema, values)
+    assert got == {"d": 1, "x_trunc": Decimal("-0.05"), "ts": None}
+    assert [p["name"] for p in it.partition_type(spec, cols, schema)] == ["d", "x_trunc", "ts"]
+    with pytest.raises(ValueError, match="'d'"):
+        it.partition_record(spec, DataFile("x"), cols, schema, {"d": "soon"})

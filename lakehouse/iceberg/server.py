@@ -9,7 +9,8 @@ exist here (the lakehouse's namespaces have one level).
 Answers: ``GET /v1/config``; ``GET /v1/namespaces`` (``parent``, ``pageToken``,
 ``pageSize``); ``GET``/``HEAD /v1/namespaces/{ns}``; ``GET
 /v1/namespaces/{ns}/tables``; ``GET``/``HEAD /v1/namespaces/{ns}/tables/{t}``
-(the stored metadata JSON bytes, not re-encoded); ``GET
+(the stored metadata JSON bytes, not re-encoded, with an ETag: ``If-None-Match`` gets
+304); ``GET
 /v1/namespaces/{ns}/views`` (always empty: views are not served). Every write
 answers 406 ``UnsupportedOperationException``; ``POST /v1/oauth/tokens`` an
 OAuth error (static bearer tokens only). Errors are the protocol's
@@ -21,6 +22,7 @@ status, milliseconds.
 
 from __future__ import annotations
 
+import hashlib
 import hmac
 import json
 import logging
@@ -152,7 +154,7 @@ class _Api:
             return self._list_tables(ns, query)
         if tail[0] == "tables" and len(tail) == 2:
             self._only(method, rest)
-            return self._table(ns, tail[1], method, query)
+            return self._table(request, ns, tail[1], method)
         if tail == ["views"]:
             self._only(method, rest)
             self._call(ns, None, lambda: self.catalog.tables(ns))  # the namespace must exist
@@ -236,10 +238,10 @@ class _Api:
             doc["next-page-token"] = token
         return _json(200, doc)
 
-    def _table(self, ns: str, table: str, method: str, query: Any) -> Any:
+    def _table(self, request: Any, ns: str, table: str, method: str) -> Any:
         from starlette.responses import Response
 
-        snapshots = query.get("snapshots")
+        snapshots = request.query_params.get("snapshots")
         if snapshots is not None and snapshots not in ("all", "refs"):
             raise HttpError(
                 400, "BadRequestException", f"snapshots must be 'all' or 'refs', not {snapshots!r}"
@@ -250,11 +252,23 @@ class _Api:
             self._call(ns, table, lambda: self.catalog.table_id(ns, table))
             return Response(status_code=204)
         location, data = self._call(ns, table, lambda: self.catalog.load(ns, table))
+        # the location names immutable bytes (table, effective version): it is the ETag
+        etag = '"' + hashlib.sha256(location.encode()).hexdigest()[:32] + '"'
+        if etag in _etags(request.headers.get("if-none-match")):
+            return Response(status_code=304, headers={"ETag": etag})
         body = b"".join(
             (b'{"metadata-location":', json.dumps(location).encode(), b',"metadata":', data)
         )
         body += b',"config":{}}'
-        return Response(body, status_code=200, media_type="application/json")
+        return Response(
+            body, status_code=200, media_type="application/json", headers={"ETag": etag}
+        )
+
+
+def _etags(header: str | None) -> set[str]:
+    if not header:
+        return set()
+    return {t.strip().removeprefix("W/") for t in header.split(",")}
 
 
 def _page(names: list[str], query: Any) -> tuple[list[str], str | None]:

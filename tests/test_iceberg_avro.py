@@ -37,16 +37,21 @@ from pyiceberg.manifest import (
 )
 from pyiceberg.table import StaticTable
 from pyiceberg.types import (
+    BinaryType,
     BooleanType,
     DateType,
     DecimalType,
     DoubleType,
     FixedType,
+    FloatType,
     IntegerType,
     LongType,
     StringType,
     StructType,
     TimestampType,
+    TimestamptzType,
+    TimeType,
+    UUIDType,
 )
 from pyiceberg.utils.schema_conversion import AvroSchemaConversion
 from pyroaring import BitMap
@@ -76,7 +81,15 @@ PARTITION_FIELDS: list[dict[str, Any]] = [
     {"field-id": 1007, "name": "flag", "type": "boolean"},
     {"field-id": 1008, "name": "ratio", "type": "double"},
     {"field-id": 1009, "name": "big", "type": "long"},
+    {"field-id": 1010, "name": "tz", "type": "timestamptz"},
+    {"field-id": 1011, "name": "clock", "type": "time"},
+    {"field-id": 1012, "name": "key", "type": "uuid"},
+    {"field-id": 1013, "name": "ratio32", "type": "float"},
+    {"field-id": 1014, "name": "blob", "type": "binary"},
+    {"field-id": 1015, "name": "9wide", "type": "decimal(38,0)"},  # no Avro name either
 ]
+# names that are no Avro names, escaped as Iceberg's Java writer does
+ESCAPED = {"name-trunc": "name_x2Dtrunc", "9wide": "_9wide"}
 PARTITION_ICEBERG_TYPES = [
     DateType(),
     IntegerType(),
@@ -88,6 +101,12 @@ PARTITION_ICEBERG_TYPES = [
     BooleanType(),
     DoubleType(),
     LongType(),
+    TimestamptzType(),
+    TimeType(),
+    UUIDType(),
+    FloatType(),
+    BinaryType(),
+    DecimalType(38, 0),
 ]
 SPEC: dict[str, Any] = {
     "spec-id": 3,
@@ -108,6 +127,12 @@ PARTITIONS: list[dict[str, Any]] = [
         "flag": True,
         "ratio": 0.5,
         "big": 1 << 40,
+        "tz": datetime.datetime(2024, 1, 2, 3, 4, 5, tzinfo=datetime.UTC),
+        "clock": datetime.time(23, 59, 59, 999_999),
+        "key": uuid.UUID(int=1 << 100),
+        "ratio32": -0.25,
+        "blob": b"\x00\xff",
+        "9wide": decimal.Decimal(-(10**37)),
     },
     {
         "day": datetime.date(2023, 12, 31),
@@ -120,8 +145,27 @@ PARTITIONS: list[dict[str, Any]] = [
         "flag": False,
         "ratio": float("nan"),
         "big": -1,
+        "tz": datetime.datetime(1969, 12, 31, 23, 0, tzinfo=datetime.UTC),
+        "clock": datetime.time(0, 0, 1),
+        "key": uuid.UUID(int=3),
+        "ratio32": None,
+        "blob": b"",
+        "9wide": decimal.Decimal(10**37 + 1),
     },
 ]
+
+
+def iceberg_value(v: Any) -> Any:
+    """A partition value as pyiceberg reads it back: dates as days, times and
+    timestamps as microseconds."""
+    if isinstance(v, datetime.datetime):
+        epoch = datetime.datetime(1970, 1, 1, tzinfo=v.tzinfo)
+        return (v - epoch) // datetime.timedelta(microseconds=1)
+    if isinstance(v, datetime.date):
+        return (v - datetime.date(1970, 1, 1)).days
+    if isinstance(v, datetime.time):
+        return ((v.hour * 60 + v.minute) * 60 + v.second) * 10**6 + v.microsecond
+    return v
 
 
 def metrics(seed: int) -> dict[str, Any]:
@@ -211,11 +255,11 @@ def test_manifest_schema_in_the_file_is_the_specs_with_every_field_id() -> None:
     # a name that is no Avro name is escaped as Java does (pyiceberg reads the
     # escaped name; Java restores it from "iceberg-field-name")
     assert [(f.field_id, f.name, f.field_type, f.required) for f in partition.fields] == [
-        (f["field-id"], f["name"].replace("-", "_x2D"), t, False)
+        (f["field-id"], ESCAPED.get(f["name"], f["name"]), t, False)
         for f, t in zip(PARTITION_FIELDS, PARTITION_ICEBERG_TYPES, strict=True)
     ]
     originals = {f.get("iceberg-field-name") for f in fields if f["field-id"] >= 1000}
-    assert originals == {None, "name-trunc"}
+    assert originals == {None, *ESCAPED}
 
 
 def test_manifest_list_schema_in_the_file_is_the_specs() -> None:
@@ -374,18 +418,10 @@ def test_partitioned_manifest_values_and_summaries(tmp_path: Path) -> None:
     m, got = entries_of(mpath, lpath)
     assert m.partition_spec_id == 3
 
-    epoch = datetime.datetime(1970, 1, 1)
     for e, p in zip(got, PARTITIONS, strict=True):
         assert e.data_file.spec_id == 3
         values = [e.data_file.partition[i] for i in range(len(PARTITION_FIELDS))]
-        expect = []
-        for f in PARTITION_FIELDS:
-            v = p[f["name"]]
-            if isinstance(v, datetime.datetime):
-                v = (v - epoch) // datetime.timedelta(microseconds=1)
-            elif isinstance(v, datetime.date):
-                v = (v - epoch.date()).days
-            expect.append(v)
+        expect = [iceberg_value(p[f["name"]]) for f in PARTITION_FIELDS]
         nan_index = [f["name"] for f in PARTITION_FIELDS].index("ratio")
         if expect[nan_index] != expect[nan_index]:  # NaN
             assert values[nan_index] != values[nan_index]
@@ -397,16 +433,12 @@ def test_partitioned_manifest_values_and_summaries(tmp_path: Path) -> None:
     assert len(summaries) == len(PARTITION_FIELDS)
     for f, t, s in zip(PARTITION_FIELDS, PARTITION_ICEBERG_TYPES, summaries, strict=True):
         values = [p[f["name"]] for p in PARTITIONS]
-        live = [v for v in values if v is not None and v == v]
+        live = [iceberg_value(v) for v in values if v is not None and v == v]
         assert s.contains_null == (None in values), f["name"]
         if f["type"] in ("double", "float"):
-            assert s.contains_nan is True
+            assert s.contains_nan == any(v != v for v in values), f["name"]
         else:
             assert s.contains_nan is None
-        if isinstance(t, TimestampType):
-            live = [(v - epoch) // datetime.timedelta(microseconds=1) for v in live]
-        elif isinstance(t, DateType):
-            live = [(v - epoch.date()).days for v in live]
         assert s.lower_bound == to_bytes(t, min(live)), f["name"]
         assert s.upper_bound == to_bytes(t, max(live)), f["name"]
 

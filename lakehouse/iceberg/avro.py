@@ -47,6 +47,7 @@ import io
 import json
 import math
 import re
+import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -256,8 +257,8 @@ def partition_record_schema(partition_fields: Sequence[Mapping[str, Any]]) -> di
 
 
 #: a partition field as the writer fills it: Iceberg name, Avro name, and the
-#: union branch to tag its value with (None: a named type, left to fastavro)
-_PartField = tuple[str, str, str | None]
+#: union branch to tag its value with
+_PartField = tuple[str, str, str]
 
 
 @functools.lru_cache(maxsize=64)
@@ -265,13 +266,14 @@ def _parsed_entry_schema(
     key: tuple[tuple[int, str, str], ...],
 ) -> tuple[Any, tuple[_PartField, ...]]:
     """The parsed ``manifest_entry`` schema of a partition type, and its fields."""
-    fields = [{"field-id": f, "name": n, "type": t} for f, n, t in key]
+    record = partition_record_schema([{"field-id": f, "name": n, "type": t} for f, n, t in key])
     part = []
-    for _, n, t in key:
-        typ = avro_type(t)
-        branch = typ if isinstance(typ, str) else typ["type"] if typ["type"] != "fixed" else None
-        part.append((n, avro_name(n), branch))
-    return fastavro.parse_schema(_entry_schema(partition_record_schema(fields))), tuple(part)
+    for (_, n, _), field in zip(key, record["fields"], strict=True):
+        typ = field["type"][1]  # ["null", the type]
+        # a union branch is named by its type, or by its name for a named type
+        branch = typ if isinstance(typ, str) else typ.get("name", typ["type"])
+        part.append((n, field["name"], branch))
+    return fastavro.parse_schema(_entry_schema(record)), tuple(part)
 
 
 # Speed: fastavro picks the branch of a union (every optional field) by
@@ -306,7 +308,9 @@ def _tagged(
         p = {}
         for name, aname, branch in part:
             v = given.get(name)
-            p[aname] = v if v is None or branch is None else (branch, v)
+            if isinstance(v, uuid.UUID):  # fastavro's uuid is a string's, ours a fixed
+                v = v.bytes
+            p[aname] = None if v is None else (branch, v)
         d["partition"] = p
         yield {**e, "data_file": d}
 

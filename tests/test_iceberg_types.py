@@ -22,7 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 from pyiceberg.conversions import from_bytes, to_bytes
-from pyiceberg.io.pyarrow import pyarrow_to_schema
+from pyiceberg.io.pyarrow import UnsupportedPyArrowTypeException, pyarrow_to_schema
 from pyiceberg.partitioning import PartitionSpec as IcebergSpec
 from pyiceberg.schema import Schema
 from pyiceberg.table.name_mapping import parse_mapping_from_json
@@ -595,7 +595,7 @@ def _iceberg(ptype: PrimitiveType, v: Any) -> Any:
     kinds = {DateType: "date", TimeType: "time", TimestampType: "timestamp"}
     kinds[TimestamptzType] = "timestamptz"
     name = kinds.get(type(ptype))
-    return v if name is None else it._long(name, v)
+    return v if name is None else it.long_value(name, v)
 
 
 def test_file_metrics_round_temporal_bounds_outward() -> None:
@@ -722,11 +722,11 @@ def test_partition_spec_and_records_match_pyiceberg(lh: lakehouse.Lakehouse) -> 
         src = ischema.find_field(pf.source_id)
         value = py[src.name]
         if isinstance(src.field_type, TimestampType | TimestamptzType):
-            value = it._long("timestamp", value)
+            value = it.long_value("timestamp", value)
         elif isinstance(src.field_type, DateType):
-            value = it._long("date", value)
+            value = it.long_value("date", value)
         elif isinstance(src.field_type, TimeType):
-            value = it._long("time", value)
+            value = it.long_value("time", value)
         want = pf.transform.transform(src.field_type)(value)
         assert record[pf.name] == want, pf.name
     assert (
@@ -775,3 +775,62 @@ def test_partition_record_null_and_values_override() -> None:
     assert [p["name"] for p in it.partition_type(spec, cols, schema)] == ["d", "x_trunc", "ts"]
     with pytest.raises(ValueError, match="'d'"):
         it.partition_record(spec, DataFile("x"), cols, schema, {"d": "soon"})
+
+
+# -- files every reader reads ------------------------------------------------------------------
+READABLE: list[tuple[pa.DataType, pa.DataType | None]] = [
+    (pa.int64(), pa.int64()),
+    (pa.uint32(), pa.uint32()),
+    (pa.time32("ms"), pa.time64("us")),
+    (pa.time32("s"), pa.time64("us")),
+    (pa.timestamp("ms", "Europe/Amsterdam"), pa.timestamp("ms", "UTC")),
+    (pa.timestamp("us", "+00:00"), pa.timestamp("us", "+00:00")),
+    (pa.time64("ns"), None),
+    (pa.timestamp("ns"), None),
+    (pa.duration("s"), None),
+    (pa.decimal256(20, 2), None),
+    (pa.uint64(), None),
+    (pa.dictionary(pa.int8(), pa.string()), None),
+    (pa.struct([("t", pa.time32("s"))]), pa.struct([("t", pa.time64("us"))])),
+    (pa.struct([("t", pa.time64("ns"))]), None),
+    (pa.map_(pa.string(), pa.time32("ms")), pa.map_(pa.string(), pa.time64("us"))),
+    (pa.large_list(pa.time32("ms")), pa.large_list(pa.time64("us"))),
+]
+
+
+@pytest.mark.parametrize(("arrow", "readable"), READABLE, ids=[str(t) for t, _ in READABLE])
+def test_readable_type(arrow: pa.DataType, readable: pa.DataType | None) -> None:
+    assert it.readable_type(arrow) == readable
+
+
+def test_readable_rows_are_read_by_pyiceberg(tmp_path: Path) -> None:
+    """A file of every kind of column: pyiceberg refuses it as written, reads the
+    readable rows (field ids from field_ids_schema) as the Iceberg schema says,
+    and the values are the same."""
+    when = dt.datetime(2024, 3, 31, 1, 30, tzinfo=UTC)
+    cols = {
+        "k": pa.array([1, None], pa.int64()),
+        "t32": pa.array([dt.time(1, 2, 3, 4000), None], pa.time32("ms")),
+        "ams": pa.array([when, None], pa.timestamp("ms", "Europe/Amsterdam")),
+        "tns": pa.array([dt.time(1), None], pa.time64("ns")),
+        "dur": pa.array([5, None], pa.duration("s")),
+        "st": pa.array([{"t": dt.time(4)}, None], pa.struct([("t", pa.time32("s"))])),
+        "u64": pa.array([2**64 - 1, 0], pa.uint64()),
+    }
+    rows = pa.table(cols)
+    schema = rows.schema
+    columns, _ = assign_columns(schema)
+    ids = {c.name: c.id for c in columns}
+    pq.write_table(rows.cast(it.field_ids_schema(schema, ids)), tmp_path / "raw.parquet")
+    with pytest.raises(UnsupportedPyArrowTypeException, match="t32"):
+        pyarrow_to_schema(pq.read_schema(tmp_path / "raw.parquet"))
+    out = it.readable_rows(rows)
+    assert out.column_names == ["k", "t32", "ams", "st"]
+    pq.write_table(out.cast(it.field_ids_schema(out.schema, ids)), tmp_path / "ok.parquet")
+    from_file = pyarrow_to_schema(pq.read_schema(tmp_path / "ok.parquet"))
+    mine, omitted, _ = it.iceberg_schema(columns, schema)
+    assert omitted == ["tns", "dur", "u64"]
+    assert from_file == Schema.model_validate({**mine, "schema-id": 0})
+    back = pq.read_table(tmp_path / "ok.parquet")
+    assert back.to_pylist() == rows.select(out.column_names).to_pylist()
+    assert it.readable_rows(out) is out  # nothing to change: the same table

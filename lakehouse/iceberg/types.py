@@ -416,6 +416,58 @@ def field_ids_schema(arrow_schema_of_file: pa.Schema, ids_by_name: Mapping[str, 
     return pa.schema(out, arrow_schema_of_file.metadata)
 
 
+# -- files every reader reads -----------------------------------------------------------------
+_UTC_NAMES = ("UTC", "+00:00", "Etc/UTC", "Z")
+
+
+def readable_type(t: pa.DataType) -> pa.DataType | None:
+    """The Arrow type a column of type ``t`` gets in a Parquet file written for
+    Iceberg readers (a materialised file): ``t`` itself, or a type holding the same
+    values that every reader reads (pyiceberg refuses ``time32`` and time zones
+    other than UTC in a file: ``time64[us]``, the same instants in UTC), or None
+    for a column the Iceberg schema leaves out (dropped from the file)."""
+    prim = primitive_type(t)
+    if prim is not None:
+        if pa.types.is_time32(t):
+            return pa.time64("us")
+        if pa.types.is_timestamp(t) and t.tz is not None and t.tz not in _UTC_NAMES:
+            return pa.timestamp(t.unit, "UTC")
+        return t
+    try:
+        column_type(0, t)
+    except UnsupportedColumn:
+        return None
+
+    def field(f: pa.Field) -> pa.Field:
+        sub = readable_type(f.type)
+        assert sub is not None  # column_type accepted every nested type
+        return f.with_type(sub)
+
+    if pa.types.is_struct(t):
+        return pa.struct([field(t.field(i)) for i in range(t.num_fields)])
+    if pa.types.is_map(t):
+        return pa.map_(field(t.key_field), field(t.item_field), t.keys_sorted)
+    if pa.types.is_large_list(t):
+        return pa.large_list(field(t.value_field))
+    return pa.list_(field(t.value_field))
+
+
+def readable_rows(rows: pa.Table) -> pa.Table:
+    """``rows`` with every column in its :func:`readable_type` (columns the Iceberg
+    schema leaves out dropped): the same rows in the same order."""
+    keep, fields = [], []
+    for f in rows.schema:
+        t = readable_type(f.type)
+        if t is not None:
+            keep.append(f.name)
+            fields.append(f.with_type(t))
+    target = pa.schema(fields, rows.schema.metadata)
+    if rows.schema.equals(target):
+        return rows
+    out = rows.select(keep)
+    return out if out.schema.equals(target) else out.cast(target)
+
+
 # -- single-value serialization -------------------------------------------------------------
 def _unscaled(v: int | Decimal, scale: int) -> int | None:
     """The unscaled integer of ``v`` at ``scale`` (None: not exact at that scale)."""
@@ -440,7 +492,7 @@ def bound_bytes(iceberg_type: IcebergType, value: Any) -> bytes | None:
         if t == "boolean":
             return (b"\x01" if value else b"\x00") if isinstance(value, bool) else None
         if t in ("int", "long", "date", "time", "timestamp", "timestamptz"):
-            n = _long(t, value)
+            n = long_value(t, value)
             if n is None:
                 return None
             if t in ("int", "date"):
@@ -481,8 +533,9 @@ def bound_bytes(iceberg_type: IcebergType, value: Any) -> bytes | None:
     return None
 
 
-def _long(t: str, value: Any) -> int | None:
-    """The integer Iceberg stores for an int/long/date/time/timestamp value."""
+def long_value(t: str, value: Any) -> int | None:
+    """The integer Iceberg stores for an int/long/date/time/timestamp value: days of
+    a date, microseconds of a time or timestamp (naive: UTC); None if not one."""
     if isinstance(value, bool):
         return None
     if isinstance(value, int):
@@ -659,7 +712,7 @@ def _avro_value(t: str, v: Any, name: str) -> Any:
     if v is None:
         return None
     if t in ("int", "long", "date", "time", "timestamp", "timestamptz"):
-        n = _long(t, v)
+        n = long_value(t, v)
         if n is None:
             raise ValueError(f"partition field {name!r}: {v!r} is not a {t} value")
         return n
@@ -714,12 +767,15 @@ __all__ = [
     "field_ids_schema",
     "file_metrics",
     "iceberg_schema",
+    "long_value",
     "name_mapping",
     "nested_id",
     "partition_record",
     "partition_spec_json",
     "partition_type",
     "primitive_type",
+    "readable_rows",
+    "readable_type",
     "schema_id",
     "sort_orders",
 ]

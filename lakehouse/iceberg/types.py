@@ -577,15 +577,34 @@ def _bound(raw: Any, t: pa.DataType, ice: str, upper: bool) -> bytes | None:
         return None
     if ice in ("date", "time", "timestamp", "timestamptz"):
         return bound_bytes(ice, _temporal_long(raw, t, upper))
-    s = stat_scalar(raw, t, upper=upper)
-    if s is None:
-        return None
-    v = s.as_py()
+    if type(raw) is int and ice in ("int", "long"):
+        v: Any = raw  # bound_bytes checks the range
+    elif type(raw) is str and ice == "string":
+        v = raw
+    else:
+        s = stat_scalar(raw, t, upper=upper)
+        if s is None:
+            return None
+        v = s.as_py()
     if ice == "string" and isinstance(v, str) and any(c > "\ud7ff" for c in v):
         return None  # code point and UTF-16 orders may differ: see the module docstring
     if ice in ("float", "double") and isinstance(v, float) and v == 0:
         v = 0.0 if upper else -0.0  # a zero bound covers both zeros
     return bound_bytes(ice, v)
+
+
+@lru_cache(maxsize=64)
+def _primitives(
+    columns: tuple[Column, ...], schema: pa.Schema
+) -> dict[int, tuple[pa.DataType, str]]:
+    """Arrow and Iceberg type by id of the top-level primitive columns of the Iceberg
+    schema (cached: a table's files share their columns)."""
+    out = {}
+    for cid, t in _supported(columns, schema).items():
+        ice = primitive_type(t)
+        if ice is not None:
+            out[cid] = (t, ice)
+    return out
 
 
 def file_metrics(f: DataFile, columns: Sequence[Column], schema: pa.Schema) -> dict[str, Any]:
@@ -597,11 +616,7 @@ def file_metrics(f: DataFile, columns: Sequence[Column], schema: pa.Schema) -> d
     metrics (value count: the file's rows, nulls included); bounds come from the
     file's record and are left out when unknown or unsafe (see the module docstring).
     """
-    prims: dict[int, tuple[pa.DataType, str]] = {}
-    for cid, t in _supported(columns, schema).items():
-        ice = primitive_type(t)
-        if ice is not None:
-            prims[cid] = (t, ice)
+    prims = _primitives(tuple(columns), schema)
     held = sorted({cid for cid, _ in f.columns if cid in prims})
     raw = {cid: (lo, hi, nulls) for cid, lo, hi, nulls in f.raw_stats}
     values, nulls_out, lower, upper = [], [], [], []

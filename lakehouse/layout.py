@@ -4,6 +4,7 @@ Under the lakehouse URL::
 
     <url>/meta/      the kvstore holding the tree, definitions and versions
     <url>/data/      table data files (paths in table state are relative to it)
+    <url>/iceberg/   Iceberg metadata written for other engines (lakehouse.iceberg)
 
 ``memory://name`` becomes ``memory://name/meta`` and ``memory://name/data``.
 An :class:`~kvstore.ObjectStore` instance (tests pass a ``FaultyStore``) holds
@@ -22,6 +23,7 @@ from kvstore.objstore import ObjectStore, PrefixStore, local_path, open_store
 
 META_DIR = "meta"
 DATA_DIR = "data"
+ICEBERG_DIR = "iceberg"
 INSTANCE_DATA_PREFIX = "lakehouse-data/"
 
 
@@ -37,6 +39,9 @@ class Layout:
     label: str
     #: a reader found no data directory yet (``data`` is an empty stand-in)
     data_missing: bool = False
+    #: where Iceberg metadata goes (:mod:`lakehouse.iceberg`): a plain absolute path
+    #: for a local lakehouse, else a URL; None for store instances
+    iceberg_url: str | None = None
 
 
 def _join(url: str, part: str) -> str:
@@ -71,7 +76,8 @@ def resolve(
             data, missing = MemoryStore(), True
         if "://" not in data_url:
             data_url = "file://" + data_url
-        return Layout(_join(base, META_DIR), data, data_url, url, missing)
+        iceberg_url = _join(base, ICEBERG_DIR).removeprefix("file://")
+        return Layout(_join(base, META_DIR), data, data_url, url, missing, iceberg_url)
     if isinstance(url, ObjectStore):
         data = data_store if data_store is not None else PrefixStore(url, INSTANCE_DATA_PREFIX)
         return Layout(url, data, None, url.describe())

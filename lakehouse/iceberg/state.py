@@ -1,0 +1,162 @@
+"""The sidecar of one Iceberg snapshot: what the next snapshot is computed from.
+
+``<table id>/metadata/<u:020d>.state.json`` is written after snapshot ``u``'s
+manifest list and before any metadata JSON that names ``u``. It holds:
+
+* ``snapshot``: the snapshot's entry of the metadata JSON (``snapshot-id``,
+  ``parent-snapshot-id``, ``sequence-number``, ``timestamp-ms``,
+  ``manifest-list``, ``summary``, ``schema-id``);
+* ``schema``: the snapshot's Iceberg schema (with its ``schema-id``);
+* ``names``: per field id, the names the snapshot's live data files without
+  field ids use for it (the name mapping of a metadata JSON is their union over
+  the snapshots it lists, plus the current names);
+* ``manifests``: the rows of its manifest list, in order;
+* ``files``: per live data file id, where it is: the location the manifests
+  name it by, its data manifest, data sequence number, rows, bytes, partition
+  spec, and its deletion vector's fingerprint, positional delete file,
+  delete manifest, delete sequence number, deleted rows and delete file bytes;
+* ``totals``: the snapshot's running totals (Iceberg's ``total-*`` summary);
+* ``lost``: names older field ids lost to newer ones under the name mapping
+  (files using such a name for such an id are materialised with field ids).
+
+With it, snapshot ``u + 1`` is computed from ``u``'s state plus version
+``u + 1``'s record (a few point reads), never from the whole history. Bytes
+(partition summary bounds) are written as ``{"$b": hex}``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+FORMAT = 1
+
+
+@dataclass
+class FileRef:
+    """One live data file of a snapshot, as its manifests hold it."""
+
+    #: the location the manifest names the data file by (the lakehouse's data file,
+    #: or a materialised copy under iceberg/)
+    path: str
+    #: name (under the iceberg root) of the data manifest holding its live entry
+    manifest: str
+    #: its data sequence number: the snapshot that added it
+    seq: int
+    rows: int
+    size: int
+    spec_id: int
+    #: fingerprint of its deletion vector ("" when no row is deleted)
+    dv: str = ""
+    #: its positional delete file (a location; "" when none), the delete manifest
+    #: holding it, the delete file's sequence number, rows and bytes
+    delete: str = ""
+    delete_manifest: str = ""
+    delete_seq: int = 0
+    delete_rows: int = 0
+    delete_size: int = 0
+
+    def encode(self) -> list[Any]:
+        return [
+            self.path,
+            self.manifest,
+            self.seq,
+            self.rows,
+            self.size,
+            self.spec_id,
+            self.dv,
+            self.delete,
+            self.delete_manifest,
+            self.delete_seq,
+            self.delete_rows,
+            self.delete_size,
+        ]
+
+    @classmethod
+    def decode(cls, raw: list[Any]) -> FileRef:
+        return cls(*raw)
+
+
+@dataclass
+class SnapshotState:
+    """Snapshot ``snapshot["snapshot-id"]`` of one table: see the module docstring."""
+
+    snapshot: dict[str, Any]
+    schema: dict[str, Any]
+    names: dict[int, list[str]] = field(default_factory=dict)
+    manifests: list[dict[str, Any]] = field(default_factory=list)
+    files: dict[str, FileRef] = field(default_factory=dict)
+    totals: dict[str, int] = field(default_factory=dict)
+    #: names older field ids lost to newer ones (files using them are materialised)
+    lost: dict[int, list[str]] = field(default_factory=dict)
+
+    @property
+    def version(self) -> int:
+        return int(self.snapshot["snapshot-id"])
+
+    def light(self) -> Light:
+        return Light(self.snapshot, self.schema, self.names)
+
+
+@dataclass(frozen=True)
+class Light:
+    """What a metadata JSON needs of a snapshot it lists (not its file index)."""
+
+    snapshot: dict[str, Any]
+    schema: dict[str, Any]
+    names: dict[int, list[str]]
+
+
+def _plain(obj: Any) -> Any:
+    if isinstance(obj, bytes):
+        return {"$b": obj.hex()}
+    if isinstance(obj, dict):
+        return {k: _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    return obj
+
+
+def _bytes_back(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        if len(obj) == 1 and "$b" in obj:
+            return bytes.fromhex(obj["$b"])
+        return {k: _bytes_back(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_bytes_back(v) for v in obj]
+    return obj
+
+
+def encode(s: SnapshotState) -> bytes:
+    """The sidecar's bytes (deterministic: same state, same bytes)."""
+    doc = {
+        "format": FORMAT,
+        "snapshot": s.snapshot,
+        "schema": s.schema,
+        "names": {str(k): sorted(v) for k, v in sorted(s.names.items())},
+        "manifests": _plain(s.manifests),
+        "files": {fid: s.files[fid].encode() for fid in sorted(s.files)},
+        "totals": dict(sorted(s.totals.items())),
+        "lost": {str(k): sorted(v) for k, v in sorted(s.lost.items())},
+    }
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def decode(data: bytes, name: str = "state") -> SnapshotState:
+    """A sidecar read back (ValueError naming ``name`` when it is not one)."""
+    try:
+        doc = json.loads(data)
+        if doc.get("format") != FORMAT:
+            raise ValueError(f"unknown format {doc.get('format')!r}")
+        return SnapshotState(
+            snapshot=doc["snapshot"],
+            schema=doc["schema"],
+            names={int(k): list(v) for k, v in doc["names"].items()},
+            manifests=_bytes_back(doc["manifests"]),
+            files={fid: FileRef.decode(raw) for fid, raw in doc["files"].items()},
+            totals={k: int(v) for k, v in doc["totals"].items()},
+            lost={int(k): list(v) for k, v in doc["lost"].items()},
+        )
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"Iceberg snapshot sidecar {name} is not readable: {exc}") from None

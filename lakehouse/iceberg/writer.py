@@ -1,0 +1,380 @@
+"""``write_metadata``: the Iceberg metadata of a lakehouse table at a version.
+
+One Iceberg snapshot per lakehouse version that changed the table (its rows or
+its definition; a rollback or export only when the table differs from the
+previous snapshot), from the oldest retained version (or the table's creation)
+up to the requested version::
+
+    records oldest..v ──► snapshot versions (TableChange / ObjectChange / rollback)
+        for each snapshot u, oldest first:
+            sidecar u in storage? ── yes ──► its state (written before, by anyone)
+                                   └ no ──► state of the previous snapshot + version u's
+                                            change (point reads), or a full read at u
+                                            ──► snapshots.build: files, manifests,
+                                                manifest list, sidecar
+        ──► metadata JSON <v>-<o>.metadata.json (v: effective version, o: oldest)
+
+Every object is immutable and named by what it holds, so a metadata JSON that
+exists is returned without reading anything else, and a process that wrote
+version ``v`` keeps the table's latest state in memory (:data:`_CACHE`, bounded)
+to write ``v + 1`` from it alone.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from kvstore.objstore import ObjectStore, open_store
+from lakehouse.context import Context
+from lakehouse.data.table import FileState, LazyFiles, file_key_id
+from lakehouse.iceberg import metadata, paths, snapshots
+from lakehouse.iceberg.state import Light, SnapshotState, decode
+from lakehouse.model import TableChange, TableDef, VersionInfo
+from lakehouse.view import LakehouseView
+
+log = logging.getLogger("lakehouse.iceberg")
+
+#: tables whose latest snapshot state a process keeps in memory
+MAX_CACHED_TABLES = 32
+
+#: kinds of snapshot candidates: the first listed one (a full read), a version whose
+#: record holds the table's TableChange, a definition change only, a rollback or export
+FIRST, CHANGE, DDL, FULL = "first", "change", "ddl", "full"
+
+
+@dataclass
+class _Table:
+    """What this process knows of one table's Iceberg history."""
+
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    #: records up to this version were classified (-1: none)
+    scanned: int = -1
+    #: the version that created the table (None: before the versions scanned)
+    created: int | None = None
+    #: (version, kind) of every version that may be a snapshot, oldest first
+    cands: list[tuple[int, str]] = field(default_factory=list)
+    #: rollbacks and exports that left the table as it was: no snapshot
+    skipped: set[int] = field(default_factory=set)
+    lights: dict[int, Light] = field(default_factory=dict)
+    #: the newest snapshot's whole state
+    state: SnapshotState | None = None
+    #: metadata JSON names known to exist
+    found: set[str] = field(default_factory=set)
+
+
+_CACHE: OrderedDict[tuple[str, str], _Table] = OrderedDict()
+_STORES: dict[tuple[str, str], ObjectStore] = {}
+_LOCK = threading.Lock()
+
+
+def _cached(root: str, table_id: str) -> _Table:
+    with _LOCK:
+        key = (root, table_id)
+        t = _CACHE.get(key)
+        if t is None:
+            t = _CACHE[key] = _Table()
+            while len(_CACHE) > MAX_CACHED_TABLES:
+                _CACHE.popitem(last=False)
+        _CACHE.move_to_end(key)
+        return t
+
+
+def _store(root: str, storage_options: dict[str, Any]) -> ObjectStore:
+    key = (root, repr(sorted(storage_options.items())))
+    with _LOCK:
+        s = _STORES.get(key)
+        if s is None:
+            s = _STORES[key] = open_store(root, storage_options)
+        return s
+
+
+def clear_cache() -> None:
+    """Forget what this process knows (tests use it to act as a fresh process)."""
+    with _LOCK:
+        _CACHE.clear()
+
+
+def context_of(lh: Any) -> Context:
+    ctx = getattr(lh, "_ctx", None)
+    if not isinstance(ctx, Context):
+        raise TypeError(
+            f"write_metadata needs a Lakehouse or LakehouseReader, not {type(lh).__name__}"
+        )
+    return ctx
+
+
+def write_metadata(lh: Any, table: str, *, version: int | None = None) -> str:
+    """See :func:`lakehouse.iceberg.write_metadata`."""
+    ctx = context_of(lh)
+    ctx.check_open()
+    root = ctx.layout.iceberg_url
+    if root is None or ctx.layout.data_url is None:
+        raise ValueError(
+            "this lakehouse was opened on a store instance: Iceberg metadata needs a URL "
+            "(its data files must be named by location); open it by URL"
+        )
+    if version is None:
+        version = ctx.head()
+    with ctx.at_version(version) as view:  # NotFound past the head, VersionExpired
+        d = view.describe_table(table)
+    oldest = ctx.oldest()
+    target = snapshots.Target(
+        d.table_id,
+        _store(root, dict(ctx.options.storage_options)),
+        root,
+        ctx.data,
+        ctx.layout.data_url.removeprefix("file://"),
+    )
+    cache = _cached(root, d.table_id)
+    with cache.lock:
+        return _Run(ctx, target, cache, d, version, oldest).write()
+
+
+def _classify(rec: VersionInfo, d: TableDef) -> tuple[str | None, bool, TableChange | None]:
+    """(kind or None when the record leaves the table alone, whether it created the
+    table, its TableChange)."""
+    q = d.qualified_name
+    tc = next(
+        (c for c in rec.data if c.table_id == d.table_id or (not c.table_id and c.table == q)),
+        None,
+    )
+    named = [c for c in rec.changes if c.kind == "table" and c.name == q]
+    create = any(c.op == "create" for c in named)
+    if not named and tc is None:
+        return None, False, None
+    if rec.rollback_of is not None or rec.source is not None:
+        return FULL, create, tc
+    if create:
+        return FIRST, True, tc
+    return (CHANGE if tc is not None else DDL), False, tc
+
+
+def _label(rec: VersionInfo, d: TableDef, tc: TableChange | None) -> str:
+    if rec.rollback_of is not None:
+        return "rollback"
+    if rec.source is not None:
+        return "export"
+    ops = [str(c.op) for c in rec.changes if c.kind == "table" and c.name == d.qualified_name]
+    ops = [op for op in ops if op != "alter"] or ops  # data changes are stored as alters
+    if tc is not None:
+        ops = [op for op in ops if op not in ("alter",)] + [str(op) for op in tc.ops]
+    return ",".join(dict.fromkeys(ops))
+
+
+class _Run:
+    """One ``write_metadata`` call (under the table's cache lock)."""
+
+    def __init__(
+        self, ctx: Context, t: snapshots.Target, cache: _Table, d: TableDef, v: int, oldest: int
+    ) -> None:
+        self.ctx, self.t, self.cache, self.d, self.v, self.oldest = ctx, t, cache, d, v, oldest
+
+    def record(self, u: int) -> VersionInfo:
+        return self.ctx.record(u, self.ctx.db.get)
+
+    def _found(self, eff: int) -> str | None:
+        name = paths.metadata_json(self.t.table_id, eff, self.oldest)
+        if name in self.cache.found or self.t.store.exists(name):
+            self.cache.found.add(name)
+            return paths.location(self.t.root, name)
+        return None
+
+    # -- which versions are snapshots -------------------------------------------------------
+    def _backwards(self) -> Iterator[tuple[int, str | None, bool]]:
+        for u in range(self.v, self.oldest - 1, -1):
+            kind, create, _ = _classify(self.record(u), self.d)
+            yield u, kind, create
+
+    def _scan(self) -> str | None:
+        """Classify the records up to the requested version; returns the metadata
+        JSON's location when the newest snapshot's metadata exists already."""
+        c = self.cache
+        if c.scanned < 0:
+            cands: list[tuple[int, str]] = []
+            created = None
+            quick = True
+            for u, kind, create in self._backwards():
+                if kind is not None and quick:
+                    quick = False
+                    if kind != FULL and (found := self._found(u)) is not None:
+                        return found
+                if kind is not None:
+                    cands.append((u, kind))
+                if create:
+                    created = u
+                    break
+            if quick and (found := self._found(self.oldest)) is not None:
+                return found
+            c.cands, c.created, c.scanned = sorted(cands), created, self.v
+        elif self.v > c.scanned:
+            for u in range(c.scanned + 1, self.v + 1):
+                kind, create, _ = _classify(self.record(u), self.d)
+                if create:
+                    c.created, c.cands = u, []
+                if kind is not None:
+                    c.cands.append((u, kind))
+            c.scanned = self.v
+        return None
+
+    def listed(self) -> list[tuple[int, str]]:
+        c = self.cache
+        first = c.created if c.created is not None and c.created >= self.oldest else self.oldest
+        rest = [(u, k) for u, k in c.cands if first < u <= self.v and u not in c.skipped]
+        return [(first, FIRST), *rest]
+
+    # -- the call ----------------------------------------------------------------------------
+    def write(self) -> str:
+        found = self._scan()
+        if found is not None:
+            return found
+        listed = self.listed()
+        last, kind = listed[-1]
+        if (kind != FULL or last in self.cache.lights) and (found := self._found(last)):
+            return found
+        lights = self._snapshots(listed)
+        eff = int(lights[-1].snapshot["snapshot-id"])
+        if (found := self._found(eff)) is not None:
+            return found
+        doc = metadata.build(
+            self.d,
+            location=paths.table_location(self.t.root, self.t.table_id),
+            snapshots=lights,
+            current=eff,
+        )
+        name = paths.metadata_json(self.t.table_id, eff, self.oldest)
+        snapshots.put(self.t.store, name, metadata.encode(doc))
+        self.cache.found.add(name)
+        log.info(
+            "wrote Iceberg metadata of table %s at version %d (%d snapshots): %s",
+            self.d.qualified_name,
+            eff,
+            len(lights),
+            name,
+        )
+        return paths.location(self.t.root, name)
+
+    def _prefetch(self, versions: list[int]) -> dict[int, bytes | None]:
+        def get(u: int) -> bytes | None:
+            try:
+                return self.t.store.get(paths.state(self.t.table_id, u))
+            except FileNotFoundError:
+                return None
+
+        if len(versions) <= 1:
+            return {u: get(u) for u in versions}
+        with ThreadPoolExecutor(max_workers=min(16, len(versions))) as pool:
+            return dict(zip(versions, pool.map(get, versions), strict=True))
+
+    def _state(self, u: int) -> SnapshotState:
+        c = self.cache
+        if c.state is not None and c.state.version == u:
+            return c.state
+        name = paths.state(self.t.table_id, u)
+        return decode(self.t.store.get(name), name)
+
+    def _snapshots(self, listed: list[tuple[int, str]]) -> list[Light]:
+        c = self.cache
+        stored = self._prefetch([u for u, _ in listed if u not in c.lights])
+        out: list[Light] = []
+        prev: SnapshotState | None = None
+        prev_u: int | None = None
+        for u, kind in listed:
+            light = c.lights.get(u)
+            if light is None:
+                raw = stored.get(u)
+                if raw is not None:
+                    st: SnapshotState | None = decode(raw, paths.state(self.t.table_id, u))
+                else:
+                    if prev is None and prev_u is not None:
+                        prev = self._state(prev_u)
+                    st = self._compute(u, kind, prev, prev_u)
+                    if st is None:
+                        c.skipped.add(u)
+                        continue
+                assert st is not None
+                light = c.lights[u] = st.light()
+                prev = c.state = st
+            else:
+                prev = c.state if c.state is not None and c.state.version == u else None
+            out.append(light)
+            prev_u = u
+        return out
+
+    def _compute(
+        self, u: int, kind: str, prev: SnapshotState | None, prev_u: int | None
+    ) -> SnapshotState | None:
+        """Snapshot ``u`` computed and written (None: a rollback or export that left
+        the table as ``prev``)."""
+        rec = self.record(u)
+        _, _, tc = _classify(rec, self.d)
+        q = self.d.qualified_name
+        if kind == FIRST:
+            prev, prev_u = None, None
+        with self.ctx.at_version(u) as view:
+            du = view.describe_table(q)
+            schema, _, _ = metadata.schema_json(du)
+            full: dict[str, FileState] | None = None
+            change = None
+            if kind == CHANGE and prev is not None and tc is not None:
+                change = self._change(view, du, tc, prev)
+            elif kind == DDL and prev is not None:
+                change = snapshots.Change()
+            if change is None:
+                full = self._full(view, q)
+                change = snapshots.diff(prev, full.values())
+                if kind == FULL and prev is not None and change.is_empty() and not self._ddl(rec):
+                    return None
+            args: dict[str, Any] = {
+                "schema": schema,
+                "parent": prev_u,
+                "timestamp_ms": rec.created_ms,
+                "labels": {
+                    "lakehouse.version": str(u),
+                    "lakehouse.operation": _label(rec, du, tc),
+                },
+            }
+            try:
+                return snapshots.build(self.t, prev, u, du, change, full=full, **args)
+            except snapshots.NeedFullState:
+                full = self._full(view, q)
+                return snapshots.build(self.t, prev, u, du, change, full=full, **args)
+
+    def _ddl(self, rec: VersionInfo) -> bool:
+        """Whether ``rec`` changed the table's definition."""
+        q = self.d.qualified_name
+        return any(c.kind == "table" and c.name == q and c.old_id != c.new_id for c in rec.changes)
+
+    @staticmethod
+    def _full(view: LakehouseView, q: str) -> dict[str, FileState]:
+        return {file_key_id(f): (f, dv) for f, dv in view.file_states(q)}
+
+    @staticmethod
+    def _change(
+        view: LakehouseView, d: TableDef, tc: TableChange, prev: SnapshotState
+    ) -> snapshots.Change | None:
+        """Version ``u``'s change from its record and point reads (None: the record
+        and the state disagree; the caller reads the whole state instead)."""
+        files = LazyFiles(view._fetch, d.namespace, d.name)
+        ch = snapshots.Change()
+        for fid in tc.added:
+            if fid not in files:
+                return None
+            if fid in prev.files:
+                ch.removed.add(fid)
+            ch.added[fid] = files[fid]
+        for fid in tc.removed:
+            if fid in prev.files:
+                ch.removed.add(fid)
+        for fid in tc.deleted:
+            if fid in ch.added or fid in ch.removed:
+                continue
+            if fid not in prev.files or fid not in files:
+                return None
+            ch.dvs[fid] = files[fid]
+        return ch

@@ -562,11 +562,17 @@ def test_load_table_follows_the_writer(client: httpx.Client, lake: Lake) -> None
     stored = Path(doc["metadata-location"]).read_bytes()
     assert stored in raw
     assert json.loads(stored) == meta
+    # the location is the ETag: an unchanged table answers 304
+    etag = client.get("/v1/namespaces/sales/tables/orders").headers["etag"]
+    r = client.get("/v1/namespaces/sales/tables/orders", headers={"If-None-Match": etag})
+    assert r.status_code == 304 and r.content == b""
     # a commit while the server runs: the next load names it
     lake.lh.append("sales.orders", pa.table({"id": [4], "name": ["d"]}))
     doc2 = _load(client, "sales", "orders")
     assert doc2["metadata"]["current-snapshot-id"] == lake.lh.version
     assert doc2["metadata-location"] != doc["metadata-location"]
+    r = client.get("/v1/namespaces/sales/tables/orders", headers={"If-None-Match": etag})
+    assert r.status_code == 200 and r.headers["etag"] != etag
     # a commit of another table leaves this one's snapshot as it was
     lake.lh.append("sales.items", pa.table({"id": [1], "name": ["x"]}))
     doc3 = _load(client, "sales", "orders")

@@ -105,7 +105,8 @@ def nested_id(column_id: int, k: int) -> int:
 # -- the nested fields of a column ----------------------------------------------------------
 @dataclass(frozen=True)
 class _Node:
-    """One nested field: its ``k``, its names (Arrow name first), type and children."""
+    """One nested field: its ``k``, its names (the Parquet name, then Arrow's when it
+    differs), its Arrow field and the fields inside it."""
 
     k: int
     names: tuple[str, ...]
@@ -319,8 +320,8 @@ def name_mapping(
     types: Mapping[int, pa.DataType] | None = None,
 ) -> tuple[list[dict[str, Any]], dict[int, set[str]]]:
     """Iceberg's name mapping (JSON list) for a table whose live files name column
-    ids as ``file_names`` says, and the names older ids lost to newer ones
-    (``{id: names}``: files using those names for those ids must get field ids).
+    ids as ``file_names`` says, and the names some ids lost to others (``{id:
+    names}``: files using those names for those ids must get field ids).
 
     Every column id gets every name its files use and its current name, omitted
     columns too (a reader maps every column of a file). A name claimed by two ids

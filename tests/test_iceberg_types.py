@@ -332,6 +332,12 @@ def test_name_mapping_keeps_newest_id_for_a_dropped_name() -> None:
     mapping, lost = it.name_mapping(cols, schema, {1: {"x"}, 3: {"x", "z"}, 2: {"y"}})
     assert lost == {1: {"x"}, 3: {"x"}}
     assert [(m["field-id"], m["names"]) for m in mapping] == [(2, ["y"]), (3, ["z"]), (5, ["x"])]
+    # two columns that swapped names: each current name stays with its column
+    swapped = (Column(1, "b", "int64"), Column(2, "a", "int64"))
+    ab = pa.schema([("b", pa.int64()), ("a", pa.int64())])
+    mapping, lost = it.name_mapping(swapped, ab, {1: {"a"}, 2: {"b"}})
+    assert lost == {1: {"a"}, 2: {"b"}}
+    assert mapping == [{"field-id": 1, "names": ["b"]}, {"field-id": 2, "names": ["a"]}]
     # no current name: the newest id keeps it
     mapping, lost = it.name_mapping((), pa.schema([]), {1: {"x"}, 3: {"x"}})
     assert lost == {1: {"x"}} and mapping == [{"field-id": 3, "names": ["x"]}]
@@ -834,3 +840,20 @@ def test_readable_rows_are_read_by_pyiceberg(tmp_path: Path) -> None:
     back = pq.read_table(tmp_path / "ok.parquet")
     assert back.to_pylist() == rows.select(out.column_names).to_pylist()
     assert it.readable_rows(out) is out  # nothing to change: the same table
+
+
+def test_file_metrics_of_a_widened_column(lh: lakehouse.Lakehouse) -> None:
+    """A file written when the column was int32 gets long bounds once it is int64."""
+    with lh.begin() as t:
+        t.create_table("ns.t", pa.schema([("n", pa.int32()), ("x", pa.float32())]), NOAUTO)
+    with lh.begin() as t:
+        t.append("ns.t", pa.table({"n": [-5, 9]}, pa.schema([("n", pa.int32())])))
+    wide = pa.schema([("n", pa.int64()), ("x", pa.float64())])
+    with lh.begin() as t:
+        t.alter_table("ns.t", schema=wide)
+    d = lh.describe_table("ns.t")
+    (f,) = lh.list_data_files("ns.t")
+    m = it.file_metrics(f, d.columns, d.schema)
+    assert m["lower_bounds"] == [{"key": 1, "value": to_bytes(LongType(), -5)}]
+    assert m["upper_bounds"] == [{"key": 1, "value": to_bytes(LongType(), 9)}]
+    assert m["null_value_counts"] == [{"key": 1, "value": 0}, {"key": 2, "value": 2}]

@@ -645,3 +645,27 @@ def test_cli_iceberg_metadata(lake: Lake) -> None:
         timeout=120,
     )
     assert r.returncode == 1 and "nope" in r.stderr
+
+
+@needs_writer
+@pytest.mark.s3
+def test_a_lakehouse_on_s3(s3_url: tuple[str, dict[str, Any]]) -> None:
+    url, options = s3_url
+    lh = lakehouse.open(url, storage_options=options)
+    try:
+        with lh.begin() as t:
+            t.create_namespace("sales")
+            t.create_table("sales.orders", SCHEMA)
+        lh.append("sales.orders", pa.table({"id": [1], "name": ["a"]}))
+        with (
+            Server(url, token=TOKEN, storage_options=options) as s,
+            httpx.Client(base_url=s.url, headers=AUTH, timeout=60) as c,
+        ):
+            assert c.get("/v1/namespaces").json() == {"namespaces": [["sales"]]}
+            doc = _load(c, "sales", "orders")
+            assert doc["metadata-location"].startswith(url + "/iceberg/")
+            assert doc["metadata"]["current-snapshot-id"] == lh.version
+            lh.append("sales.orders", pa.table({"id": [2], "name": ["b"]}))
+            assert _load(c, "sales", "orders")["metadata"]["current-snapshot-id"] == lh.version
+    finally:
+        lh.close()

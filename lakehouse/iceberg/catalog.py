@@ -30,10 +30,11 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from lakehouse.errors import NotFound, VersionExpired
+from lakehouse.errors import LakehouseError, NotFound, VersionExpired
 
 __all__ = [
     "IcebergCatalog",
+    "MetadataUnavailable",
     "NoSuchNamespace",
     "NoSuchTable",
     "parse_namespace",
@@ -55,6 +56,10 @@ class NoSuchNamespace(NotFound):
 
 class NoSuchTable(NotFound):
     """The namespace exists; the table does not."""
+
+
+class MetadataUnavailable(LakehouseError):
+    """The table's Iceberg metadata cannot be written or read (a server-side failure)."""
 
 
 def parse_namespace(name: str) -> tuple[str, int | None]:
@@ -130,6 +135,7 @@ class IcebergCatalog:
         self._documents = _Lru(DOCUMENTS_KEPT)
         self._loading: dict[Any, threading.Lock] = {}
         self._loading_lock = threading.Lock()
+        self._store: Any = None
         #: counters: refreshes done, their total seconds, metadata writes/finds, documents read
         self.stats = {"refreshes": 0, "refresh_s": 0.0, "metadata_calls": 0, "documents_read": 0}
 
@@ -281,17 +287,29 @@ class IcebergCatalog:
             raise
         except NotFound as exc:  # dropped meanwhile: it is the table that is missing
             raise NoSuchTable(str(exc)) from None
+        except ValueError as exc:  # not a bad request: the table cannot be described
+            raise MetadataUnavailable(f"table {qualified}: {exc}") from exc
 
     def _read(self, location: str) -> bytes:
-        """The bytes of the metadata JSON at ``location`` (a local path or a URL)."""
+        """The bytes of the metadata JSON at ``location`` (a local path, or a URL under
+        the lakehouse's ``iceberg/`` read through the lakehouse's own store)."""
         self.stats["documents_read"] += 1
         if "://" not in location:
             with open(location, "rb") as f:
                 return f.read()
-        import fsspec
+        from lakehouse.iceberg import paths
+        from lakehouse.iceberg.writer import context_of
 
-        with fsspec.open(location, "rb", **self._storage_options) as f:
-            return bytes(f.read())
+        ctx = context_of(self._lh)
+        root = ctx.layout.iceberg_url
+        name = None if root is None else paths.relative(root, location)
+        if root is None or name is None:
+            raise MetadataUnavailable(f"metadata {location} is not under the lakehouse")
+        if self._store is None:
+            from kvstore.objstore import open_store
+
+            self._store = open_store(root, dict(ctx.options.storage_options))
+        return bytes(self._store.get(name))
 
 
 def _exists(view: Any, name: str) -> bool:

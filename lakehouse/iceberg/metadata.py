@@ -60,13 +60,24 @@ def _max_field_id(typ: Any) -> int:
     return out
 
 
+def name_mapping(
+    d: TableDef, snapshots: Sequence[Light]
+) -> tuple[list[dict[str, Any]], dict[int, set[str]]]:
+    """The name mapping of a metadata JSON of ``d`` listing ``snapshots`` (every name
+    their files use, and the current names), and the names older ids lost."""
+    names: dict[int, set[str]] = {}
+    for s in snapshots:
+        for cid, ns in s.names.items():
+            names.setdefault(int(cid), set()).update(ns)
+    return types.name_mapping(d.columns, d.schema, names)
+
+
 def build(
     d: TableDef,
     *,
     location: str,
     snapshots: Sequence[Light],
     current: int,
-    file_names: Mapping[int, set[str]] | None = None,
 ) -> dict[str, Any]:
     """The metadata JSON of table ``d`` (its definition at the effective version)
     listing ``snapshots`` (oldest first; ``current`` is the current snapshot id)."""
@@ -75,11 +86,7 @@ def build(
     for s in snapshots:
         schemas.setdefault(int(s.schema["schema-id"]), s.schema)
     schemas.setdefault(int(cur_schema["schema-id"]), cur_schema)
-    names: dict[int, set[str]] = {k: set(v) for k, v in (file_names or {}).items()}
-    for s in snapshots:
-        for cid, ns in s.names.items():
-            names.setdefault(int(cid), set()).update(ns)
-    mapping, _ = types.name_mapping(d.columns, d.schema, names)
+    mapping, _ = name_mapping(d, snapshots)
     props = dict(d.properties)
     props[types.NAME_MAPPING_PROPERTY] = json.dumps(mapping, separators=(",", ":"))
     if omitted:

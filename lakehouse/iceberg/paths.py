@@ -8,6 +8,10 @@ and the lakehouse's history), so a name found in storage is a finished object::
                                  version was o
     <table id>/metadata/snap-<u:020d>.avro     manifest list of snapshot u
     <table id>/metadata/<u:020d>-m<k>.avro     manifest k written at snapshot u
+    <table id>/metadata/snap-<u:020d>-g<g>.avro, <u:020d>-g<g>-m<k>.avro,
+    <table id>/deletes/<u:020d>-<file id>-g<g>.parquet
+                                 snapshot u remapped to name materialised files
+                                 (lost names g, see remap.py)
     <table id>/metadata/<u:020d>.state.json    the sidecar of snapshot u (state.py)
     <table id>/deletes/<u:020d>-<file id>.parquet  positional deletes of a file at u
     <table id>/data/<file id>.parquet          a materialised data file
@@ -45,20 +49,26 @@ def parse_metadata_json(name: str) -> tuple[int, int] | None:
     return None if m is None else (int(m.group(1)), int(m.group(2)))
 
 
-def manifest_list(table_id: str, snapshot: int) -> str:
-    return f"{table_id}/metadata/snap-{snapshot:0{_DIGITS}d}.avro"
+def _gen(gen: str) -> str:
+    return f"-g{gen}" if gen else ""
 
 
-def manifest(table_id: str, snapshot: int, k: int) -> str:
-    return f"{table_id}/metadata/{snapshot:0{_DIGITS}d}-m{k}.avro"
+def manifest_list(table_id: str, snapshot: int, gen: str = "") -> str:
+    """Snapshot ``snapshot``'s manifest list (``gen``: its remapped variant, see
+    :mod:`lakehouse.iceberg.remap`)."""
+    return f"{table_id}/metadata/snap-{snapshot:0{_DIGITS}d}{_gen(gen)}.avro"
+
+
+def manifest(table_id: str, snapshot: int, k: int, gen: str = "") -> str:
+    return f"{table_id}/metadata/{snapshot:0{_DIGITS}d}{_gen(gen)}-m{k}.avro"
 
 
 def state(table_id: str, snapshot: int) -> str:
     return f"{table_id}/metadata/{snapshot:0{_DIGITS}d}.state.json"
 
 
-def deletes(table_id: str, snapshot: int, file_id: str) -> str:
-    return f"{table_id}/deletes/{snapshot:0{_DIGITS}d}-{file_id}.parquet"
+def deletes(table_id: str, snapshot: int, file_id: str, gen: str = "") -> str:
+    return f"{table_id}/deletes/{snapshot:0{_DIGITS}d}-{file_id}{_gen(gen)}.parquet"
 
 
 def materialised(table_id: str, file_id: str) -> str:

@@ -128,12 +128,14 @@ class _Ctx:
     u: int
     d: TableDef
     schema: dict[str, Any]
+    #: the generation of a remapped snapshot's manifests ("": the snapshot's own)
+    gen: str = ""
     k: int = 0
     #: partition values of the files touched (changed-partition-count)
     partitions: set[tuple[int, str]] = field(default_factory=set)
 
     def next_manifest(self) -> str:
-        name = paths.manifest(self.t.table_id, self.u, self.k)
+        name = paths.manifest(self.t.table_id, self.u, self.k, self.gen)
         self.k += 1
         return name
 

@@ -96,7 +96,7 @@ class SnapshotState:
         return int(self.snapshot["snapshot-id"])
 
     def light(self) -> Light:
-        return Light(self.snapshot, self.schema, self.names)
+        return Light(self.snapshot, self.schema, self.names, self.lost)
 
 
 @dataclass(frozen=True)
@@ -106,6 +106,7 @@ class Light:
     snapshot: dict[str, Any]
     schema: dict[str, Any]
     names: dict[int, list[str]]
+    lost: dict[int, list[str]] = field(default_factory=dict)
 
 
 def _plain(obj: Any) -> Any:

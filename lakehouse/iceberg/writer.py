@@ -27,13 +27,13 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kvstore.objstore import ObjectStore, open_store
 from lakehouse.context import Context
 from lakehouse.data.table import FileState, LazyFiles, file_key_id
-from lakehouse.iceberg import metadata, paths, snapshots
+from lakehouse.iceberg import metadata, paths, remap, snapshots
 from lakehouse.iceberg.state import Light, SnapshotState, decode
 from lakehouse.model import TableChange, TableDef, VersionInfo
 from lakehouse.view import LakehouseView
@@ -66,6 +66,8 @@ class _Table:
     state: SnapshotState | None = None
     #: metadata JSON names known to exist
     found: set[str] = field(default_factory=set)
+    #: (snapshot, generation) -> its remapped manifest list (None: not needed)
+    remapped: dict[tuple[int, str], str | None] = field(default_factory=dict)
 
 
 _CACHE: OrderedDict[tuple[str, str], _Table] = OrderedDict()
@@ -241,6 +243,10 @@ class _Run:
         eff = int(lights[-1].snapshot["snapshot-id"])
         if (found := self._found(eff)) is not None:
             return found
+        _, lost = metadata.name_mapping(self.d, lights)
+        if any(lost.values()):
+            gen = remap.generation(lost)
+            lights = [self._remapped(light, lost, gen) for light in lights]
         doc = metadata.build(
             self.d,
             location=paths.table_location(self.t.root, self.t.table_id),
@@ -258,6 +264,24 @@ class _Run:
             name,
         )
         return paths.location(self.t.root, name)
+
+    def _remapped(self, light: Light, lost: dict[int, set[str]], gen: str) -> Light:
+        """``light`` with its remapped manifest list when files of it use names the
+        mapping gives to newer columns (see :mod:`lakehouse.iceberg.remap`)."""
+        fresh = remap.affected(light.names, light.lost, lost)
+        if not fresh:
+            return light
+        u = int(light.snapshot["snapshot-id"])
+        key = (u, gen)
+        if key not in self.cache.remapped:
+            with self.ctx.at_version(u) as view:
+                self.cache.remapped[key] = remap.remapped_list(
+                    self.t, view, self.d.qualified_name, self._state(u), fresh, gen
+                )
+        loc = self.cache.remapped[key]
+        if loc is None:
+            return light
+        return replace(light, snapshot={**light.snapshot, "manifest-list": loc})
 
     def _prefetch(self, versions: list[int]) -> dict[int, bytes | None]:
         def get(u: int) -> bytes | None:

@@ -1,0 +1,264 @@
+"""Real Iceberg clients read the lakehouse (issue 24, API.md "Iceberg catalog").
+
+One lakehouse (tests/iceberg_fixtures.build_lakehouse: appends, positional deletes, an
+update, a merge, renamed/dropped/added columns, a column re-added under its old name, a
+partitioned table, inlined rows, a compaction) is read by:
+
+* pyiceberg's ``RestCatalog`` against ``lakehouse.iceberg.Server``: namespaces, tables,
+  the latest version and every snapshot the metadata lists, and ``ns@v<N>`` namespaces;
+* pyiceberg's ``StaticTable`` on ``write_metadata``'s location;
+* DuckDB 1.5.5 with its iceberg extension (its own venv, tests/duckdb_iceberg_side.py):
+  ``iceberg_scan`` of the metadata of every version and of the latest with
+  ``snapshot_from_id``, and ``ATTACH`` of the REST catalog with ``AT (VERSION => s)``;
+* polars' ``scan_iceberg`` on the metadata location.
+
+Every read must return exactly ``lh.at_version(s).read(table)``: the same column names (of
+version s, less the columns Iceberg has no type for) and the same rows as a multiset.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from iceberg_fixtures import (
+    Built,
+    build_lakehouse,
+    expected_columns,
+    omitted_columns,
+    rows,
+    run_duckdb,
+    snapshot_ids,
+    table_versions,
+)
+from pyiceberg.catalog.rest import RestCatalog
+from pyiceberg.exceptions import NoSuchTableError, RESTError
+from pyiceberg.table import StaticTable
+
+from lakehouse.iceberg import Server, write_metadata
+
+TOKEN = "s3cret-token"
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Built]:
+    b = build_lakehouse(tmp_path_factory.mktemp("iceberg-clients") / "lh")
+    yield b
+    b.lh.close()
+
+
+@pytest.fixture(scope="module")
+def latest(built: Built) -> dict[str, tuple[str, dict[str, Any]]]:
+    """Per table: the metadata location of the latest version and its JSON."""
+    out = {}
+    for t in built.tables:
+        loc = write_metadata(built.lh, t)
+        out[t] = (loc, json.loads(Path(loc).read_text()))
+    return out
+
+
+@pytest.fixture(scope="module")
+def server(built: Built) -> Iterator[Any]:
+    with Server(built.url, token=TOKEN) as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
+def rest(server: Any) -> RestCatalog:
+    return RestCatalog("lakehouse", uri=server.url, token=TOKEN)
+
+
+def mismatch(
+    what: str, actual: pa.Table, b: Built, table: str, version: int, omitted: set[str]
+) -> str | None:
+    """None when ``actual`` is the table at ``version``; else a one-paragraph diff."""
+    want_cols = expected_columns(b.lh, table, version, omitted)
+    if actual.column_names != want_cols:
+        return f"{what}: columns {actual.column_names} != {want_cols}"
+    got, want = rows(actual), rows(b.lh.at_version(version).read(table), want_cols)
+    if got != want:
+        extra, missing = got - want, want - got
+        return (
+            f"{what}: {actual.num_rows} rows, want {sum(want.values())}; "
+            f"unexpected {list(extra.elements())[:3]}, missing {list(missing.elements())[:3]}"
+        )
+    return None
+
+
+def check_all(problems: list[str | None]) -> None:
+    found = [p for p in problems if p is not None]
+    assert not found, f"{len(found)} mismatches:\n" + "\n".join(found)
+
+
+TABLES = ["sales.orders", "sales.events", "misc.small", "misc.reused"]
+
+
+# -- the metadata itself ------------------------------------------------------------------
+@pytest.mark.parametrize("table", TABLES)
+def test_one_snapshot_per_version_that_changed_the_table(
+    built: Built, latest: dict[str, tuple[str, dict[str, Any]]], table: str
+) -> None:
+    loc, meta = latest[table]
+    versions = table_versions(built.lh, table)
+    assert snapshot_ids(meta) == versions
+    assert meta["current-snapshot-id"] == versions[-1]
+    assert meta["format-version"] == 2
+    assert Path(loc).is_absolute() and Path(loc).exists()
+    parents = {s["snapshot-id"]: s.get("parent-snapshot-id") for s in meta["snapshots"]}
+    assert [parents[v] for v in versions] == [None, *versions[:-1]]
+    assert all(s["sequence-number"] == s["snapshot-id"] for s in meta["snapshots"])
+
+
+def test_omitted_columns_are_named(latest: dict[str, tuple[str, dict[str, Any]]]) -> None:
+    assert omitted_columns(latest["sales.events"][1]) == {"big"}
+    assert omitted_columns(latest["sales.orders"][1]) == set()
+
+
+# -- pyiceberg RestCatalog ----------------------------------------------------------------
+def test_rest_lists_namespaces_and_tables(rest: RestCatalog) -> None:
+    assert sorted(rest.list_namespaces()) == [("misc",), ("sales",)]
+    assert sorted(rest.list_tables("sales")) == [("sales", "events"), ("sales", "orders")]
+    assert sorted(rest.list_tables("misc")) == [("misc", "reused"), ("misc", "small")]
+    with pytest.raises(NoSuchTableError):
+        rest.load_table("sales.nope")
+
+
+def test_rest_needs_the_token(server: Any) -> None:
+    with pytest.raises(RESTError, match="NotAuthorizedException"):
+        RestCatalog("wrong", uri=server.url, token="wrong").list_namespaces()
+
+
+@pytest.mark.parametrize("table", TABLES)
+def test_pyiceberg_rest_every_snapshot(
+    built: Built, rest: RestCatalog, latest: dict[str, tuple[str, dict[str, Any]]], table: str
+) -> None:
+    tbl = rest.load_table(table)
+    omitted = omitted_columns(latest[table][1])
+    head = built.lh.version
+    problems = [mismatch("latest", tbl.scan().to_arrow(), built, table, head, omitted)]
+    ids = [s.snapshot_id for s in tbl.metadata.snapshots]
+    assert sorted(ids) == snapshot_ids(latest[table][1])
+    for s in ids:
+        got = tbl.scan(snapshot_id=s).to_arrow()
+        problems.append(mismatch(f"snapshot {s}", got, built, table, s, omitted))
+    check_all(problems)
+
+
+@pytest.mark.parametrize("table", ["sales.orders", "misc.small"])
+def test_pyiceberg_version_namespaces(
+    built: Built, rest: RestCatalog, latest: dict[str, tuple[str, dict[str, Any]]], table: str
+) -> None:
+    ns, name = table.split(".")
+    versions = table_versions(built.lh, table)
+    omitted = omitted_columns(latest[table][1])
+    problems = []
+    for v in range(versions[0], built.lh.version + 1):
+        tbl = rest.load_table((f"{ns}@v{v}", name))
+        effective = max(u for u in versions if u <= v)
+        assert tbl.metadata.current_snapshot_id == effective, v
+        problems.append(mismatch(f"{ns}@v{v}", tbl.scan().to_arrow(), built, table, v, omitted))
+    check_all(problems)
+    assert (f"{ns}@v{versions[-1]}",) not in rest.list_namespaces()
+
+
+# -- pyiceberg StaticTable ----------------------------------------------------------------
+@pytest.mark.parametrize("table", TABLES)
+def test_static_table_every_snapshot(
+    built: Built, latest: dict[str, tuple[str, dict[str, Any]]], table: str
+) -> None:
+    loc, meta = latest[table]
+    tbl = StaticTable.from_metadata(loc)
+    omitted = omitted_columns(meta)
+    problems = [mismatch("latest", tbl.scan().to_arrow(), built, table, built.lh.version, omitted)]
+    for s in snapshot_ids(meta):
+        got = tbl.scan(snapshot_id=s).to_arrow()
+        problems.append(mismatch(f"snapshot {s}", got, built, table, s, omitted))
+    check_all(problems)
+
+
+# -- DuckDB -------------------------------------------------------------------------------
+def test_duckdb_iceberg_scan_every_version(
+    built: Built, latest: dict[str, tuple[str, dict[str, Any]]]
+) -> None:
+    labels: list[tuple[str, str, int]] = []
+    requests: list[dict[str, Any]] = []
+    for t in TABLES:
+        loc, meta = latest[t]
+        requests.append({"mode": "snapshots", "metadata": loc})
+        labels.append((f"{t} snapshots", t, -1))
+        requests.append({"mode": "scan", "metadata": loc, "snapshot": None})
+        labels.append((f"{t} latest", t, built.lh.version))
+        for s in snapshot_ids(meta):
+            requests.append({"mode": "scan", "metadata": loc, "snapshot": s})
+            labels.append((f"{t} snapshot_from_id={s}", t, s))
+            at_s = write_metadata(built.lh, t, version=s)
+            requests.append({"mode": "scan", "metadata": at_s, "snapshot": None})
+            labels.append((f"{t} metadata of version {s}", t, s))
+    problems: list[str | None] = []
+    for (what, t, v), result in zip(labels, run_duckdb(requests), strict=True):
+        if not result["ok"]:
+            problems.append(f"{what}: {result['error']}")
+        elif v == -1:
+            if result["value"] != snapshot_ids(latest[t][1]):
+                problems.append(f"{what}: {result['value']}")
+        else:
+            problems.append(
+                mismatch(what, result["table"], built, t, v, omitted_columns(latest[t][1]))
+            )
+    check_all(problems)
+
+
+def test_duckdb_rest_attach(
+    built: Built, server: Any, latest: dict[str, tuple[str, dict[str, Any]]]
+) -> None:
+    base = {"endpoint": server.url, "token": TOKEN}
+    labels: list[tuple[str, str, int]] = [("tables", "", -1)]
+    requests: list[dict[str, Any]] = [{"mode": "rest_tables", **base}]
+    for t in TABLES:
+        ns, name = t.split(".")
+        requests.append({"mode": "rest", **base, "namespace": ns, "table": name})
+        labels.append((f"{t} latest", t, built.lh.version))
+        for s in snapshot_ids(latest[t][1]):
+            requests.append({"mode": "rest", **base, "namespace": ns, "table": name, "snapshot": s})
+            labels.append((f"{t} AT (VERSION => {s})", t, s))
+            requests.append({"mode": "rest", **base, "namespace": f"{ns}@v{s}", "table": name})
+            labels.append((f'"{ns}@v{s}".{name}', t, s))
+    requests.append({"mode": "rest", **base, "namespace": "sales", "table": "nope"})
+    labels.append(("missing table", "", -2))
+    problems: list[str | None] = []
+    for (what, t, v), result in zip(labels, run_duckdb(requests), strict=True):
+        if v == -2:
+            if result["ok"] or "nope" not in result["error"]:
+                problems.append(f"{what}: {result}")
+        elif not result["ok"]:
+            problems.append(f"{what}: {result['error']}")
+        elif v == -1:
+            listed = {tuple(x) for x in result["value"]}
+            want = {tuple(x.split(".")) for x in TABLES}
+            if not want <= listed:
+                problems.append(f"{what}: {sorted(listed)}")
+        else:
+            problems.append(
+                mismatch(what, result["table"], built, t, v, omitted_columns(latest[t][1]))
+            )
+    check_all(problems)
+
+
+# -- polars -------------------------------------------------------------------------------
+@pytest.mark.parametrize("table", TABLES)
+def test_polars_scan_iceberg(
+    built: Built, latest: dict[str, tuple[str, dict[str, Any]]], table: str
+) -> None:
+    pl = pytest.importorskip("polars")
+    loc, meta = latest[table]
+    omitted = omitted_columns(meta)
+    got = pl.scan_iceberg(loc).collect().to_arrow()
+    problems = [mismatch("latest", got, built, table, built.lh.version, omitted)]
+    for s in snapshot_ids(meta):
+        got = pl.scan_iceberg(loc, snapshot_id=s).collect().to_arrow()
+        problems.append(mismatch(f"snapshot {s}", got, built, table, s, omitted))
+    check_all(problems)

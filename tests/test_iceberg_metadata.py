@@ -87,7 +87,8 @@ def check(
         want = view.read(table)
     got = st.scan().to_arrow()
     assert normalised(got, want.schema) == normalised(want, want.schema)
-    return json.loads(read_bytes(lh, location))
+    doc: dict[str, Any] = json.loads(read_bytes(lh, location))
+    return doc
 
 
 def read_bytes(lh: Any, location: str) -> bytes:
@@ -215,6 +216,50 @@ def test_inlined_rows_are_materialised_once_per_batch(lh: Any) -> None:
     lh.append("s.o", orders([9]))
     check(lh, "s.o", write_metadata(lh, "s.o"))
     assert len({n for n in objects(lh) if n.startswith(f"{tid}/data/")}) == 3
+
+
+def test_many_versions_merge_small_manifests(lh: Any) -> None:
+    from lakehouse.iceberg.snapshots import MAX_MANIFESTS
+
+    create(lh, "s.o", properties={"inline.max_rows": "0"})
+    for i in range(MAX_MANIFESTS + 10):
+        lh.append("s.o", orders([i]))
+        if i % 40 == 39:
+            lh.delete("s.o", f"id = {i - 3}")
+    loc = write_metadata(lh, "s.o")
+    doc = check(lh, "s.o", loc)
+    check_sidecars(lh, "s.o", doc)
+    st = static(loc)
+    manifests = st.current_snapshot().manifests(st.io)
+    assert len(manifests) <= MAX_MANIFESTS
+    assert sum(m.existing_files_count or 0 for m in manifests) > 0  # merged entries
+
+
+def test_nested_columns_in_inlined_and_stored_files(lh: Any) -> None:
+    schema = pa.schema(
+        [
+            ("id", pa.int64()),
+            ("s", pa.struct([("a", pa.int32()), ("b", pa.string())])),
+            ("l", pa.list_(pa.int64())),
+            ("m", pa.map_(pa.string(), pa.float64())),
+        ]
+    )
+    rows = pa.table(
+        {
+            "id": [1, 2, 3],
+            "s": [{"a": 1, "b": "x"}, None, {"a": 3, "b": None}],
+            "l": [[1, 2], [], None],
+            "m": [[("k", 1.0)], None, [("z", 2.5), ("y", 0.5)]],
+        },
+        schema=schema,
+    )
+    create(lh, "s.n", schema, properties={"inline.max_rows": "3"})
+    lh.append("s.n", rows)  # inlined
+    lh.append("s.n", pa.concat_tables([rows, rows]))  # stored
+    lh.delete("s.n", "id = 2")
+    doc = check(lh, "s.n", write_metadata(lh, "s.n"))
+    fields = {f["name"]: f for f in doc["schemas"][-1]["fields"]}
+    assert fields["s"]["type"]["type"] == "struct" and fields["l"]["type"]["type"] == "list"
 
 
 # -- definitions -----------------------------------------------------------------------------
@@ -398,6 +443,15 @@ def test_expire_versions_starts_the_history_at_the_new_oldest_version(lh: Any) -
         write_metadata(lh, "s.o", version=oldest - 1)
     clear_cache()  # a fresh process: the same objects
     assert write_metadata(lh, "s.o") == loc
+    # expiry to a version that did not change the table: a first snapshot of its own
+    for _ in range(3):
+        create(lh, f"s.x{lh.version}")
+    lh.expire_versions(keep_last=2)
+    oldest = lh.oldest_version
+    doc = check(lh, "s.o", write_metadata(lh, "s.o"))
+    assert [s["snapshot-id"] for s in doc["snapshots"]] == [oldest]
+    assert "parent-snapshot-id" not in doc["snapshots"][0]
+    assert doc["snapshots"][0]["summary"]["added-data-files"] == str(len(lh.list_data_files("s.o")))
 
 
 def test_dropped_and_recreated_table_is_a_new_iceberg_table(lh: Any) -> None:

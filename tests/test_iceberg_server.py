@@ -151,16 +151,38 @@ def test_catalog_calls(lake: Lake) -> None:
 
 
 def test_catalog_refreshes_are_shared(lake: Lake) -> None:
+    """Every call returns after a refresh that started after it was made (so it sees
+    every commit made before it), and concurrent calls share refreshes."""
     with IcebergCatalog(lake.url) as cat:
-        before = cat.stats["refreshes"]
-        barrier = threading.Barrier(8)
+        reader = cat.lakehouse
+        real = reader.refresh
+        refreshes: list[tuple[int, int]] = []  # (start, end) ticks of each refresh
+        clock = iter(range(10**9))
+        tick_lock = threading.Lock()
+
+        def tick() -> int:
+            with tick_lock:
+                return next(clock)
+
+        def slow_refresh() -> int:
+            start = tick()
+            threading.Event().wait(0.002)  # long enough for others to arrive
+            version = real()
+            refreshes.append((start, tick()))
+            return int(version)
+
+        reader.refresh = slow_refresh
+        calls: list[tuple[int, int]] = []
         errors: list[BaseException] = []
+        barrier = threading.Barrier(8)
 
         def work() -> None:
             try:
                 barrier.wait()
-                for _ in range(20):
-                    cat.namespaces()
+                for _ in range(10):
+                    t0 = tick()
+                    cat.refresh()
+                    calls.append((t0, tick()))
             except BaseException as exc:
                 errors.append(exc)
 
@@ -169,9 +191,11 @@ def test_catalog_refreshes_are_shared(lake: Lake) -> None:
             th.start()
         for th in threads:
             th.join()
-        assert not errors
-        done = cat.stats["refreshes"] - before
-        assert 1 <= done <= 8 * 20
+        assert not errors and len(calls) == 80
+        for t0, t1 in calls:
+            assert any(t0 < s and e < t1 for s, e in refreshes), (t0, t1)
+        assert len(refreshes) < len(calls)  # shared
+        assert cat.stats["refreshes"] == len(refreshes)
 
 
 def test_catalog_of_an_open_lakehouse_leaves_it_open(lake: Lake) -> None:

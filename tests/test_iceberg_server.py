@@ -336,6 +336,14 @@ def test_a_namespace_named_like_a_version_is_itself(client: httpx.Client, lake: 
     r = client.get(f"/v1/namespaces/{_ns('odd@v1')}")
     assert r.json()["properties"] == {"real": "yes"}
 
+    # and names beyond ASCII travel as percent-encoded UTF-8
+    with lake.lh.begin() as t:
+        t.create_namespace("été")
+        t.create_table("été.clé/ü", SCHEMA)
+    r = client.get(f"/v1/namespaces/{_ns('été')}/tables")
+    assert r.json() == {"identifiers": [{"namespace": ["été"], "name": "clé/ü"}]}
+    assert client.head(f"/v1/namespaces/{_ns('été')}/tables/{_ns('clé/ü')}").status_code == 204
+
 
 # -- errors ----------------------------------------------------------------------------------------
 def test_not_found_bodies(client: httpx.Client) -> None:

@@ -96,7 +96,7 @@ class _Api:
         t0 = time.perf_counter()
         method = request.method
         raw = request.scope.get("raw_path") or request.url.path.encode()
-        path = raw.decode("latin-1")
+        path = raw.decode("utf-8", "replace")
         try:
             response = await run_in_threadpool(self._answer, request, method, path)
         except HttpError as exc:

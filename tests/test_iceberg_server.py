@@ -416,6 +416,15 @@ def test_without_a_token_no_auth_is_needed(lake: Lake) -> None:
         Server(lake.url, token="")
 
 
+def test_a_port_in_use_is_refused(server: Server, lake: Lake) -> None:
+    port = int(server.url.rsplit(":", 1)[1])
+    other = Server(lake.url, port=port)
+    with pytest.raises(OSError):
+        other.start()
+    other.stop()  # nothing to stop: harmless
+    assert httpx.get(server.url + "/v1/config", headers=AUTH, timeout=30).status_code == 200
+
+
 WRITES = [
     ("POST", "/v1/namespaces"),
     ("DELETE", "/v1/namespaces/sales"),

@@ -30,7 +30,7 @@ from kvstore.objstore import MemoryStore
 from lakehouse.data.table import file_key_id
 from lakehouse.errors import NotFound, VersionExpired
 from lakehouse.iceberg import paths, write_metadata
-from lakehouse.iceberg.snapshots import fingerprint
+from lakehouse.iceberg.objects import fingerprint
 from lakehouse.iceberg.state import decode
 from lakehouse.iceberg.writer import clear_cache
 
@@ -219,7 +219,7 @@ def test_inlined_rows_are_materialised_once_per_batch(lh: Any) -> None:
 
 
 def test_many_versions_merge_small_manifests(lh: Any) -> None:
-    from lakehouse.iceberg.snapshots import MAX_MANIFESTS
+    from lakehouse.iceberg.objects import MAX_MANIFESTS
 
     create(lh, "s.o", properties={"inline.max_rows": "0"})
     for i in range(MAX_MANIFESTS + 10):

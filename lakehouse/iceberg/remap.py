@@ -32,7 +32,14 @@ from pyroaring import BitMap
 
 from lakehouse.data.table import LazyFiles
 from lakehouse.iceberg import avro, files, paths
-from lakehouse.iceberg.snapshots import Target, _Ctx, _read_entries, _uses_lost, materialise, put
+from lakehouse.iceberg.objects import (
+    ManifestWriter,
+    Target,
+    materialise,
+    put,
+    read_entries,
+    uses_lost,
+)
 from lakehouse.iceberg.state import SnapshotState
 from lakehouse.view import LakehouseView
 
@@ -85,17 +92,17 @@ def remapped_list(
         if ref.path.startswith(t.root):
             continue  # materialised already
         f, _ = lazy[fid]
-        if _uses_lost(f, fresh):
+        if uses_lost(f, fresh):
             moved[ref.path] = materialise(t, fid, f)
     if not moved:
         return None
-    c = _Ctx(t, u, d, state.schema, gen=gen)
+    c = ManifestWriter(t, u, d, state.schema, gen=gen)
     rows = []
     for row in state.manifests:
         mname = paths.relative(t.root, str(row["manifest_path"]))
         assert mname is not None
         spec_id = int(row["partition_spec_id"])
-        entries = _read_entries(t, mname, c.partition_fields(spec_id))
+        entries = read_entries(t, mname, c.partition_fields(spec_id))
         changed = False
         for e in entries:
             df = e["data_file"]
@@ -128,7 +135,7 @@ def remapped_list(
     return paths.location(t.root, name)
 
 
-def _repoint(c: _Ctx, df: dict[str, Any], data_path: str, gen: str) -> None:
+def _repoint(c: ManifestWriter, df: dict[str, Any], data_path: str, gen: str) -> None:
     """Positional delete file ``df`` rewritten for the data file at ``data_path``."""
     old = paths.relative(c.t.root, str(df["file_path"]))
     assert old is not None

@@ -33,7 +33,7 @@ from typing import Any
 from kvstore.objstore import ObjectStore, open_store
 from lakehouse.context import Context
 from lakehouse.data.table import FileState, LazyFiles, file_key_id
-from lakehouse.iceberg import metadata, paths, remap, snapshots
+from lakehouse.iceberg import metadata, objects, paths, remap, snapshots
 from lakehouse.iceberg.state import Light, SnapshotState, decode
 from lakehouse.model import TableChange, TableDef, VersionInfo
 from lakehouse.view import LakehouseView
@@ -126,7 +126,7 @@ def write_metadata(lh: Any, table: str, *, version: int | None = None) -> str:
     with ctx.at_version(version) as view:  # NotFound past the head, VersionExpired
         d = view.describe_table(table)
     oldest = ctx.oldest()
-    target = snapshots.Target(
+    target = objects.Target(
         d.table_id,
         _store(root, dict(ctx.options.storage_options)),
         root,
@@ -173,7 +173,7 @@ class _Run:
     """One ``write_metadata`` call (under the table's cache lock)."""
 
     def __init__(
-        self, ctx: Context, t: snapshots.Target, cache: _Table, d: TableDef, v: int, oldest: int
+        self, ctx: Context, t: objects.Target, cache: _Table, d: TableDef, v: int, oldest: int
     ) -> None:
         self.ctx, self.t, self.cache, self.d, self.v, self.oldest = ctx, t, cache, d, v, oldest
 
@@ -254,7 +254,7 @@ class _Run:
             current=eff,
         )
         name = paths.metadata_json(self.t.table_id, eff, self.oldest)
-        snapshots.put(self.t.store, name, metadata.encode(doc))
+        objects.put(self.t.store, name, metadata.encode(doc))
         self.cache.found.add(name)
         log.info(
             "wrote Iceberg metadata of table %s at version %d (%d snapshots): %s",
@@ -286,9 +286,10 @@ class _Run:
     def _prefetch(self, versions: list[int]) -> dict[int, bytes | None]:
         def get(u: int) -> bytes | None:
             try:
-                return self.t.store.get(paths.state(self.t.table_id, u))
+                data: bytes = self.t.store.get(paths.state(self.t.table_id, u))
             except FileNotFoundError:
                 return None
+            return data
 
         if len(versions) <= 1:
             return {u: get(u) for u in versions}

@@ -131,36 +131,36 @@ class _Api:
         self._authorize(request)
         query = request.query_params
         if rest == ["config"]:
-            self._only(method, rest)
+            self._only(method)
             return _json(200, {"defaults": {}, "overrides": {}, "endpoints": ENDPOINTS})
         if rest in (["tables", "rename"], ["views", "rename"], ["transactions", "commit"]):
             raise HttpError(406, "UnsupportedOperationException", READ_ONLY)
         if not rest or rest[0] != "namespaces":
             raise HttpError(404, "NoSuchEndpointException", f"no endpoint {path}")
         if len(rest) == 1:
-            self._only(method, rest)
+            self._only(method)
             return self._list_namespaces(query)
         ns = rest[1]
         tail = rest[2:]
         if not ns:
             raise HttpError(400, "BadRequestException", "the namespace in the path is empty")
         if not tail:
-            self._only(method, rest)
+            self._only(method)
             return self._namespace(ns)
         if tail == ["properties"] or tail in (["register"], ["register-view"]):
             raise HttpError(406, "UnsupportedOperationException", READ_ONLY)
         if tail == ["tables"]:
-            self._only(method, rest)
+            self._only(method)
             return self._list_tables(ns, query)
         if tail[0] == "tables" and len(tail) == 2:
-            self._only(method, rest)
+            self._only(method)
             return self._table(request, ns, tail[1], method)
         if tail == ["views"]:
-            self._only(method, rest)
+            self._only(method)
             self._call(ns, None, lambda: self.catalog.tables(ns))  # the namespace must exist
             return _json(200, {"identifiers": []})
         if tail[0] == "views" and len(tail) == 2:
-            self._only(method, rest)
+            self._only(method)
             self._call(ns, None, lambda: self.catalog.tables(ns))
             raise HttpError(
                 404, "NoSuchViewException", f"view {tail[1]!r}: this catalog serves no views"
@@ -184,7 +184,7 @@ class _Api:
             raise HttpError(401, "NotAuthorizedException", "the bearer token is not valid")
 
     @staticmethod
-    def _only(method: str, rest: list[str]) -> None:
+    def _only(method: str) -> None:
         if method in ("GET", "HEAD"):
             return
         if method in WRITES:

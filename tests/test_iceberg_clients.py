@@ -94,7 +94,7 @@ def check_all(problems: list[str | None]) -> None:
     assert not found, f"{len(found)} mismatches:\n" + "\n".join(found)
 
 
-TABLES = ["sales.orders", "sales.events", "misc.small", "misc.reused"]
+TABLES = ["sales.orders", "sales.events", "misc.small", "misc.reused", "misc.types"]
 
 
 # -- the metadata itself ------------------------------------------------------------------
@@ -116,13 +116,18 @@ def test_one_snapshot_per_version_that_changed_the_table(
 def test_omitted_columns_are_named(latest: dict[str, tuple[str, dict[str, Any]]]) -> None:
     assert omitted_columns(latest["sales.events"][1]) == {"big"}
     assert omitted_columns(latest["sales.orders"][1]) == set()
+    assert omitted_columns(latest["misc.types"][1]) == {"ts_ns", "f16"}
 
 
 # -- pyiceberg RestCatalog ----------------------------------------------------------------
 def test_rest_lists_namespaces_and_tables(rest: RestCatalog) -> None:
     assert sorted(rest.list_namespaces()) == [("misc",), ("sales",)]
     assert sorted(rest.list_tables("sales")) == [("sales", "events"), ("sales", "orders")]
-    assert sorted(rest.list_tables("misc")) == [("misc", "reused"), ("misc", "small")]
+    assert sorted(rest.list_tables("misc")) == [
+        ("misc", "reused"),
+        ("misc", "small"),
+        ("misc", "types"),
+    ]
     with pytest.raises(NoSuchTableError):
         rest.load_table("sales.nope")
 

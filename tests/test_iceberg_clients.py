@@ -18,6 +18,7 @@ version s, less the columns Iceberg has no type for) and the same rows as a mult
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -26,6 +27,8 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from iceberg_fixtures import (
+    FILES_ONLY,
+    NO_AUTO,
     Built,
     build_lakehouse,
     expected_columns,
@@ -39,6 +42,7 @@ from pyiceberg.catalog.rest import RestCatalog
 from pyiceberg.exceptions import NoSuchTableError, RESTError
 from pyiceberg.table import StaticTable
 
+import lakehouse
 from lakehouse.iceberg import Server, write_metadata
 
 TOKEN = "s3cret-token"
@@ -267,3 +271,47 @@ def test_polars_scan_iceberg(
         got = pl.scan_iceberg(loc, snapshot_id=s).collect().to_arrow()
         problems.append(mismatch(f"snapshot {s}", got, built, table, s, omitted))
     check_all(problems)
+
+
+# -- expiry -------------------------------------------------------------------------------
+def test_expired_versions_are_no_snapshots(tmp_path: Path) -> None:
+    """After expiry the first snapshot is the table at the oldest retained version; older
+    versions are gone for every client (VersionExpired, the protocol's 404)."""
+    lh = lakehouse.open(str(tmp_path / "lh"))
+    try:
+        with lh.begin() as txn:
+            txn.create_namespace("ns")
+            txn.create_table("ns.t", pa.schema([("a", pa.int64())]), FILES_ONLY)
+            txn.create_table("ns.u", pa.schema([("a", pa.int64())]), NO_AUTO)
+        for i in range(4):
+            lh.append("ns.t", pa.table({"a": [i, i + 10]}))
+        lh.delete("ns.t", "a = 11")  # positional deletes carried into the first snapshot
+        for i in range(3):  # versions that do not change ns.t
+            lh.append("ns.u", pa.table({"a": [i]}))
+        lh.expire_versions(keep_last=2, grace=dt.timedelta(0))
+        oldest = min(h.version for h in lh.history())
+        lh.append("ns.t", pa.table({"a": [99]}))
+        loc = write_metadata(lh, "ns.t")
+        meta = json.loads(Path(loc).read_text())
+        assert snapshot_ids(meta) == [oldest, lh.version]
+        tbl = StaticTable.from_metadata(loc)
+        for s in snapshot_ids(meta):
+            got = tbl.scan(snapshot_id=s).to_arrow()
+            assert rows(got) == rows(lh.at_version(s).read("ns.t")), s
+        with pytest.raises(lakehouse.VersionExpired):
+            write_metadata(lh, "ns.t", version=oldest - 1)
+        with Server(str(tmp_path / "lh")) as srv:
+            rest = RestCatalog("expiry", uri=srv.url)
+            assert rest.load_table(f"ns@v{oldest}.t").metadata.current_snapshot_id == oldest
+            with pytest.raises(NoSuchTableError, match=r"NoSuchNamespaceException.*expired"):
+                rest.load_table(f"ns@v{oldest - 1}.t")
+            result = run_duckdb(
+                [
+                    {"mode": "rest", "endpoint": srv.url, "namespace": "ns", "table": "t"},
+                    {"mode": "scan", "metadata": loc, "snapshot": oldest},
+                ]
+            )
+            assert rows(result[0]["table"]) == rows(lh.read("ns.t"))
+            assert rows(result[1]["table"]) == rows(lh.at_version(oldest).read("ns.t"))
+    finally:
+        lh.close()

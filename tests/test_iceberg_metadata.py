@@ -31,7 +31,7 @@ from lakehouse.data.table import file_key_id
 from lakehouse.errors import NotFound, VersionExpired
 from lakehouse.iceberg import paths, write_metadata
 from lakehouse.iceberg.objects import fingerprint
-from lakehouse.iceberg.state import decode
+from lakehouse.iceberg.state import decode, load
 from lakehouse.iceberg.writer import clear_cache
 
 ORDERS = pa.schema(
@@ -106,10 +106,14 @@ def check_sidecars(lh: Any, table: str, doc: dict[str, Any]) -> None:
     root = lh._ctx.layout.iceberg_url
     store = lakehouse_store(lh)
     tid = doc["location"].rsplit("/", 1)[-1]
+
+    def get(u: int) -> Any:
+        name = paths.state(tid, u)
+        return decode(store.get(name), name)
+
     for s in doc["snapshots"]:
         u = s["snapshot-id"]
-        name = paths.state(tid, u)
-        st = decode(store.get(name), name)
+        st = load(get, u)
         with lh.at_version(u) as view:
             full = {file_key_id(f): fingerprint(dv) for f, dv in view.file_states(table)}
         assert {fid: r.dv for fid, r in st.files.items()} == full, u

@@ -44,7 +44,7 @@ from lakehouse.iceberg.objects import (
     rewrite,
     uses_lost,
 )
-from lakehouse.iceberg.state import FileRef, SnapshotState, encode
+from lakehouse.iceberg.state import FileRef, SnapshotState, delta_of, encode
 from lakehouse.model import TableDef
 
 log = logging.getLogger("lakehouse.iceberg")
@@ -297,5 +297,6 @@ def build(
         totals=totals,
         lost={k: sorted(v) for k, v in lost.items()},
     )
+    delta_of(state, prev)
     put(t.store, paths.state(t.table_id, u), encode(state))
     return state

@@ -22,11 +22,18 @@ manifest list and before any metadata JSON that names ``u``. It holds:
 With it, snapshot ``u + 1`` is computed from ``u``'s state plus version
 ``u + 1``'s record (a few point reads), never from the whole history. Bytes
 (partition summary bounds) are written as ``{"$b": hex}``.
+
+A sidecar whose files changed little since the previous snapshot's holds only
+that change (``base``: the previous snapshot, ``changed`` refs, ``removed``
+ids), at most :data:`MAX_DEPTH` deep before a whole one: writing one version of
+a large table then costs what the version changed, not the table's size.
+Expiry must keep the sidecars such a chain reads.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -90,6 +97,18 @@ class SnapshotState:
     totals: dict[str, int] = field(default_factory=dict)
     #: names older field ids lost to newer ones (files using them are materialised)
     lost: dict[int, list[str]] = field(default_factory=dict)
+    #: the sidecar stores ``files`` as a change of snapshot ``base``'s (None: whole),
+    #: ``depth`` sidecars deep; ``changed`` and ``removed`` are that change
+    base: int | None = None
+    depth: int = 0
+    changed: dict[str, FileRef] = field(default_factory=dict)
+    removed: list[str] = field(default_factory=list)
+
+    @property
+    def partial(self) -> bool:
+        """Decoded from a sidecar that holds a change only (``files`` is not whole
+        until :func:`load` applies it to its base)."""
+        return self.base is not None and not self.files
 
     @property
     def version(self) -> int:
@@ -129,19 +148,60 @@ def _bytes_back(obj: Any) -> Any:
     return obj
 
 
+#: the longest chain of change-only sidecars before a whole one is written again
+MAX_DEPTH = 16
+
+
+def delta_of(s: SnapshotState, prev: SnapshotState | None) -> None:
+    """Make ``s`` store its files as a change of ``prev`` when that is small (refs
+    ``s`` shares with ``prev`` are the same objects: :func:`snapshots.build` copies
+    a ref before changing it)."""
+    if prev is None or prev.depth + 1 > MAX_DEPTH:
+        return
+    old = prev.files
+    changed = {fid: r for fid, r in s.files.items() if old.get(fid) is not r}
+    removed = sorted(fid for fid in old if fid not in s.files)
+    if 2 * (len(changed) + len(removed)) > len(s.files):
+        return
+    s.base, s.depth, s.changed, s.removed = prev.version, prev.depth + 1, changed, removed
+
+
 def encode(s: SnapshotState) -> bytes:
     """The sidecar's bytes (deterministic: same state, same bytes)."""
-    doc = {
+    doc: dict[str, Any] = {
         "format": FORMAT,
         "snapshot": s.snapshot,
         "schema": s.schema,
         "names": {str(k): sorted(v) for k, v in sorted(s.names.items())},
         "manifests": _plain(s.manifests),
-        "files": {fid: s.files[fid].encode() for fid in sorted(s.files)},
         "totals": dict(sorted(s.totals.items())),
         "lost": {str(k): sorted(v) for k, v in sorted(s.lost.items())},
     }
+    if s.base is None:
+        doc["files"] = {fid: s.files[fid].encode() for fid in sorted(s.files)}
+    else:
+        doc["base"], doc["depth"] = s.base, s.depth
+        doc["changed"] = {fid: s.changed[fid].encode() for fid in sorted(s.changed)}
+        doc["removed"] = s.removed
     return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def load(get: Callable[[int], SnapshotState], u: int) -> SnapshotState:
+    """Snapshot ``u``'s whole state: its sidecar, and when that holds a change only,
+    the chain of sidecars it is based on (``get(u)``: sidecar ``u`` decoded)."""
+    top = get(u)
+    chain = [top]
+    while chain[-1].partial:
+        base = chain[-1].base
+        assert base is not None
+        chain.append(get(base))
+    files = dict(chain[-1].files)
+    for s in reversed(chain[:-1]):
+        for fid in s.removed:
+            files.pop(fid, None)
+        files.update(s.changed)
+    top.files = files
+    return top
 
 
 def decode(data: bytes, name: str = "state") -> SnapshotState:
@@ -155,9 +215,13 @@ def decode(data: bytes, name: str = "state") -> SnapshotState:
             schema=doc["schema"],
             names={int(k): list(v) for k, v in doc["names"].items()},
             manifests=_bytes_back(doc["manifests"]),
-            files={fid: FileRef.decode(raw) for fid, raw in doc["files"].items()},
+            files={fid: FileRef.decode(raw) for fid, raw in doc.get("files", {}).items()},
             totals={k: int(v) for k, v in doc["totals"].items()},
             lost={int(k): list(v) for k, v in doc["lost"].items()},
+            base=doc.get("base"),
+            depth=int(doc.get("depth", 0)),
+            changed={fid: FileRef.decode(raw) for fid, raw in doc.get("changed", {}).items()},
+            removed=list(doc.get("removed", ())),
         )
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"Iceberg snapshot sidecar {name} is not readable: {exc}") from None

@@ -34,7 +34,7 @@ from kvstore.objstore import ObjectStore, open_store
 from lakehouse.context import Context
 from lakehouse.data.table import FileState, LazyFiles, file_key_id
 from lakehouse.iceberg import metadata, objects, paths, remap, snapshots
-from lakehouse.iceberg.state import Light, SnapshotState, decode
+from lakehouse.iceberg.state import Light, SnapshotState, decode, load
 from lakehouse.model import TableChange, TableDef, VersionInfo
 from lakehouse.view import LakehouseView
 
@@ -297,11 +297,16 @@ class _Run:
             return dict(zip(versions, pool.map(get, versions), strict=True))
 
     def _state(self, u: int) -> SnapshotState:
+        """Snapshot ``u``'s whole state (in memory, or its sidecars)."""
         c = self.cache
         if c.state is not None and c.state.version == u:
             return c.state
-        name = paths.state(self.t.table_id, u)
-        return decode(self.t.store.get(name), name)
+
+        def get(w: int) -> SnapshotState:
+            name = paths.state(self.t.table_id, w)
+            return decode(self.t.store.get(name), name)
+
+        return load(get, u)
 
     def _snapshots(self, listed: list[tuple[int, str]]) -> list[Light]:
         c = self.cache
@@ -324,7 +329,9 @@ class _Run:
                         continue
                 assert st is not None
                 light = c.lights[u] = st.light()
-                prev = c.state = st
+                prev = None if st.partial else st
+                if prev is not None:
+                    c.state = prev
             else:
                 prev = c.state if c.state is not None and c.state.version == u else None
             out.append(light)

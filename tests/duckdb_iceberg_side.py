@@ -5,10 +5,11 @@ iceberg, avro and httpfs extensions as pip packages; the lakehouse is not import
 there). It reads one JSON request on stdin and writes one JSON answer on stdout:
 
     {"requests": [
-        {"mode": "scan", "metadata": "/abs/.../x.metadata.json", "snapshot": 7 | null},
+        {"mode": "scan", "metadata": "/abs/.../x.metadata.json", "snapshot": 7 | null,
+         "where": "<SQL condition>" | null},
         {"mode": "snapshots", "metadata": "/abs/.../x.metadata.json"},
         {"mode": "rest", "endpoint": "http://127.0.0.1:PORT", "token": "t" | null,
-         "namespace": "ns" | "ns@v7", "table": "t", "snapshot": 7 | null},
+         "namespace": "ns" | "ns@v7", "table": "t", "snapshot": 7 | null, "where": ...},
         {"mode": "rest_tables", "endpoint": ..., "token": ...}
     ]}
     ->
@@ -69,6 +70,10 @@ def ipc(table: pa.Table) -> str:
     return base64.b64encode(sink.getvalue().to_pybytes()).decode("ascii")
 
 
+def where(request: dict[str, Any]) -> str:
+    return f" WHERE {request['where']}" if request.get("where") else ""
+
+
 class Session:
     def __init__(self) -> None:
         self.con = connect()
@@ -95,7 +100,8 @@ class Session:
             args = quote_literal(request["metadata"])
             if request.get("snapshot") is not None:
                 args += f", snapshot_from_id={int(request['snapshot'])}"
-            return {"ok": True, "ipc": ipc(self.arrow(f"SELECT * FROM iceberg_scan({args})"))}
+            sql = f"SELECT * FROM iceberg_scan({args})" + where(request)
+            return {"ok": True, "ipc": ipc(self.arrow(sql))}
         if mode == "snapshots":
             rows = self.con.execute(
                 "SELECT snapshot_id FROM iceberg_snapshots("
@@ -108,6 +114,7 @@ class Session:
             sql = f"SELECT * FROM {name}"
             if request.get("snapshot") is not None:
                 sql += f" AT (VERSION => {int(request['snapshot'])})"
+            sql += where(request)
             return {"ok": True, "ipc": ipc(self.arrow(sql))}
         if mode == "rest_tables":
             cat = self.catalog(request["endpoint"], request.get("token"))

@@ -406,3 +406,92 @@ def build_types_lakehouse(path: Path) -> tuple[Any, dict[str, str]]:
         for name, (typ, values) in TYPE_CASES.items():
             txn.append(f"types.{name}", pa.table({"id": [3], "c": pa.array(values[3:], typ)}))
     return lh, {name: write_metadata(lh, f"types.{name}") for name in TYPE_CASES}
+
+
+# -- filters (file pruning by partition values and column bounds) -----------------------------
+OPS = ("=", "<", "<=", ">", ">=", "IS NULL", "IS NOT NULL")
+
+
+def filterable(typ: pa.DataType) -> bool:
+    return (
+        (pa.types.is_integer(typ) and typ != pa.uint64())
+        or pa.types.is_float32(typ)
+        or pa.types.is_float64(typ)
+        or pa.types.is_decimal(typ)
+        or pa.types.is_string(typ)
+        or pa.types.is_large_string(typ)
+        or pa.types.is_date32(typ)
+        or (pa.types.is_timestamp(typ) and typ.unit != "ns")
+        or pa.types.is_boolean(typ)
+    )
+
+
+def predicates(table: pa.Table, omitted: set[str]) -> list[tuple[str, str, Any]]:
+    """(column, op, value) over every filterable column: its min, median and max, each
+    compared every way, and IS [NOT] NULL."""
+    out: list[tuple[str, str, Any]] = []
+    for f in table.schema:
+        if f.name in omitted or not filterable(f.type):
+            continue
+        values = sorted({v for v in table[f.name].to_pylist() if v is not None})
+        out += [(f.name, "IS NULL", None), (f.name, "IS NOT NULL", None)]
+        for v in {values[0], values[len(values) // 2], values[-1]} if values else ():
+            out += [(f.name, op, v) for op in OPS[:5]]
+    return out
+
+
+def arrow_filter(table: pa.Table, column: str, op: str, value: Any) -> pa.Table:
+    import pyarrow.compute as pc
+
+    col = table[column]
+    if op == "IS NULL":
+        return table.filter(pc.is_null(col))
+    if op == "IS NOT NULL":
+        return table.filter(pc.is_valid(col))
+    fn = {"=": pc.equal, "<": pc.less, "<=": pc.less_equal, ">": pc.greater, ">=": pc.greater_equal}
+    return table.filter(fn[op](col, pa.scalar(value, type=col.type)))
+
+
+def known_filter_gap(client: str, typ: pa.DataType, value: Any) -> bool:
+    """pyiceberg types a data file's uint32 column as Iceberg int (from its Arrow type), so a
+    literal above 2**31 - 1 is "above max" for that file: = finds nothing, < finds every row
+    (/work/notes/iceberg_client_findings.md F4)."""
+    return client == "pyiceberg" and typ == pa.uint32() and value is not None and value >= 2**31
+
+
+def sql_predicate(column: str, op: str, value: Any) -> str:
+    name = '"' + column.replace('"', '""') + '"'
+    if value is None:
+        return f"{name} {op}"
+    if isinstance(value, bool):
+        lit = "true" if value else "false"
+    elif isinstance(value, int | Decimal):
+        lit = str(value)
+    elif isinstance(value, float):
+        lit = repr(value)
+    elif isinstance(value, str):
+        lit = "'" + value.replace("'", "''") + "'"
+    elif isinstance(value, dt.datetime):
+        lit = f"TIMESTAMPTZ '{value.isoformat()}'" if value.tzinfo else f"TIMESTAMP '{value}'"
+    elif isinstance(value, dt.date):
+        lit = f"DATE '{value.isoformat()}'"
+    else:
+        raise TypeError(f"no SQL literal for {value!r}")
+    return f"{name} {op} {lit}"
+
+
+def iceberg_predicate(column: str, op: str, value: Any) -> Any:
+    from pyiceberg import expressions as ex
+
+    if op == "IS NULL":
+        return ex.IsNull(column)
+    if op == "IS NOT NULL":
+        return ex.NotNull(column)
+    cls = {
+        "=": ex.EqualTo,
+        "<": ex.LessThan,
+        "<=": ex.LessThanOrEqual,
+        ">": ex.GreaterThan,
+        ">=": ex.GreaterThanOrEqual,
+    }[op]
+    return cls(column, value)

@@ -550,3 +550,30 @@ def test_s3_lakehouse(s3_url: tuple[str, dict[str, Any]], moto_endpoint: str) ->
         clear_cache()
         assert write_metadata(h, "s.o") == loc
         assert objects(h) == seen
+
+
+def test_an_object_written_differently_by_another_writer_starts_the_call_again(
+    lh: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lakehouse.iceberg import objects, writer
+
+    store = MemoryStore()
+    objects.put(store, "x", b"1")
+    objects.put(store, "x", b"1")  # the same bytes: a concurrent writer of the same object
+    with pytest.raises(objects.ObjectConflict):
+        objects.put(store, "x", b"2")
+    create(lh, "s.o")
+    lh.append("s.o", orders(range(3)))
+    real = writer._Run.write
+    calls: list[int] = []
+
+    def once(self: Any) -> str:
+        calls.append(1)
+        if len(calls) == 1:
+            raise objects.ObjectConflict("snap-x")
+        return real(self)
+
+    monkeypatch.setattr(writer._Run, "write", once)
+    loc = write_metadata(lh, "s.o")
+    assert len(calls) == 2
+    check(lh, "s.o", loc)

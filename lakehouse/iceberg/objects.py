@@ -59,12 +59,22 @@ def fingerprint(dv: BitMap) -> str:
     return f"{len(dv)}:{crc32c(arr.tobytes()):08x}"
 
 
+class ObjectConflict(Exception):
+    """An object of this name exists with other bytes: another process wrote the
+    same snapshot from another base (see :func:`put`)."""
+
+
 def put(store: ObjectStore, name: str, data: bytes) -> None:
-    """Write an immutable object once (an existing one has the same bytes)."""
+    """Write an immutable object once. One that exists already is fine when it has
+    the same bytes (a concurrent writer of the same snapshot); with other bytes,
+    another writer computed that snapshot from another base (a new oldest version
+    met an older chain of sidecars): :class:`ObjectConflict`, and the caller starts
+    again from what is stored."""
     try:
         store.put_if_absent(name, data)
     except FileExistsError:
-        pass
+        if store.get(name) != data:
+            raise ObjectConflict(name) from None
     except NotImplementedError:  # a store without atomic create
         store.put(name, data)
 

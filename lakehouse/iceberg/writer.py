@@ -43,6 +43,9 @@ log = logging.getLogger("lakehouse.iceberg")
 #: tables whose latest snapshot state a process keeps in memory
 MAX_CACHED_TABLES = 32
 
+#: attempts of one call when another writer's objects differ (objects.ObjectConflict)
+CONFLICT_RETRIES = 5
+
 #: kinds of snapshot candidates: the first listed one (a full read), a version whose
 #: record holds the table's TableChange, a definition change only, a rollback or export
 FIRST, CHANGE, DDL, FULL = "first", "change", "ddl", "full"
@@ -96,6 +99,11 @@ def _store(root: str, storage_options: dict[str, Any]) -> ObjectStore:
         return s
 
 
+def _forget(root: str, table_id: str) -> None:
+    with _LOCK:
+        _CACHE.pop((root, table_id), None)
+
+
 def clear_cache() -> None:
     """Forget what this process knows (tests use it to act as a fresh process)."""
     with _LOCK:
@@ -133,9 +141,24 @@ def write_metadata(lh: Any, table: str, *, version: int | None = None) -> str:
         ctx.data,
         ctx.layout.data_url.removeprefix("file://"),
     )
-    cache = _cached(root, d.table_id)
-    with cache.lock:
-        return _Run(ctx, target, cache, d, version, oldest).write()
+    for attempt in range(1, CONFLICT_RETRIES + 1):
+        cache = _cached(root, d.table_id)
+        with cache.lock:
+            try:
+                return _Run(ctx, target, cache, d, version, oldest).write()
+            except objects.ObjectConflict as exc:
+                if attempt == CONFLICT_RETRIES:
+                    raise
+                log.warning(
+                    "Iceberg object %s of table %s was written differently by another "
+                    "writer; starting again from storage",
+                    exc,
+                    d.qualified_name,
+                )
+                _forget(root, d.table_id)
+        ctx.sleep(ctx.backoff(attempt))
+        oldest = ctx.oldest()
+    raise AssertionError("unreachable")
 
 
 def _classify(rec: VersionInfo, d: TableDef) -> tuple[str | None, bool, TableChange | None]:

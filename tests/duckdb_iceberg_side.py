@@ -4,7 +4,8 @@ The tests run this script with `.venv-ducklake/bin/python` (duckdb==1.5.5 with t
 iceberg, avro and httpfs extensions as pip packages; the lakehouse is not importable
 there). It reads one JSON request on stdin and writes one JSON answer on stdout:
 
-    {"requests": [
+    {"setup": ["<SQL run first, e.g. CREATE SECRET ...>"],   (optional)
+     "requests": [
         {"mode": "scan", "metadata": "/abs/.../x.metadata.json", "snapshot": 7 | null,
          "where": "<SQL condition>" | null},
         {"mode": "snapshots", "metadata": "/abs/.../x.metadata.json"},
@@ -131,8 +132,11 @@ class Session:
 
 
 def main() -> None:
-    requests = json.load(sys.stdin)["requests"]
+    doc = json.load(sys.stdin)
     session = Session()
+    for sql in doc.get("setup", []):  # e.g. CREATE SECRET for an S3 endpoint
+        session.con.execute(sql)
+    requests = doc["requests"]
     results = []
     for request in requests:
         try:

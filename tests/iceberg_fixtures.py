@@ -297,11 +297,14 @@ def duckdb_python() -> Path:
     return DUCKDB_PYTHON
 
 
-def run_duckdb(requests: list[dict[str, Any]], timeout: float = 300) -> list[dict[str, Any]]:
-    """Each request's result; "table" holds the rows (a pyarrow.Table) where DuckDB read some."""
+def run_duckdb(
+    requests: list[dict[str, Any]], timeout: float = 300, setup: list[str] | None = None
+) -> list[dict[str, Any]]:
+    """Each request's result; "table" holds the rows (a pyarrow.Table) where DuckDB read some.
+    ``setup``: SQL statements run first (an S3 secret)."""
     done = subprocess.run(
         [str(duckdb_python()), str(DUCKDB_SIDE)],
-        input=json.dumps({"requests": requests}),
+        input=json.dumps({"requests": requests, "setup": setup or []}),
         capture_output=True,
         text=True,
         timeout=timeout,

@@ -266,6 +266,46 @@ def test_nested_columns_in_inlined_and_stored_files(lh: Any) -> None:
     assert fields["s"]["type"]["type"] == "struct" and fields["l"]["type"]["type"] == "list"
 
 
+def test_types_readers_refuse_in_a_file_are_materialised_readable(lh: Any) -> None:
+    schema = pa.schema(
+        [
+            ("id", pa.int64()),
+            ("u", pa.uint64()),  # omitted from the Iceberg schema
+            ("t", pa.time32("ms")),  # pyiceberg reads time64[us] only
+            ("ts", pa.timestamp("us", "Europe/Amsterdam")),  # and UTC only
+            ("tn", pa.timestamp("ns")),  # omitted
+            ("fx", pa.binary(3)),
+            ("u32", pa.uint32()),
+        ]
+    )
+    rows = pa.table(
+        {
+            "id": [1, 2],
+            "u": [1, 2**63],
+            "t": [dt.time(1, 2, 3), None],
+            "ts": [dt.datetime(2024, 1, 1, tzinfo=dt.UTC), None],
+            "tn": [1, 2],
+            "fx": [b"abc", b"def"],
+            "u32": [5, 2**32 - 1],
+        },
+        schema=schema,
+    )
+    create(lh, "s.x", schema)
+    lh.append("s.x", rows)  # inlined
+    with lh.begin() as txn:
+        txn.alter_table("s.x", set_properties={"inline.max_rows": "0"})
+    lh.append("s.x", rows)  # stored
+    lh.delete("s.x", "id = 2")
+    loc = write_metadata(lh, "s.x")
+    st = static(loc)
+    assert st.metadata.properties["lakehouse.iceberg.omitted-columns"] == "u,tn"
+    for s in st.metadata.snapshots:
+        got = st.scan(snapshot_id=s.snapshot_id).to_arrow()
+        want = lh.at_version(s.snapshot_id).read("s.x", columns=["id", "t", "ts", "fx", "u32"])
+        assert normalised(got, want.schema) == normalised(want, want.schema)
+    assert st.scan().to_arrow().num_rows == 2
+
+
 # -- definitions -----------------------------------------------------------------------------
 def test_schema_evolution_keeps_each_snapshots_schema(lh: Any) -> None:
     narrow = pa.schema(

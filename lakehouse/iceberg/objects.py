@@ -151,7 +151,7 @@ def materialise(t: Target, fid: str, f: DataFile) -> tuple[str, int]:
         return paths.location(t.root, name), t.store.size(name)
     ids = {n: cid for cid, n in f.columns}
     rows = _rows_of(t, f)
-    rows = rows.select([n for n in rows.column_names if n in ids])
+    rows = types.readable_rows(rows.select([n for n in rows.column_names if n in ids]))
     data = files.materialised_bytes(rows, ids)
     put(t.store, name, data)
     log.debug("materialised data file %s of table %s as %s", f.path, t.table_id, name)
@@ -159,7 +159,20 @@ def materialise(t: Target, fid: str, f: DataFile) -> tuple[str, int]:
 
 
 def uses_lost(f: DataFile, lost: Mapping[int, Iterable[str]]) -> bool:
+    """Whether ``f`` names a column by a name the name mapping gives another id."""
     return any(n in lost.get(cid, ()) for cid, n in f.columns)
+
+
+def unreadable_ids(d: TableDef) -> set[int]:
+    """Ids of ``d``'s columns whose Arrow type Iceberg readers refuse in a data file
+    (a type the Iceberg schema leaves out, time32, a zone other than UTC, ...: see
+    :func:`lakehouse.iceberg.types.readable_type`)."""
+    out = set()
+    for c in d.columns:
+        t = d.schema.field(c.name).type
+        if types.readable_type(t) != t:
+            out.add(c.id)
+    return out
 
 
 def read_entries(t: Target, name: str, fields: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -42,6 +42,7 @@ from lakehouse.iceberg.objects import (
     moved,
     put,
     rewrite,
+    unreadable_ids,
     uses_lost,
 )
 from lakehouse.iceberg.state import FileRef, SnapshotState, delta_of, encode
@@ -125,6 +126,7 @@ def build(
             for cid, n in f.columns:
                 names.setdefault(cid, set()).add(n)
     _, lost = types.name_mapping(d.columns, d.schema, names)
+    unreadable = set(prev.unreadable if prev else ()) | unreadable_ids(d)
     fresh = {cid: ns - lost_prev.get(cid, set()) for cid, ns in lost.items()}
     fresh = {cid: ns for cid, ns in fresh.items() if ns}
     remat: dict[str, FileState] = {}
@@ -160,7 +162,12 @@ def build(
     added_rows = added_size = 0
     for fid in sorted(added):
         f, dv = added[fid]
-        if f.is_inline or fid in remat or uses_lost(f, lost):
+        if (
+            f.is_inline
+            or fid in remat
+            or uses_lost(f, lost)
+            or any(cid in unreadable for cid, _ in f.columns)
+        ):
             path, size = materialise(t, fid, f)
         else:
             path = f.path if f.is_external else f"{t.data_base}/{f.path}"
@@ -296,6 +303,7 @@ def build(
         files=files_,
         totals=totals,
         lost={k: sorted(v) for k, v in lost.items()},
+        unreadable=sorted(unreadable),
     )
     delta_of(state, prev)
     put(t.store, paths.state(t.table_id, u), encode(state))

@@ -17,7 +17,9 @@ manifest list and before any metadata JSON that names ``u``. It holds:
   delete manifest, delete sequence number, deleted rows and delete file bytes;
 * ``totals``: the snapshot's running totals (Iceberg's ``total-*`` summary);
 * ``lost``: names older field ids lost to newer ones under the name mapping
-  (files using such a name for such an id are materialised with field ids).
+  (files using such a name for such an id are materialised with field ids);
+* ``unreadable``: ids of columns whose type Iceberg readers refuse in a data
+  file (their files are materialised, those columns converted or left out).
 
 With it, snapshot ``u + 1`` is computed from ``u``'s state plus version
 ``u + 1``'s record (a few point reads), never from the whole history. Bytes
@@ -97,6 +99,9 @@ class SnapshotState:
     totals: dict[str, int] = field(default_factory=dict)
     #: names older field ids lost to newer ones (files using them are materialised)
     lost: dict[int, list[str]] = field(default_factory=dict)
+    #: ids of columns whose type readers refuse in a data file (those files are
+    #: materialised); kept after a drop, since old files still hold them
+    unreadable: list[int] = field(default_factory=list)
     #: the sidecar stores ``files`` as a change of snapshot ``base``'s (None: whole),
     #: ``depth`` sidecars deep; ``changed`` and ``removed`` are that change
     base: int | None = None
@@ -176,6 +181,7 @@ def encode(s: SnapshotState) -> bytes:
         "manifests": _plain(s.manifests),
         "totals": dict(sorted(s.totals.items())),
         "lost": {str(k): sorted(v) for k, v in sorted(s.lost.items())},
+        "unreadable": s.unreadable,
     }
     if s.base is None:
         doc["files"] = {fid: s.files[fid].encode() for fid in sorted(s.files)}
@@ -218,6 +224,7 @@ def decode(data: bytes, name: str = "state") -> SnapshotState:
             files={fid: FileRef.decode(raw) for fid, raw in doc.get("files", {}).items()},
             totals={k: int(v) for k, v in doc["totals"].items()},
             lost={int(k): list(v) for k, v in doc["lost"].items()},
+            unreadable=[int(x) for x in doc.get("unreadable", ())],
             base=doc.get("base"),
             depth=int(doc.get("depth", 0)),
             changed={fid: FileRef.decode(raw) for fid, raw in doc.get("changed", {}).items()},

@@ -143,6 +143,10 @@ def write_metadata(lh: Any, table: str, *, version: int | None = None) -> str:
     )
     for attempt in range(1, CONFLICT_RETRIES + 1):
         cache = _cached(root, d.table_id)
+        if cache.created is not None and cache.created > version:
+            # re-created later (a rollback brought it back): what the cache knows
+            # starts after the version asked for, so this call starts afresh
+            cache = _Table()
         with cache.lock:
             try:
                 return _Run(ctx, target, cache, d, version, oldest).write()

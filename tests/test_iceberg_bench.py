@@ -4,6 +4,7 @@ asserted): it runs, reports, and its cross-checks fail when a side is wrong."""
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 
@@ -118,3 +119,12 @@ def test_a_rest_read_missing_rows_fails(tmp_path, monkeypatch):
     monkeypatch.setattr(ib.Ours, "serve", serve_then_delete)
     with pytest.raises(AssertionError, match=r"pyiceberg read \(our REST catalog\): rows"):
         _run(tmp_path)
+
+
+def test_without_the_catalog_pyiceberg_side_only(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "lakehouse.iceberg", None)  # import fails
+    code, res, _ = _run(tmp_path)
+    assert code == 0
+    assert "lakehouse.iceberg is not available" in res["missing"]
+    assert all("lakehouse_s" not in p and p["plain_s"]["min"] > 0 for p in res["pairs"].values())
+    assert [t["pass"] for t in res["targets"]] == [None] * 4

@@ -189,6 +189,28 @@ def test_appends_deletes_updates_merge_overwrite_compaction(lh: Any) -> None:
     assert doc["table-uuid"] == str(uuid.UUID(hex=lh.describe_table("s.o").table_id))
 
 
+def test_restore_clone_replace_partitions_and_two_tables_in_one_version(lh: Any) -> None:
+    create(lh, "s.o", properties={"inline.max_rows": "0"})
+    create(lh, "s.p", properties={"inline.max_rows": "0"}, partition_by=["status"])
+    lh.append("s.o", orders(range(6)))
+    v = lh.version
+    lh.delete("s.o", "id = 1")
+    with lh.begin() as txn:  # one version changes both tables
+        txn.delete("s.o", "id = 2")
+        txn.append("s.p", orders(range(4), "a"))
+        txn.append("s.p", orders(range(4, 6), "b"))
+    with lh.begin() as txn:
+        txn.clone_table("s.o", "s.c")
+        txn.restore_table("s.o", v)  # the file back without its deletion vector
+    lh.replace_partitions("s.p", orders([9], "a"))
+    lh.delete("s.c", "id = 3")
+    for t in ("s.o", "s.p", "s.c"):
+        doc = check(lh, t, write_metadata(lh, t))
+        check_sidecars(lh, t, doc)
+    labels = [s["summary"]["lakehouse.operation"] for s in doc["snapshots"]]
+    assert labels[0].startswith("create")
+
+
 def test_positional_delete_files_are_written_once_per_deletion_vector(lh: Any) -> None:
     create(lh, "s.o", properties={"inline.max_rows": "0"})
     lh.append("s.o", orders(range(10)))

@@ -8,13 +8,13 @@ and the lakehouse's history), so a name found in storage is a finished object::
                                  version was o
     <table id>/metadata/snap-<u:020d>.avro     manifest list of snapshot u
     <table id>/metadata/<u:020d>-m<k>.avro     manifest k written at snapshot u
-    <table id>/metadata/snap-<u:020d>-g<g>.avro, <u:020d>-g<g>-m<k>.avro,
-    <table id>/deletes/<u:020d>-<file id>-g<g>.parquet
-                                 snapshot u remapped to name materialised files
-                                 (lost names g, see remap.py)
     <table id>/metadata/<u:020d>.state.json    the sidecar of snapshot u (state.py)
     <table id>/deletes/<u:020d>-<file id>.parquet  positional deletes of a file at u
     <table id>/data/<file id>.parquet          a materialised data file
+    <table id>/metadata/snap-<u:020d>-g<g>.avro, <u:020d>-g<g>-m<k>.avro,
+    <table id>/deletes/<u:020d>-<file id>-g<g>.parquet
+                                 snapshot u remapped to name materialised files
+                                 (generation g of lost names, see remap.py)
 
 Names here are relative to the iceberg root; :func:`location` joins one to the
 root's location (a plain absolute path for a local lakehouse, a URL otherwise).

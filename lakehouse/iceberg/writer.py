@@ -185,14 +185,20 @@ def _classify(rec: VersionInfo, d: TableDef) -> tuple[str | None, bool, TableCha
 
 
 def _label(rec: VersionInfo, d: TableDef, tc: TableChange | None) -> str:
+    """The summary's ``lakehouse.operation``: what the version did to the table
+    (``create``, ``alter``, then the data operations, joined by commas)."""
     if rec.rollback_of is not None:
         return "rollback"
     if rec.source is not None:
         return "export"
-    ops = [str(c.op) for c in rec.changes if c.kind == "table" and c.name == d.qualified_name]
-    ops = [op for op in ops if op != "alter"] or ops  # data changes are stored as alters
-    if tc is not None:
-        ops = [op for op in ops if op not in ("alter",)] + [str(op) for op in tc.ops]
+    ops = [  # a data change is stored as an alter that keeps the definition
+        str(c.op)
+        for c in rec.changes
+        if c.kind == "table"
+        and c.name == d.qualified_name
+        and (c.op != "alter" or c.old_id != c.new_id)
+    ]
+    ops += [str(op) for op in tc.ops] if tc is not None else []
     return ",".join(dict.fromkeys(ops))
 
 

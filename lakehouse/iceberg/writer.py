@@ -270,11 +270,14 @@ class _Run:
             return found
         listed = self.listed()
         last, kind = listed[-1]
-        if (kind != FULL or last in self.cache.lights) and (found := self._found(last)):
-            return found
+        checked = None
+        if kind != FULL or last in self.cache.lights:
+            if (found := self._found(last)) is not None:
+                return found
+            checked = last
         lights = self._snapshots(listed)
         eff = int(lights[-1].snapshot["snapshot-id"])
-        if (found := self._found(eff)) is not None:
+        if eff != checked and (found := self._found(eff)) is not None:
             return found
         _, lost = metadata.name_mapping(self.d, lights)
         if any(lost.values()):
@@ -343,7 +346,13 @@ class _Run:
 
     def _snapshots(self, listed: list[tuple[int, str]]) -> list[Light]:
         c = self.cache
-        stored = self._prefetch([u for u, _ in listed if u not in c.lights])
+        missing = [u for u, _ in listed if u not in c.lights]
+        if c.state is not None and all(u > c.state.version for u in missing):
+            # warm: the newer snapshots follow from the state in memory (another
+            # process writing the same ones writes the same bytes)
+            stored: dict[int, bytes | None] = {}
+        else:
+            stored = self._prefetch(missing)
         out: list[Light] = []
         prev: SnapshotState | None = None
         prev_u: int | None = None

@@ -10,8 +10,10 @@ there). It reads one JSON request on stdin and writes one JSON answer on stdout:
          "where": "<SQL condition>" | null},
         {"mode": "snapshots", "metadata": "/abs/.../x.metadata.json"},
         {"mode": "rest", "endpoint": "http://127.0.0.1:PORT", "token": "t" | null,
-         "namespace": "ns" | "ns@v7", "table": "t", "snapshot": 7 | null, "where": ...},
-        {"mode": "rest_tables", "endpoint": ..., "token": ...}
+         "namespace": "ns" | "ns@v7", "table": "t", "snapshot": 7 | null, "where": ...,
+         "at": "TIMESTAMP => TIMESTAMPTZ '...'" | null},
+        {"mode": "rest_tables", "endpoint": ..., "token": ...},
+        {"mode": "sql", "sql": "SELECT ..."}
     ]}
     ->
     {"results": [{"ok": true, "ipc": "<base64 Arrow IPC stream>"} |
@@ -103,6 +105,8 @@ class Session:
                 args += f", snapshot_from_id={int(request['snapshot'])}"
             sql = f"SELECT * FROM iceberg_scan({args})" + where(request)
             return {"ok": True, "ipc": ipc(self.arrow(sql))}
+        if mode == "sql":  # anything else, e.g. iceberg_metadata('<path>')
+            return {"ok": True, "ipc": ipc(self.arrow(request["sql"]))}
         if mode == "snapshots":
             rows = self.con.execute(
                 "SELECT snapshot_id FROM iceberg_snapshots("
@@ -115,6 +119,8 @@ class Session:
             sql = f"SELECT * FROM {name}"
             if request.get("snapshot") is not None:
                 sql += f" AT (VERSION => {int(request['snapshot'])})"
+            elif request.get("at"):  # e.g. "TIMESTAMP => TIMESTAMPTZ '2026-...'"
+                sql += f" AT ({request['at']})"
             sql += where(request)
             return {"ok": True, "ipc": ipc(self.arrow(sql))}
         if mode == "rest_tables":

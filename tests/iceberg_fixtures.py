@@ -415,7 +415,7 @@ OPS = ("=", "<", "<=", ">", ">=", "IS NULL", "IS NOT NULL")
 
 
 def filterable(typ: pa.DataType) -> bool:
-    return (
+    return bool(
         (pa.types.is_integer(typ) and typ != pa.uint64())
         or pa.types.is_float32(typ)
         or pa.types.is_float64(typ)
@@ -499,9 +499,9 @@ def iceberg_predicate(column: str, op: str, value: Any) -> Any:
     from pyiceberg import expressions as ex
 
     if op == "IS NULL":
-        return ex.IsNull(column)
+        return ex.IsNull(term=column)
     if op == "IS NOT NULL":
-        return ex.NotNull(column)
+        return ex.NotNull(term=column)
     cls = {
         "=": ex.EqualTo,
         "<": ex.LessThan,

@@ -499,9 +499,9 @@ def iceberg_predicate(column: str, op: str, value: Any) -> Any:
     from pyiceberg import expressions as ex
 
     if op == "IS NULL":
-        return ex.IsNull(term=column)
+        return ex.IsNull(term=ex.Reference(column))
     if op == "IS NOT NULL":
-        return ex.NotNull(term=column)
+        return ex.NotNull(term=ex.Reference(column))
     cls = {
         "=": ex.EqualTo,
         "<": ex.LessThan,

@@ -11,10 +11,11 @@ compacted away until it is garbage-collected.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 
 import kvstore
 from kvstore.objstore import ObjectStore
+from lakehouse.data.table import FileState, LazyFiles
 from lakehouse.errors import (
     ClosedError,
     DataFileMissing,
@@ -74,6 +75,13 @@ class LakehouseView(ReadOps):
 
     def _scan_range(self, start: bytes, end: bytes | None) -> Iterator[tuple[bytes, bytes]]:
         return self._snap.scan(start, end)
+
+    def files_by_id(self, table: str) -> Mapping[str, FileState]:
+        """The table's live files at this version looked up by file id one at a time
+        (two point reads each, no scan): for a caller that needs a few files of a
+        table with many (the Iceberg metadata writer follows a version's record)."""
+        d = self.describe_table(table)
+        return LazyFiles(self._fetch, d.namespace, d.name)
 
     def raw_items(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
         """The lakehouse's kvstore keys under ``prefix`` as of this version (rollback

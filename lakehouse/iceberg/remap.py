@@ -30,7 +30,6 @@ import pyarrow.parquet as pq
 from crc32c import crc32c
 from pyroaring import BitMap
 
-from lakehouse.data.table import LazyFiles
 from lakehouse.iceberg import avro, files, paths
 from lakehouse.iceberg.objects import (
     ManifestWriter,
@@ -86,7 +85,7 @@ def remapped_list(
     if t.store.exists(name):
         return paths.location(t.root, name)
     d = view.describe_table(table)
-    lazy = LazyFiles(view._fetch, d.namespace, d.name)
+    lazy = view.files_by_id(table)
     moved: dict[str, tuple[str, int]] = {}
     for fid, ref in sorted(state.files.items()):
         if ref.path.startswith(t.root):

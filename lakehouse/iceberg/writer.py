@@ -32,7 +32,7 @@ from typing import Any
 
 from kvstore.objstore import ObjectStore, open_store
 from lakehouse.context import Context
-from lakehouse.data.table import FileState, LazyFiles, file_key_id
+from lakehouse.data.table import FileState, file_key_id
 from lakehouse.iceberg import metadata, objects, paths, remap, snapshots
 from lakehouse.iceberg.state import Light, SnapshotState, decode, load
 from lakehouse.model import TableChange, TableDef, VersionInfo
@@ -434,7 +434,7 @@ class _Run:
     ) -> snapshots.Change | None:
         """Version ``u``'s change from its record and point reads (None: the record
         and the state disagree; the caller reads the whole state instead)."""
-        files = LazyFiles(view._fetch, d.namespace, d.name)
+        files = view.files_by_id(d.qualified_name)
         ch = snapshots.Change()
         for fid in tc.added:
             if fid not in files:

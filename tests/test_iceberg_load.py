@@ -1,12 +1,14 @@
 """The Iceberg REST catalog under load while the writer commits (issue 24, "Must show").
 
 8 client threads send 200 requests each (config, namespace list, table list, load table,
-load table of a version namespace ``load@v<N>``) to ``lakehouse.iceberg.Server``, serving
+load table of a version namespace ``load@v<N>``, and some bad ones: an unknown table, a
+misspelt version namespace, no token) to ``lakehouse.iceberg.Server``, serving
 through a reader, while a writer thread in the same process commits appends, deletes and
 updates to the table ``load.t`` and appends to ``load.other`` (versions that do not change
 ``load.t``). The writer records each version it made and the row count of ``load.t`` there.
 
-Every response must be 200 and right for the version it names:
+Every response must be 200 (the bad requests: 404, 400, 401 with the protocol's error type)
+and right for the version it names:
 
 * a load of ``load.t`` answers the newest version that changed the table at or below the
   head when the server answered: its ``current-snapshot-id`` is a version that changed the
@@ -42,6 +44,14 @@ T, OTHER = "load.t", "load.other"
 CLIENTS, REQUESTS = 8, 200
 PACE = 5  # the writer commits once per 5 answered requests
 TOKEN = "load-token"
+#: what a client asks for; the bad requests (a few in ten) must not disturb the others
+KINDS = ["config", "namespaces", "tables", "load", "load", "load", "versioned", "versioned"]
+KINDS += ["missing", "misspelt", "no_token"]
+ERRORS = {
+    "missing": (404, "NoSuchTableException"),
+    "misspelt": (400, "BadRequestException"),
+    "no_token": (401, "NotAuthorizedException"),
+}
 SCHEMA = pa.schema([("id", pa.int64()), ("v", pa.string()), ("x", pa.float64())])
 # no background versions the writer did not record; appends of <= 50 rows are inlined
 PROPS = {"compaction.auto": "false", "inline.max_rows": "50"}
@@ -151,7 +161,7 @@ def client(url: str, ledger: Ledger, seed: int, answers: list[Answer], errors: l
     last = -1
     with httpx.Client(base_url=url, headers=headers, timeout=120) as http:
         for i in range(REQUESTS):
-            kind = rng.choice(["config", "namespaces", "tables", "load", "load", "versioned"])
+            kind = rng.choice(KINDS)
             with ledger.lock:
                 head_before = ledger.head
                 first = ledger.changed[0]
@@ -162,11 +172,18 @@ def client(url: str, ledger: Ledger, seed: int, answers: list[Answer], errors: l
                 "tables": "/v1/namespaces/load/tables",
                 "load": "/v1/namespaces/load/tables/t",
                 "versioned": f"/v1/namespaces/load%40v{asked}/tables/t",
+                "missing": "/v1/namespaces/load/tables/nope",
+                "misspelt": "/v1/namespaces/load%40version3/tables/t",
+                "no_token": "/v1/namespaces",
             }[kind]
-            r = http.get(path)
+            r = http.get(path, headers={"Authorization": ""} if kind == "no_token" else None)
             ledger.answered()
-            if r.status_code != 200:
+            want = ERRORS.get(kind, (200, ""))
+            got = (r.status_code, r.json()["error"]["type"] if r.status_code >= 400 else "")
+            if got != want:
                 errors.append(f"client {seed} request {i} {path}: {r.status_code} {r.text[:300]}")
+                continue
+            if r.status_code != 200:
                 continue
             doc = r.json()
             if kind == "namespaces":

@@ -197,7 +197,34 @@ def build_lakehouse(path: Path, seed: int = 24) -> Built:
     lh.append(ty, types_rows(range(0, 40), rng))
     lh.append(ty, types_rows(range(40, 50), rng))
     lh.delete(ty, "id % 3 = 1")
-    return Built(lh, url, [o, e, s, r, ty])
+    # partition evolution: a second spec for new files, deletes across both specs
+    with lh.begin() as txn:
+        txn.alter_table(e, partition_by=["year(ts)", "truncate(1, region)", "hour(ts)"])
+    lh.append(e, events_rows(range(150, 190), rng))
+    lh.delete(e, "id % 5 = 0")
+    with lh.begin() as txn:
+        txn.alter_table(e, sort_keys=["id"])
+    lh.append(e, events_rows(range(190, 200), rng))
+    # a clone sharing the orders' files (at an older version), then changed on its own
+    with lh.begin() as txn:
+        txn.clone_table(o, "misc.clone", version=before_rename)
+    lh.delete("misc.clone", "id > 50")
+    # a table dropped and created again under its name (another table id)
+    tmp = "misc.tmp"
+    with lh.begin() as txn:
+        txn.create_table(tmp, pa.schema([("x", pa.int64())]), FILES_ONLY)
+    lh.append(tmp, pa.table({"x": [1, 2, 3]}))
+    lh.delete(tmp, "x = 2")
+    notes = {"tmp_first": lh.version}
+    with lh.begin() as txn:
+        txn.drop_table(tmp)
+    with lh.begin() as txn:
+        txn.create_table(tmp, pa.schema([("y", pa.string())]), NO_AUTO)
+    lh.append(tmp, pa.table({"y": ["new"]}))
+    # a table restored to an older state of its own
+    with lh.begin() as txn:
+        txn.restore_table(s, before_rename - 3)
+    return Built(lh, url, [o, e, s, r, ty, "misc.clone", tmp], notes)
 
 
 def types_rows(ids: range, rng: random.Random) -> pa.Table:
@@ -275,13 +302,19 @@ def expected_columns(lh: Any, table: str, version: int, omitted: set[str]) -> li
     return [n for n in names if n not in omitted]
 
 
-def table_versions(lh: Any, table: str) -> list[int]:
-    """The versions whose history names the table (what the contract makes snapshots)."""
-    return sorted(
-        h.version
-        for h in lh.history()
-        if any(c.kind == "table" and c.name == table for c in h.changes)
-    )
+def table_versions(lh: Any, table: str, upto: int | None = None) -> list[int]:
+    """The versions whose history names the table (what the contract makes snapshots), since
+    the table of that name was last created (at or before ``upto``)."""
+    out: list[int] = []
+    for h in sorted(lh.history(), key=lambda h: h.version):
+        if upto is not None and h.version > upto:
+            break
+        ops = [c.op for c in h.changes if c.kind == "table" and c.name == table]
+        if "create" in ops:
+            out = []
+        if ops:
+            out.append(h.version)
+    return out
 
 
 def snapshot_ids(metadata: dict[str, Any]) -> list[int]:

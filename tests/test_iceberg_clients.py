@@ -110,7 +110,15 @@ def check_all(problems: list[str | None]) -> None:
     assert not found, f"{len(found)} mismatches:\n" + "\n".join(found)
 
 
-TABLES = ["sales.orders", "sales.events", "misc.small", "misc.reused", "misc.types"]
+TABLES = [
+    "sales.orders",
+    "sales.events",
+    "misc.small",
+    "misc.reused",
+    "misc.types",
+    "misc.clone",
+    "misc.tmp",
+]
 
 
 # -- the metadata itself ------------------------------------------------------------------
@@ -140,8 +148,10 @@ def test_rest_lists_namespaces_and_tables(rest: RestCatalog) -> None:
     assert sorted(rest.list_namespaces()) == [("misc",), ("sales",)]
     assert sorted(rest.list_tables("sales")) == [("sales", "events"), ("sales", "orders")]
     assert sorted(rest.list_tables("misc")) == [
+        ("misc", "clone"),
         ("misc", "reused"),
         ("misc", "small"),
+        ("misc", "tmp"),
         ("misc", "types"),
     ]
     with pytest.raises(NoSuchTableError):
@@ -524,3 +534,31 @@ def test_pyiceberg_inspect_entries(
     live = sorted(inspect.files()["file_path"].to_pylist())
     entries = inspect.entries().to_pylist()
     assert live == sorted(e["data_file"]["file_path"] for e in entries if e["status"] != 2)
+
+
+def test_a_table_dropped_and_created_again(built: Built, rest: RestCatalog, server: Any) -> None:
+    """``misc.tmp`` was dropped and created again: the version namespace of the first one
+    serves that table (its own table-uuid, schema and rows), the plain name the new one."""
+    v = built.notes["tmp_first"]
+    old, new = rest.load_table(f"misc@v{v}.tmp"), rest.load_table("misc.tmp")
+    assert old.metadata.table_uuid != new.metadata.table_uuid
+    assert old.metadata.current_snapshot_id == v
+    assert old.metadata.location != new.metadata.location
+    for tbl, at in ((old, v), (new, built.lh.version)):
+        want = built.lh.at_version(at).read("misc.tmp")
+        got = tbl.scan().to_arrow()
+        assert got.column_names == want.column_names and rows(got) == rows(want)
+    first = table_versions(built.lh, "misc.tmp", upto=v)
+    assert [s.snapshot_id for s in old.metadata.snapshots] == first
+    duck = run_duckdb(
+        [
+            {
+                "mode": "rest",
+                "endpoint": server.url,
+                "token": TOKEN,
+                "namespace": f"misc@v{v}",
+                "table": "tmp",
+            }
+        ]
+    )
+    assert rows(duck[0]["table"]) == rows(built.lh.at_version(v).read("misc.tmp"))

@@ -222,6 +222,9 @@ def test_positional_delete_files_are_written_once_per_deletion_vector(lh: Any) -
     tid = lh.describe_table("s.o").table_id
     deletes = sorted(n for n in objects(lh) if n.startswith(f"{tid}/deletes/"))
     assert len(deletes) == 3
+    entries = static(write_metadata(lh, "s.o")).inspect.entries().to_pylist()
+    live = [e["data_file"]["content"] for e in entries if e["status"] != 2]
+    assert sorted(live) == [0, 0, 1, 1]  # two data files, each with its delete file
     st = static(write_metadata(lh, "s.o"))
     tasks = list(st.scan().plan_files())
     assert sorted(len(t.delete_files) for t in tasks) == [1, 1]

@@ -216,7 +216,10 @@ def rewrite(
 
 
 def data_entry(c: ManifestWriter, path: str, size: int, f: DataFile) -> dict[str, Any]:
-    metrics = types.file_metrics(f, c.d.columns, c.d.schema)
+    """The ADDED manifest entry of data file ``f`` at ``path`` (``size`` bytes)."""
+    # column sizes are not recorded: an empty map, not null (pyiceberg's
+    # inspect.entries() reads the map without a null check)
+    metrics = {"column_sizes": [], **types.file_metrics(f, c.d.columns, c.d.schema)}
     df = avro.data_file(
         file_path=path,
         record_count=f.record_count,
@@ -243,6 +246,7 @@ def delete_entry(
         record_count=len(dv),
         file_size_in_bytes=len(data),
         partition=c.partition(f),
+        column_sizes={},
         value_counts={files.FILE_PATH_ID: len(dv), files.POS_ID: len(dv)},
         null_value_counts={files.FILE_PATH_ID: 0, files.POS_ID: 0},
         lower_bounds={files.FILE_PATH_ID: bound},

@@ -525,7 +525,6 @@ def test_pyiceberg_inspect_tables(
         getattr(inspect, name)()
 
 
-@pytest.mark.xfail(reason="column_sizes is null in our manifests (findings F6)", strict=False)
 @pytest.mark.parametrize("table", TABLES)
 def test_pyiceberg_inspect_entries(
     latest: dict[str, tuple[str, dict[str, Any]]], table: str

@@ -587,3 +587,36 @@ def test_an_exported_lakehouse(built: Built, tmp_path: Path, kind: str) -> None:
             assert rows(r["table"]) == want
     finally:
         exported.close()
+
+
+def test_names_beyond_plain_ascii(tmp_path: Path) -> None:
+    """Namespaces, tables and columns with non-ASCII letters, spaces, dashes and dots travel
+    through the REST paths and the name mapping (pyiceberg and DuckDB)."""
+    cols = ["a.b", "with space", "ü", "CamelCase", "x-y", "select"]
+    lh = lakehouse.open(str(tmp_path / "lh"))
+    try:
+        with lh.begin() as txn:
+            for ns in ("ünï", "a-b"):
+                txn.create_namespace(ns)
+            for t in ("ünï.tàble", "a-b.x y"):
+                txn.create_table(t, pa.schema([(c, pa.int64()) for c in cols]), FILES_ONLY)
+        for t in ("ünï.tàble", "a-b.x y"):
+            lh.append(t, pa.table({c: [1, 2, 3] for c in cols}))
+            lh.delete(t, '"with space" = 2')
+        with Server(str(tmp_path / "lh")) as srv:
+            rest = RestCatalog("names", uri=srv.url)
+            assert sorted(rest.list_namespaces()) == [("a-b",), ("ünï",)]
+            assert rest.list_tables("ünï") == [("ünï", "tàble")]
+            requests = []
+            for t in ("ünï.tàble", "a-b.x y"):
+                ns, name = t.split(".")
+                got = rest.load_table((ns, name)).scan().to_arrow()
+                assert got.column_names == cols and rows(got) == rows(lh.read(t)), t
+                requests.append(
+                    {"mode": "rest", "endpoint": srv.url, "namespace": ns, "table": name}
+                )
+            for t, r in zip(("ünï.tàble", "a-b.x y"), run_duckdb(requests), strict=True):
+                assert r["ok"], r.get("error")
+                assert r["table"].column_names == cols and rows(r["table"]) == rows(lh.read(t))
+    finally:
+        lh.close()

@@ -135,7 +135,7 @@ def build_lakehouse(path: Path, seed: int = 24) -> Built:
     url = str(path)
     lh = lakehouse.open(url)
     with lh.begin() as txn:
-        txn.create_namespace("sales")
+        txn.create_namespace("sales", {"owner": "ops", "comment": "orders and events"})
         txn.create_namespace("misc")
         txn.create_table("sales.orders", ORDERS, FILES_ONLY)
         txn.create_table(

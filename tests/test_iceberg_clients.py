@@ -156,6 +156,13 @@ def test_rest_lists_namespaces_and_tables(rest: RestCatalog) -> None:
     ]
     with pytest.raises(NoSuchTableError):
         rest.load_table("sales.nope")
+    assert rest.load_namespace_properties("sales") == {
+        "owner": "ops",
+        "comment": "orders and events",
+    }
+    assert rest.namespace_exists("misc") and not rest.namespace_exists("nope")
+    assert rest.table_exists("sales.orders") and not rest.table_exists("sales.nope")
+    assert rest.table_exists("sales@v2.orders") and not rest.table_exists("sales@v0.events")
 
 
 def test_rest_needs_the_token(server: Any) -> None:

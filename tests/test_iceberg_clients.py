@@ -265,6 +265,10 @@ def test_duckdb_rest_attach(
             labels.append((f"{t} AT (VERSION => {s})", t, s))
             requests.append({"mode": "rest", **base, "namespace": f"{ns}@v{s}", "table": name})
             labels.append((f'"{ns}@v{s}".{name}', t, s))
+    orders = table_versions(built.lh, "sales.orders")
+    for v in range(orders[0], built.lh.version + 1):  # every version, snapshot or not
+        requests.append({"mode": "rest", **base, "namespace": f"sales@v{v}", "table": "orders"})
+        labels.append((f'"sales@v{v}".orders', "sales.orders", v))
     requests.append({"mode": "rest", **base, "namespace": "sales", "table": "nope"})
     labels.append(("missing table", "", -2))
     problems: list[str | None] = []

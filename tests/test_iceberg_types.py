@@ -786,7 +786,14 @@ def test_partition_record_null_and_values_override() -> None:
 # -- files every reader reads ------------------------------------------------------------------
 READABLE: list[tuple[pa.DataType, pa.DataType | None]] = [
     (pa.int64(), pa.int64()),
-    (pa.uint32(), pa.uint32()),
+    (pa.uint32(), pa.int64()),
+    (pa.uint16(), pa.uint16()),
+    (pa.int8(), pa.int8()),
+    (pa.date64(), pa.date32()),
+    (pa.date32(), pa.date32()),
+    (pa.string_view(), pa.large_string()),
+    (pa.binary_view(), pa.large_binary()),
+    (pa.list_(pa.string_view()), pa.list_(pa.large_string())),
     (pa.time32("ms"), pa.time64("us")),
     (pa.time32("s"), pa.time64("us")),
     (pa.timestamp("ms", "Europe/Amsterdam"), pa.timestamp("ms", "UTC")),
@@ -857,3 +864,55 @@ def test_file_metrics_of_a_widened_column(lh: lakehouse.Lakehouse) -> None:
     assert m["lower_bounds"] == [{"key": 1, "value": to_bytes(LongType(), -5)}]
     assert m["upper_bounds"] == [{"key": 1, "value": to_bytes(LongType(), 9)}]
     assert m["null_value_counts"] == [{"key": 1, "value": 0}, {"key": 2, "value": 2}]
+
+
+def test_files_with_types_clients_misread_are_materialised(lh: lakehouse.Lakehouse) -> None:
+    """View types with positional deletes (pyiceberg), uint32 filters above 2**31 - 1
+    (pyiceberg) and date64 (polars) read right once their files are materialised."""
+    import polars as pl
+    from pyiceberg.expressions import EqualTo, GreaterThanOrEqual, LessThan
+    from pyiceberg.table import StaticTable
+
+    from lakehouse.iceberg import write_metadata
+
+    schema = pa.schema(
+        [
+            ("id", pa.int64()),
+            ("sv", pa.string_view()),
+            ("bv", pa.binary_view()),
+            ("u32", pa.uint32()),
+            ("d64", pa.date64()),
+            ("u8", pa.uint8()),
+        ]
+    )
+    big = 4_092_722_238
+    rows = {
+        "id": [0, 1, 2, 3],
+        "sv": ["a", "b", None, "d" * 40],
+        "bv": [b"\x00", None, b"c", b"d" * 40],
+        "u32": [big, 1, 2**31, None],
+        "d64": [dt.date(2020, 1, 1), dt.date(1969, 12, 31), None, dt.date(2000, 2, 29)],
+        "u8": [255, 0, None, 7],
+    }
+    with lh.begin() as t:
+        t.create_table("ns.t", schema, NOAUTO)
+    with lh.begin() as t:
+        t.append("ns.t", pa.table(rows, schema))
+    with lh.begin() as t:
+        t.delete("ns.t", "id = 1")
+    tbl = StaticTable.from_metadata(write_metadata(lh, "ns.t"))
+    want = [{k: rows[k][i] for k in rows} for i in (0, 2, 3)]
+    assert sorted(tbl.scan().to_arrow().to_pylist(), key=lambda r: r["id"]) == want
+
+    def ids(expr: Any) -> list[int]:
+        return sorted(
+            tbl.scan(row_filter=expr, selected_fields=("id",)).to_arrow()["id"].to_pylist()
+        )
+
+    assert ids(EqualTo("u32", big)) == [0]
+    assert ids(LessThan("u32", big)) == [2]
+    assert ids(GreaterThanOrEqual("u32", 2**31)) == [0, 2]
+    assert ids(EqualTo("u8", 255)) == [0]
+    assert ids(LessThan("u8", 255)) == [3]
+    got = pl.scan_iceberg(tbl).select("id", "d64").collect().sort("id").to_dicts()
+    assert got == [{"id": r["id"], "d64": r["d64"]} for r in want]

@@ -419,21 +419,30 @@ def field_ids_schema(arrow_schema_of_file: pa.Schema, ids_by_name: Mapping[str, 
 
 # -- files every reader reads -----------------------------------------------------------------
 _UTC_NAMES = ("UTC", "+00:00", "Etc/UTC", "Z")
+_READABLE = {
+    pa.uint32(): pa.int64(),
+    pa.date64(): pa.date32(),
+    pa.string_view(): pa.large_string(),
+    pa.binary_view(): pa.large_binary(),
+}
 
 
 def readable_type(t: pa.DataType) -> pa.DataType | None:
     """The Arrow type a column of type ``t`` gets in a Parquet file written for
     Iceberg readers (a materialised file): ``t`` itself, or a type holding the same
-    values that every reader reads (pyiceberg refuses ``time32`` and time zones
-    other than UTC in a file: ``time64[us]``, the same instants in UTC), or None
-    for a column the Iceberg schema leaves out (dropped from the file)."""
+    values that every reader reads, or None for a column the Iceberg schema leaves
+    out (dropped from the file). pyiceberg refuses ``time32`` and time zones other
+    than UTC in a file (``time64[us]``, the same instants in UTC), takes a
+    ``uint32`` column for an Iceberg int and so misjudges literals above 2**31 - 1
+    (``int64``), cannot apply positional deletes to view types (``large_string``,
+    ``large_binary``); polars refuses ``date64`` for a date (``date32``)."""
     prim = primitive_type(t)
     if prim is not None:
         if pa.types.is_time32(t):
             return pa.time64("us")
         if pa.types.is_timestamp(t) and t.tz is not None and t.tz not in _UTC_NAMES:
             return pa.timestamp(t.unit, "UTC")
-        return t
+        return _READABLE.get(t, t)
     try:
         column_type(0, t)
     except UnsupportedColumn:
@@ -466,7 +475,8 @@ def readable_rows(rows: pa.Table) -> pa.Table:
     if rows.schema.equals(target):
         return rows
     out = rows.select(keep)
-    return out if out.schema.equals(target) else out.cast(target)
+    # unsafe: a date64 not at midnight becomes its day; no other cast here loses anything
+    return out if out.schema.equals(target) else out.cast(target, safe=False)
 
 
 # -- single-value serialization -------------------------------------------------------------

@@ -412,9 +412,6 @@ TYPE_CASES: dict[str, tuple[pa.DataType, list[Any]]] = {
     "float16": (pa.float16(), [np.float16(1.0), None, None, np.float16(2.0)]),
 }
 CLIENTS = ("pyiceberg", "duckdb", "polars")
-#: (type, client) pairs known not to read (/work/notes/iceberg_client_findings.md F2): the
-#: client rejects the data file's Arrow type (pyarrow restores it from the Parquet footer)
-KNOWN_UNREADABLE: dict[tuple[str, str], str] = {}
 
 
 def build_types_lakehouse(path: Path) -> tuple[Any, dict[str, str]]:
@@ -496,12 +493,6 @@ def without_nan(table: pa.Table, column: str) -> pa.Table:
     if not pa.types.is_floating(col.type):
         return table
     return table.filter(pc.invert(pc.fill_null(pc.is_nan(col), False)))
-
-
-def known_filter_gap(client: str, typ: pa.DataType, value: Any) -> bool:
-    """No known gap: pyiceberg typed a data file's uint32 column as Iceberg int (findings F4),
-    so files holding uint32 columns are now materialised with int64 ones."""
-    return False
 
 
 def sql_predicate(column: str, op: str, value: Any) -> str:

@@ -29,7 +29,6 @@ import pytest
 from iceberg_fixtures import (
     CLIENTS,
     FILES_ONLY,
-    KNOWN_UNREADABLE,
     NO_AUTO,
     TYPE_CASES,
     Built,
@@ -38,7 +37,6 @@ from iceberg_fixtures import (
     build_types_lakehouse,
     expected_columns,
     iceberg_predicate,
-    known_filter_gap,
     omitted_columns,
     predicates,
     rows,
@@ -374,20 +372,8 @@ def read_with(client: str, case: str, types: dict[str, Any]) -> pa.Table:
     return table
 
 
-@pytest.mark.parametrize(
-    ("case", "client"),
-    [
-        pytest.param(
-            case,
-            client,
-            marks=[pytest.mark.xfail(reason=KNOWN_UNREADABLE[case, client], strict=False)]
-            if (case, client) in KNOWN_UNREADABLE
-            else [],
-        )
-        for case in TYPE_CASES
-        for client in CLIENTS
-    ],
-)
+@pytest.mark.parametrize("client", CLIENTS)
+@pytest.mark.parametrize("case", list(TYPE_CASES))
 def test_column_types(case: str, client: str, types_lakehouse: dict[str, Any]) -> None:
     """Each column type (a table of id and c, with positional deletes) reads exactly in each
     client; a type with no Iceberg type is omitted and the rest of the row still reads."""
@@ -421,7 +407,7 @@ def test_filters_return_exactly_the_matching_rows(
     for p, d in zip(preds, duck, strict=True):
         want = rows(arrow_filter(data, *p), cols)
         got = rows(tbl.scan(row_filter=iceberg_predicate(*p)).to_arrow())
-        if got != want and not known_filter_gap("pyiceberg", data.schema.field(p[0]).type, p[2]):
+        if got != want:
             problems.append(f"pyiceberg {p}: {sum(got.values())} rows, want {sum(want.values())}")
         if not d["ok"]:
             problems.append(f"duckdb {p}: {d['error']}")

@@ -916,3 +916,42 @@ def test_files_with_types_clients_misread_are_materialised(lh: lakehouse.Lakehou
     assert ids(LessThan("u8", 255)) == [3]
     got = pl.scan_iceberg(tbl).select("id", "d64").collect().sort("id").to_dicts()
     assert got == [{"id": r["id"], "d64": r["d64"]} for r in want]
+
+
+def test_dropped_nested_column_is_mapped_from_an_older_schema(lh: lakehouse.Lakehouse) -> None:
+    """A struct column dropped while a file still holds it: its nested fields are
+    mapped from the schema of a snapshot that had it, so pyiceberg (which maps every
+    field of a file) reads the file."""
+    from pyiceberg.table import StaticTable
+
+    from lakehouse.iceberg import write_metadata
+
+    st = pa.struct(
+        [("x", pa.int32()), ("l", pa.list_(pa.string())), ("m", pa.map_(pa.string(), pa.int8()))]
+    )
+    with lh.begin() as t:
+        t.create_table("ns.t", pa.schema([("a", pa.int64()), ("s", st)]), NOAUTO)
+    with lh.begin() as t:
+        s = pa.array([{"x": 1, "l": ["p"], "m": [("k", 1)]}, None], st)
+        t.append("ns.t", pa.table({"a": [1, 2], "s": s}))
+    old = lh.describe_table("ns.t")
+    with lh.begin() as t:
+        t.alter_table("ns.t", schema=pa.schema([("a", pa.int64())]))
+    with lh.begin() as t:
+        t.append("ns.t", pa.table({"a": [3]}))
+    loc = write_metadata(lh, "ns.t")
+    meta = json.loads(Path(loc).read_text())
+    got = parse_mapping_from_json(meta["properties"][it.NAME_MAPPING_PROPERTY])
+    want, _ = it.name_mapping(old.columns, old.schema, {})
+    assert (
+        json.loads(got.model_dump_json())[1]
+        == json.loads(parse_mapping_from_json(json.dumps(want)).model_dump_json())[1]
+    )
+    assert sorted(StaticTable.from_metadata(loc).scan().to_arrow()["a"].to_pylist()) == [1, 2, 3]
+    # without an older schema the dropped column is mapped by name only
+    d = lh.describe_table("ns.t")
+    bare, _ = it.name_mapping(d.columns, d.schema, {2: {"s"}})
+    assert bare[1] == {"field-id": 2, "names": ["s"]}
+    sch, _, _ = it.iceberg_schema(old.columns, old.schema)
+    mapped, _ = it.name_mapping(d.columns, d.schema, {2: {"s"}}, schemas=[sch])
+    assert mapped == want

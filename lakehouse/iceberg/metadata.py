@@ -69,7 +69,7 @@ def name_mapping(
     for s in snapshots:
         for cid, ns in s.names.items():
             names.setdefault(int(cid), set()).update(ns)
-    return types.name_mapping(d.columns, d.schema, names)
+    return types.name_mapping(d.columns, d.schema, names, schemas=[s.schema for s in snapshots])
 
 
 def build(

@@ -312,12 +312,35 @@ def _mapped(cid: int, nodes: Sequence[_Node]) -> list[dict[str, Any]]:
     ]
 
 
+def _mapped_json(typ: IcebergType) -> list[dict[str, Any]]:
+    """The name mapping of the nested fields of Iceberg type ``typ`` (JSON): the
+    names :func:`_mapped` gives them (a list element also as Arrow's ``item``)."""
+    if isinstance(typ, str):
+        return []
+    kind = typ["type"]
+    if kind == "struct":
+        kids = [(f["id"], [f["name"]], f["type"]) for f in typ["fields"]]
+    elif kind == "list":
+        kids = [(typ["element-id"], ["element", "item"], typ["element"])]
+    else:
+        kids = [(typ["key-id"], ["key"], typ["key"]), (typ["value-id"], ["value"], typ["value"])]
+    out = []
+    for fid, names, sub in kids:
+        entry: dict[str, Any] = {"field-id": int(fid), "names": names}
+        children = _mapped_json(sub)
+        if children:
+            entry["fields"] = children
+        out.append(entry)
+    return out
+
+
 def name_mapping(
     columns: Sequence[Column],
     schema: pa.Schema,
     file_names: Mapping[int, set[str]],
     *,
     types: Mapping[int, pa.DataType] | None = None,
+    schemas: Sequence[Mapping[str, Any]] = (),
 ) -> tuple[list[dict[str, Any]], dict[int, set[str]]]:
     """Iceberg's name mapping (JSON list) for a table whose live files name column
     ids as ``file_names`` says, and the names some ids lost to others (``{id:
@@ -327,13 +350,20 @@ def name_mapping(
     columns too (a reader maps every column of a file). A name claimed by two ids
     stays with the column whose current name it is, else with the newest (largest)
     id. Nested fields are mapped from the Arrow type: the column's current one, or
-    ``types[id]`` for an id no longer in ``columns`` (a dropped column; without
-    its type its nested fields are not mapped).
+    for an id no longer in ``columns`` (a dropped column) ``types[id]``, else its
+    type in the newest of the Iceberg schemas ``schemas`` (oldest first) that holds
+    it; without either its nested fields are not mapped (and readers that map
+    every field of a file, as pyiceberg does, cannot read files holding it).
     """
     current = {c.id: c.name for c in columns}
     arrow = {c.id: schema.field(c.name).type for c in columns}
     for cid, t in (types or {}).items():
         arrow.setdefault(cid, t)
+    older: dict[int, Any] = {}
+    for sj in schemas:
+        for fj in sj.get("fields", ()):
+            if not isinstance(fj.get("type"), str):
+                older[int(fj["id"])] = fj["type"]
     names: dict[int, set[str]] = {cid: set(ns) for cid, ns in file_names.items()}
     for cid, name in current.items():
         names.setdefault(cid, set()).add(name)
@@ -364,6 +394,8 @@ def name_mapping(
                 nodes = ()
             if nodes:
                 entry["fields"] = _mapped(cid, nodes)
+        elif cid in older:
+            entry["fields"] = _mapped_json(older[cid])
         out.append(entry)
     return out, lost
 

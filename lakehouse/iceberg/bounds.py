@@ -1,0 +1,215 @@
+"""Column metrics of data files for Iceberg manifests, and Iceberg's single-value
+serialization of bounds.
+
+**Bounds.** Iceberg's single-value serialization (spec Appendix D) of the
+file record's bounds (:mod:`lakehouse.data.stats`), decoded with the column's
+type: timestamps and times in microseconds, dates in days (a lower bound
+rounded down, an upper bound up), decimals as the unscaled two's-complement
+big-endian integer in the fewest bytes. A bound is left out whenever it might
+be wrong for some reader: a string bound holding a character above U+D7FF
+(Java readers compare UTF-16 units, which order U+E000..U+FFFF above
+supplementary characters, unlike UTF-8 and code points), a float bound that
+is not exactly a float32, a value outside the Iceberg type's range.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import struct
+from collections.abc import Sequence
+from decimal import Decimal
+from functools import lru_cache
+from typing import Any
+from uuid import UUID
+
+import pyarrow as pa
+
+from lakehouse import partition_encoding as pe
+from lakehouse.data.stats import stat_scalar
+from lakehouse.iceberg.typemap import IcebergType, primitive_type, supported
+from lakehouse.model import Column, DataFile
+
+_INT32 = (-(2**31), 2**31 - 1)
+_INT64 = (-(2**63), 2**63 - 1)
+_NS_PER_US = 1000
+_NS_PER_DAY = 86_400 * 10**9
+_US_PER_DAY = 86_400 * 10**6
+_US_PER = {"s": 10**6, "ms": 10**3, "us": 1}
+_EPOCH = dt.datetime(1970, 1, 1)
+_EPOCH_TZ = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
+_EPOCH_DAY = _EPOCH.date().toordinal()
+
+
+# -- single-value serialization -------------------------------------------------------------
+def unscaled(v: int | Decimal, scale: int) -> int | None:
+    """The unscaled integer of ``v`` at ``scale`` (None: not exact at that scale)."""
+    try:
+        return pe.unscaled(v, scale)
+    except ValueError:
+        return None
+
+
+def bound_bytes(iceberg_type: IcebergType, value: Any) -> bytes | None:
+    """Iceberg's binary single-value serialization of ``value`` (spec Appendix D),
+    or None when ``value`` is not a value of ``iceberg_type``.
+
+    Values: bool, int, float, Decimal, str, bytes, UUID as Python has them; a date
+    as ``datetime.date`` or days, a time as ``datetime.time`` or microseconds, a
+    timestamp as ``datetime`` (naive: UTC) or microseconds since the epoch.
+    """
+    if value is None or not isinstance(iceberg_type, str):
+        return None
+    t = iceberg_type
+    try:
+        if t == "boolean":
+            return (b"\x01" if value else b"\x00") if isinstance(value, bool) else None
+        if t in ("int", "long", "date", "time", "timestamp", "timestamptz"):
+            n = long_value(t, value)
+            if n is None:
+                return None
+            if t in ("int", "date"):
+                return struct.pack("<i", n) if _INT32[0] <= n <= _INT32[1] else None
+            return struct.pack("<q", n) if _INT64[0] <= n <= _INT64[1] else None
+        if t in ("float", "double"):
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                return None
+            f = float(value)
+            if math.isnan(f):
+                return None
+            if t == "double":
+                return struct.pack("<d", f)
+            b = struct.pack("<f", f)
+            return b if struct.unpack("<f", b)[0] == f else None  # not a float32: none
+        if t.startswith("decimal("):
+            p, s = (int(x) for x in t[len("decimal(") : -1].split(","))
+            if isinstance(value, bool) or not isinstance(value, int | Decimal):
+                return None
+            n = unscaled(value, s)
+            if n is None or abs(n) >= 10**p:
+                return None
+            return n.to_bytes((n if n >= 0 else ~n).bit_length() // 8 + 1, "big", signed=True)
+        if t == "string":
+            return value.encode("utf-8") if isinstance(value, str) else None
+        if t == "uuid":
+            if isinstance(value, UUID):
+                return value.bytes
+            return bytes(value) if isinstance(value, bytes) and len(value) == 16 else None
+        if t == "binary":
+            return bytes(value) if isinstance(value, bytes | bytearray | memoryview) else None
+        if t.startswith("fixed["):
+            if not isinstance(value, bytes | bytearray | memoryview):
+                return None
+            return bytes(value) if len(value) == int(t[len("fixed[") : -1]) else None
+    except (ValueError, OverflowError, ArithmeticError, struct.error, UnicodeError):
+        return None
+    return None
+
+
+def long_value(t: str, value: Any) -> int | None:
+    """The integer Iceberg stores for an int/long/date/time/timestamp value: days of
+    a date, microseconds of a time or timestamp (naive: UTC); None if not one."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if t == "date" and isinstance(value, dt.date) and not isinstance(value, dt.datetime):
+        return value.toordinal() - _EPOCH_DAY
+    if t == "time" and isinstance(value, dt.time):
+        return ((value.hour * 60 + value.minute) * 60 + value.second) * 10**6 + value.microsecond
+    if t in ("timestamp", "timestamptz") and isinstance(value, dt.datetime):
+        epoch = _EPOCH if value.tzinfo is None else _EPOCH_TZ
+        return (value - epoch) // dt.timedelta(microseconds=1)
+    return None
+
+
+# -- column metrics -----------------------------------------------------------------------------
+def _temporal_long(raw: Any, t: pa.DataType, upper: bool) -> int | None:
+    """A stored temporal bound in Iceberg's unit (days of a date, else microseconds)."""
+    per_ns = _NS_PER_DAY if pa.types.is_date(t) else _NS_PER_US
+    if isinstance(raw, list) and len(raw) == 2 and raw[0] == "n":
+        ns = raw[1]
+        if isinstance(ns, bool) or not isinstance(ns, int):
+            return None
+        return -(-ns // per_ns) if upper else ns // per_ns
+    s = stat_scalar(raw, t, upper=upper)
+    if s is None:
+        return None
+    n = s.value
+    if not isinstance(n, int):
+        return None
+    if pa.types.is_date32(t):
+        return n
+    if pa.types.is_date64(t):
+        return -(-n // 86_400_000) if upper else n // 86_400_000
+    return int(n * _US_PER[t.unit])
+
+
+def _bound(raw: Any, t: pa.DataType, ice: str, upper: bool) -> bytes | None:
+    if raw is None:
+        return None
+    if ice in ("date", "time", "timestamp", "timestamptz"):
+        return bound_bytes(ice, _temporal_long(raw, t, upper))
+    if type(raw) is int and ice in ("int", "long"):
+        v: Any = raw  # bound_bytes checks the range
+    elif type(raw) is str and ice == "string":
+        v = raw
+    else:
+        s = stat_scalar(raw, t, upper=upper)
+        if s is None:
+            return None
+        v = s.as_py()
+    if ice == "string" and isinstance(v, str) and any(c > "\ud7ff" for c in v):
+        return None  # code point and UTF-16 orders may differ: see the module docstring
+    if ice in ("float", "double") and isinstance(v, float) and v == 0:
+        v = 0.0 if upper else -0.0  # a zero bound covers both zeros
+    return bound_bytes(ice, v)
+
+
+@lru_cache(maxsize=64)
+def _primitives(
+    columns: tuple[Column, ...], schema: pa.Schema
+) -> dict[int, tuple[pa.DataType, str]]:
+    """Arrow and Iceberg type by id of the top-level primitive columns of the Iceberg
+    schema (cached: a table's files share their columns)."""
+    out = {}
+    for cid, t in supported(columns, schema).items():
+        ice = primitive_type(t)
+        if ice is not None:
+            out[cid] = (t, ice)
+    return out
+
+
+def file_metrics(f: DataFile, columns: Sequence[Column], schema: pa.Schema) -> dict[str, Any]:
+    """The column metrics of data file ``f`` for its manifest entry:
+    ``value_counts``, ``null_value_counts``, ``lower_bounds``, ``upper_bounds``,
+    each a list of ``{"key": field id, "value": ...}`` in id order.
+
+    Only top-level primitive columns of the Iceberg schema that the file holds get
+    metrics (value count: the file's rows, nulls included); bounds come from the
+    file's record and are left out when unknown or unsafe (see the module docstring).
+    """
+    prims = _primitives(tuple(columns), schema)
+    held = sorted({cid for cid, _ in f.columns if cid in prims})
+    raw = {cid: (lo, hi, nulls) for cid, lo, hi, nulls in f.raw_stats}
+    values, nulls_out, lower, upper = [], [], [], []
+    for cid in held:
+        values.append({"key": cid, "value": f.record_count})
+        if cid not in raw:
+            continue
+        lo, hi, nulls = raw[cid]
+        t, ice = prims[cid]
+        if isinstance(nulls, int) and not isinstance(nulls, bool) and nulls >= 0:
+            nulls_out.append({"key": cid, "value": nulls})
+        b = _bound(lo, t, ice, False)
+        if b is not None:
+            lower.append({"key": cid, "value": b})
+        b = _bound(hi, t, ice, True)
+        if b is not None:
+            upper.append({"key": cid, "value": b})
+    return {
+        "value_counts": values,
+        "null_value_counts": nulls_out,
+        "lower_bounds": lower,
+        "upper_bounds": upper,
+    }

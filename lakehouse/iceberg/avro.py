@@ -46,12 +46,24 @@ import hashlib
 import io
 import json
 import math
-import re
 import uuid
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import fastavro
+
+from lakehouse.iceberg import avro_binary
+from lakehouse.iceberg.avro_schemas import (
+    MANIFEST_FILE_SCHEMA,
+    _entry_schema,
+    _partition_key,
+    avro_name,
+    avro_type,
+    decimal_required_bytes,
+    manifest_entry_schema,
+    partition_record_schema,
+)
 
 FORMAT_VERSION = 2
 
@@ -64,196 +76,6 @@ MANIFEST_DATA, MANIFEST_DELETES = 0, 1
 
 CODEC = "deflate"
 _CONTENT_NAMES = {"data": MANIFEST_DATA, "deletes": MANIFEST_DELETES}
-
-
-# -- schemas -------------------------------------------------------------------------
-def _opt(name: str, field_id: int, avro_type: Any) -> dict[str, Any]:
-    return {"name": name, "type": ["null", avro_type], "default": None, "field-id": field_id}
-
-
-def _req(name: str, field_id: int, avro_type: Any) -> dict[str, Any]:
-    return {"name": name, "type": avro_type, "field-id": field_id}
-
-
-def _int_map(
-    name: str, field_id: int, key_id: int, value_id: int, value_type: str
-) -> dict[str, Any]:
-    kv = {
-        "type": "record",
-        "name": f"k{key_id}_v{value_id}",
-        "fields": [_req("key", key_id, "int"), _req("value", value_id, value_type)],
-    }
-    return _opt(name, field_id, {"type": "array", "items": kv, "logicalType": "map"})
-
-
-def _list(name: str, field_id: int, element_id: int, element_type: str) -> dict[str, Any]:
-    return _opt(name, field_id, {"type": "array", "items": element_type, "element-id": element_id})
-
-
-def _entry_schema(partition_record: dict[str, Any]) -> dict[str, Any]:
-    data_file = {
-        "type": "record",
-        "name": "r2",
-        "fields": [
-            _req("content", 134, "int"),
-            _req("file_path", 100, "string"),
-            _req("file_format", 101, "string"),
-            _req("partition", 102, partition_record),
-            _req("record_count", 103, "long"),
-            _req("file_size_in_bytes", 104, "long"),
-            _int_map("column_sizes", 108, 117, 118, "long"),
-            _int_map("value_counts", 109, 119, 120, "long"),
-            _int_map("null_value_counts", 110, 121, 122, "long"),
-            _int_map("nan_value_counts", 137, 138, 139, "long"),
-            _int_map("lower_bounds", 125, 126, 127, "bytes"),
-            _int_map("upper_bounds", 128, 129, 130, "bytes"),
-            _opt("key_metadata", 131, "bytes"),
-            _list("split_offsets", 132, 133, "long"),
-            _list("equality_ids", 135, 136, "int"),
-            _opt("sort_order_id", 140, "int"),
-        ],
-    }
-    return {
-        "type": "record",
-        "name": "manifest_entry",
-        "fields": [
-            _req("status", 0, "int"),
-            _opt("snapshot_id", 1, "long"),
-            _opt("sequence_number", 3, "long"),
-            _opt("file_sequence_number", 4, "long"),
-            _req("data_file", 2, data_file),
-        ],
-    }
-
-
-MANIFEST_FILE_SCHEMA: dict[str, Any] = {
-    "type": "record",
-    "name": "manifest_file",
-    "fields": [
-        _req("manifest_path", 500, "string"),
-        _req("manifest_length", 501, "long"),
-        _req("partition_spec_id", 502, "int"),
-        _req("content", 517, "int"),
-        _req("sequence_number", 515, "long"),
-        _req("min_sequence_number", 516, "long"),
-        _req("added_snapshot_id", 503, "long"),
-        _req("added_files_count", 504, "int"),
-        _req("existing_files_count", 505, "int"),
-        _req("deleted_files_count", 506, "int"),
-        _req("added_rows_count", 512, "long"),
-        _req("existing_rows_count", 513, "long"),
-        _req("deleted_rows_count", 514, "long"),
-        _opt(
-            "partitions",
-            507,
-            {
-                "type": "array",
-                "element-id": 508,
-                "items": {
-                    "type": "record",
-                    "name": "r508",
-                    "fields": [
-                        _req("contains_null", 509, "boolean"),
-                        _opt("contains_nan", 518, "boolean"),
-                        _opt("lower_bound", 510, "bytes"),
-                        _opt("upper_bound", 511, "bytes"),
-                    ],
-                },
-            },
-        ),
-        _opt("key_metadata", 519, "bytes"),
-    ],
-}
-
-_DECIMAL = re.compile(r"decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
-_FIXED = re.compile(r"fixed\[\s*(\d+)\s*\]$")
-_PRIMITIVE_AVRO: dict[str, Any] = {
-    "boolean": "boolean",
-    "int": "int",
-    "long": "long",
-    "float": "float",
-    "double": "double",
-    "string": "string",
-    "binary": "bytes",
-    "date": {"type": "int", "logicalType": "date"},
-    "time": {"type": "long", "logicalType": "time-micros"},
-    "timestamp": {"type": "long", "logicalType": "timestamp-micros", "adjust-to-utc": False},
-    "timestamptz": {"type": "long", "logicalType": "timestamp-micros", "adjust-to-utc": True},
-}
-
-
-def decimal_required_bytes(precision: int) -> int:
-    """Bytes of the smallest two's complement fixed that holds every unscaled
-    value of ``precision`` digits (the spec's decimal encoding in Avro)."""
-    n = 1
-    while 2 ** (8 * n - 1) < 10**precision:
-        n += 1
-    return n
-
-
-def avro_type(iceberg_type: str, defined: set[str] | None = None, field_id: int = 0) -> Any:
-    """The Avro type of a primitive Iceberg type (as spelled in schema JSON).
-    ``defined``: names of Avro named types (fixed) already defined in the same
-    schema; Avro forbids redefining one and pyiceberg cannot resolve a
-    reference by name, so a repeated one is renamed ``<name>_<field_id>``."""
-    t = iceberg_type.strip()
-    if t in _PRIMITIVE_AVRO:
-        return _PRIMITIVE_AVRO[t]
-    if t == "uuid":
-        named: dict[str, Any] = {
-            "type": "fixed",
-            "size": 16,
-            "logicalType": "uuid",
-            "name": "uuid_fixed",
-        }
-    elif m := _DECIMAL.match(t):
-        p, s = int(m.group(1)), int(m.group(2))
-        named = {
-            "type": "fixed",
-            "size": decimal_required_bytes(p),
-            "logicalType": "decimal",
-            "precision": p,
-            "scale": s,
-            "name": f"decimal_{p}_{s}",
-        }
-    elif m := _FIXED.match(t):
-        named = {"type": "fixed", "size": int(m.group(1)), "name": f"fixed_{m.group(1)}"}
-    else:
-        raise ValueError(f"Iceberg type {iceberg_type!r} cannot be a partition field type")
-    if defined is not None:
-        if named["name"] in defined:
-            named["name"] = f"{named['name']}_{field_id}"
-        defined.add(named["name"])
-    return named
-
-
-def avro_name(name: str) -> str:
-    """``name`` made a valid Avro name the way Iceberg's Java writer does
-    (``_x2D`` for ``-``, ``_1`` for a leading digit); Avro names are ASCII."""
-    out = []
-    for i, ch in enumerate(name):
-        ok = ch.isascii() and (ch.isalpha() or ch == "_" or (i > 0 and ch.isdigit()))
-        out.append(ch if ok else ("_" + ch if ch.isdigit() else f"_x{ord(ch):X}"))
-    return "".join(out)
-
-
-def _partition_key(
-    partition_fields: Sequence[Mapping[str, Any]],
-) -> tuple[tuple[int, str, str], ...]:
-    return tuple((int(f["field-id"]), str(f["name"]), str(f["type"])) for f in partition_fields)
-
-
-def partition_record_schema(partition_fields: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The Avro ``r102`` record of a partition type: one optional field per
-    partition field (``{"field-id", "name", "type"}``), in order."""
-    defined: set[str] = set()
-    fields = []
-    for fid, name, typ in _partition_key(partition_fields):
-        field = _opt(avro_name(name), fid, avro_type(typ, defined, fid))
-        if field["name"] != name:
-            field["iceberg-field-name"] = name
-        fields.append(field)
-    return {"type": "record", "name": "r102", "fields": fields}
 
 
 #: a partition field as the writer fills it: Iceberg name, Avro name, and the
@@ -318,9 +140,44 @@ def _tagged(
 _PARSED_MANIFEST_FILE = fastavro.parse_schema(MANIFEST_FILE_SCHEMA)
 
 
-def manifest_entry_schema(partition_fields: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """The whole ``manifest_entry`` Avro schema for a partition type (unparsed)."""
-    return _entry_schema(partition_record_schema(partition_fields))
+@dataclass(frozen=True, slots=True)
+class Encoded:
+    """A manifest entry already in Avro binary (:class:`EntryEncoder`), with what
+    its manifest's list row needs of it (:func:`manifest_file_for`): writing a
+    manifest of many new files then keeps no entry dicts alive."""
+
+    raw: bytes
+    status: int
+    sequence_number: int | None
+    record_count: int
+    partition: Mapping[str, Any]
+
+
+class EntryEncoder:
+    """Encodes manifest entries of one partition type (``partition_fields``) to
+    Avro binary, directly where it can (:mod:`lakehouse.iceberg.avro_binary`),
+    else with fastavro: the same bytes either way."""
+
+    def __init__(self, partition_fields: Sequence[Mapping[str, Any]]) -> None:
+        self.key = _partition_key(partition_fields)
+        self.schema, self.part = _parsed_entry_schema(self.key)
+
+    def raw(self, e: Mapping[str, Any]) -> bytes:
+        """``e`` (an :func:`entry` dict) as one Avro record."""
+        try:
+            return avro_binary.encode_entry(e, self.part, e["data_file"]["partition"])
+        except avro_binary.Unsupported:
+            buf = io.BytesIO()
+            [tagged] = _tagged([e], self.part)
+            fastavro.schemaless_writer(buf, self.schema, tagged)
+            return buf.getvalue()
+
+    def __call__(self, e: Mapping[str, Any]) -> Encoded:
+        df = e["data_file"]
+        return Encoded(
+            self.raw(e), e["status"], e["sequence_number"], df["record_count"], df["partition"]
+        )
+
 
 
 # -- rows ------------------------------------------------------------------------------
@@ -471,7 +328,7 @@ def manifest_file(
 
 
 def manifest_file_for(
-    entries: Iterable[Mapping[str, Any]],
+    entries: Iterable[Mapping[str, Any] | Encoded],
     *,
     manifest_path: str,
     manifest_length: int,
@@ -489,15 +346,17 @@ def manifest_file_for(
     min_seq: int | None = None
     partitions = []
     for e in entries:
-        s = e["status"]
-        df = e["data_file"]
+        if isinstance(e, Encoded):
+            s, seq, n, part = e.status, e.sequence_number, e.record_count, e.partition
+        else:
+            df = e["data_file"]
+            s, seq, n, part = e["status"], e["sequence_number"], df["record_count"], df["partition"]
         counts[s] += 1
-        rows[s] += df["record_count"]
+        rows[s] += n
         if s != DELETED:
-            seq = e["sequence_number"]
             seq = sequence_number if seq is None else seq
             min_seq = seq if min_seq is None or seq < min_seq else min_seq
-        partitions.append(df["partition"])
+        partitions.append(part)
     return manifest_file(
         manifest_path=manifest_path,
         manifest_length=manifest_length,
@@ -572,13 +431,14 @@ def _compact(obj: Any) -> str:
 
 def manifest_bytes(
     *,
-    entries: Sequence[Mapping[str, Any]],
+    entries: Sequence[Mapping[str, Any] | Encoded],
     content: str,
     partition_fields: Sequence[Mapping[str, Any]],
     schema_json: Mapping[str, Any],
     spec_json: Mapping[str, Any],
 ) -> bytes:
-    """An Iceberg v2 manifest of ``entries`` (:func:`entry` dicts).
+    """An Iceberg v2 manifest of ``entries`` (:func:`entry` dicts, or entries
+    :class:`EntryEncoder` encoded for the same partition type).
 
     ``content``: "data" or "deletes" (a manifest holds one kind of file);
     ``partition_fields``: the spec's partition type (``[{"field-id", "name",
@@ -601,8 +461,10 @@ def manifest_bytes(
         "format-version": str(FORMAT_VERSION),
         "content": content,
     }
-    schema, part = _parsed_entry_schema(_partition_key(partition_fields))
-    return _write(schema, _tagged(entries, part), metadata)
+    enc = EntryEncoder(partition_fields)
+    records = (e.raw if isinstance(e, Encoded) else enc.raw(e) for e in entries)
+    digest = hashlib.sha256(json.dumps(metadata, sort_keys=True).encode()).digest()
+    return avro_binary.container(enc.schema, enc.key, records, metadata, digest[:16])
 
 
 def manifest_list_bytes(

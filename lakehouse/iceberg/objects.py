@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import io
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -26,7 +26,7 @@ from pyroaring import BitMap
 
 from kvstore.objstore import ObjectStore
 from lakehouse.data import files as datafiles
-from lakehouse.data import inline, partitioning
+from lakehouse.data import inline
 from lakehouse.data.scan import fetch
 from lakehouse.iceberg import avro, files, paths, types
 from lakehouse.iceberg.state import FileRef
@@ -90,6 +90,9 @@ class ManifestWriter:
     k: int = 0
     #: partition values of the files touched (changed-partition-count)
     partitions: set[tuple[int, str]] = field(default_factory=set)
+    #: per partition spec id: its partition type and entry encoder
+    _fields: dict[int, list[dict[str, Any]]] = field(default_factory=dict, init=False)
+    _encoders: dict[int, avro.EntryEncoder] = field(default_factory=dict, init=False)
 
     def next_manifest(self) -> str:
         name = paths.manifest(self.t.table_id, self.u, self.k, self.gen)
@@ -97,21 +100,32 @@ class ManifestWriter:
         return name
 
     def partition_fields(self, spec_id: int) -> list[dict[str, Any]]:
-        return types.partition_type(self.d.spec_by_id(spec_id), self.d.columns, self.d.schema)
+        fields = self._fields.get(spec_id)
+        if fields is None:
+            spec = self.d.spec_by_id(spec_id)
+            fields = self._fields[spec_id] = types.partition_type(
+                spec, self.d.columns, self.d.schema
+            )
+        return fields
+
+    def encoded(self, spec_id: int, e: dict[str, Any]) -> avro.Encoded:
+        """Entry ``e`` of a manifest of spec ``spec_id`` in Avro binary (the dicts
+        are dropped at once: a snapshot of many new files keeps bytes only)."""
+        enc = self._encoders.get(spec_id)
+        if enc is None:
+            enc = self._encoders[spec_id] = avro.EntryEncoder(self.partition_fields(spec_id))
+        return enc(e)
 
     def spec_json(self, spec_id: int) -> dict[str, Any]:
         return types.partition_spec_json(self.d.spec_by_id(spec_id), self.d.columns, self.d.schema)
 
     def partition(self, f: DataFile) -> dict[str, Any]:
-        values = partitioning.partition_dict(self.d, f)
-        rec = types.partition_record(
-            self.d.spec_by_id(f.spec_id), f, self.d.columns, self.d.schema, values
-        )
+        rec = types.file_partition(self.d, f)
         self.partitions.add((f.spec_id, repr(sorted(rec.items()))))
         return rec
 
     def write_manifest(
-        self, entries: list[dict[str, Any]], content: str, spec_id: int
+        self, entries: Sequence[dict[str, Any] | avro.Encoded], content: str, spec_id: int
     ) -> tuple[str, dict[str, Any]]:
         name = self.next_manifest()
         fields = self.partition_fields(spec_id)
@@ -215,7 +229,7 @@ def rewrite(
     return new, new_row, deleted
 
 
-def data_entry(c: ManifestWriter, path: str, size: int, f: DataFile) -> dict[str, Any]:
+def data_entry(c: ManifestWriter, path: str, size: int, f: DataFile) -> avro.Encoded:
     """The ADDED manifest entry of data file ``f`` at ``path`` (``size`` bytes)."""
     # column sizes are not recorded: an empty map, not null (pyiceberg's
     # inspect.entries() reads the map without a null check)
@@ -227,14 +241,15 @@ def data_entry(c: ManifestWriter, path: str, size: int, f: DataFile) -> dict[str
         partition=c.partition(f),
         **metrics,
     )
-    return avro.entry(
+    e = avro.entry(
         df, status=avro.ADDED, snapshot_id=c.u, sequence_number=c.u, file_sequence_number=c.u
     )
+    return c.encoded(f.spec_id, e)
 
 
 def delete_entry(
     c: ManifestWriter, ref: FileRef, f: DataFile, dv: BitMap, fid: str
-) -> dict[str, Any]:
+) -> avro.Encoded:
     name = paths.deletes(c.t.table_id, c.u, fid)
     data = files.position_deletes_bytes(ref.path, dv)
     put(c.t.store, name, data)
@@ -254,9 +269,10 @@ def delete_entry(
     )
     ref.delete, ref.delete_seq, ref.delete_rows, ref.delete_size = loc, c.u, len(dv), len(data)
     ref.dv = fingerprint(dv)
-    return avro.entry(
+    e = avro.entry(
         df, status=avro.ADDED, snapshot_id=c.u, sequence_number=c.u, file_sequence_number=c.u
     )
+    return c.encoded(f.spec_id, e)
 
 
 def moved(ref: FileRef, attr: str, manifest: str) -> FileRef:

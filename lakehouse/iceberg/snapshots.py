@@ -157,7 +157,7 @@ def build(
 
     # -- files added --------------------------------------------------------------------
     added = {**change.added, **remat}
-    data_entries: dict[int, list[tuple[str, dict[str, Any]]]] = {}
+    data_entries: dict[int, list[tuple[str, avro.Encoded]]] = {}
     dv_work: dict[str, FileState] = {}
     added_rows = added_size = 0
     for fid in sorted(added):
@@ -183,7 +183,7 @@ def build(
             dv_work[fid] = fs
 
     # -- deletion vectors -----------------------------------------------------------------
-    del_entries: dict[int, list[tuple[str, dict[str, Any]]]] = {}
+    del_entries: dict[int, list[tuple[str, avro.Encoded]]] = {}
     added_dels = added_del_rows = 0
     for fid in sorted(dv_work):
         f, dv = dv_work[fid]

@@ -17,10 +17,10 @@ from __future__ import annotations
 import datetime as dt
 import math
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from decimal import Decimal
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeAlias
 from uuid import UUID
 
 import pyarrow as pa
@@ -166,18 +166,138 @@ def _bound(raw: Any, t: pa.DataType, ice: str, upper: bool) -> bytes | None:
     return bound_bytes(ice, v)
 
 
+# -- the common cases straight from the recorded JSON value ------------------------------------
+_SLOW: Any = object()  # a fast encoder's "not mine: take the general path"
+_PACK_I = struct.Struct("<i").pack
+_PACK_Q = struct.Struct("<q").pack
+_PACK_D = struct.Struct("<d").pack
+_FastEncoder: TypeAlias = Callable[[Any, bool], Any]
+
+
+def _fast_int(raw: Any, upper: bool) -> Any:
+    if type(raw) is not int:
+        return _SLOW
+    return _PACK_I(raw) if _INT32[0] <= raw <= _INT32[1] else None
+
+
+def _fast_long(raw: Any, upper: bool) -> Any:
+    if type(raw) is not int:
+        return _SLOW
+    return _PACK_Q(raw) if _INT64[0] <= raw <= _INT64[1] else None
+
+
+def _fast_string(raw: Any, upper: bool) -> Any:
+    if type(raw) is not str:
+        return _SLOW
+    if not raw.isascii() and max(raw) > "\ud7ff":
+        return None  # code point and UTF-16 orders may differ: see the module docstring
+    return raw.encode("utf-8")
+
+
+def _fast_double(raw: Any, upper: bool) -> Any:
+    if type(raw) is not float:
+        return _SLOW
+    if not math.isfinite(raw):
+        return None
+    if raw == 0:
+        raw = 0.0 if upper else -0.0  # a zero bound covers both zeros
+    return _PACK_D(raw)
+
+
+def _fast_boolean(raw: Any, upper: bool) -> Any:
+    if type(raw) is not bool:
+        return _SLOW
+    return b"\x01" if raw else b"\x00"
+
+
+def _nanos(raw: Any) -> Any:
+    """The nanoseconds of a temporal bound recorded as ``["n", ns]`` (else _SLOW)."""
+    if type(raw) is list and len(raw) == 2 and raw[0] == "n" and type(raw[1]) is int:
+        return raw[1]
+    return _SLOW
+
+
+def _fast_date(raw: Any, upper: bool) -> Any:
+    ns = _nanos(raw)
+    if ns is _SLOW:
+        return _SLOW
+    n = -(-ns // _NS_PER_DAY) if upper else ns // _NS_PER_DAY
+    return _PACK_I(n) if _INT32[0] <= n <= _INT32[1] else None
+
+
+def _fast_micros(raw: Any, upper: bool) -> Any:
+    ns = _nanos(raw)
+    if ns is _SLOW:
+        return _SLOW
+    n = -(-ns // _NS_PER_US) if upper else ns // _NS_PER_US
+    return _PACK_Q(n) if _INT64[0] <= n <= _INT64[1] else None
+
+
+def _fast_none(raw: Any, upper: bool) -> Any:
+    return _SLOW
+
+
+def _fast_decimal(precision: int, scale: int) -> _FastEncoder:
+    limit = 10**precision
+
+    def encode(raw: Any, upper: bool) -> Any:
+        if type(raw) is not list or len(raw) != 2 or raw[0] != "d" or type(raw[1]) is not str:
+            return _SLOW
+        try:
+            n = pe.unscaled(Decimal(raw[1]), scale)
+        except (ValueError, ArithmeticError):
+            return None  # not a value of the column's type
+        if abs(n) >= limit:
+            return None
+        return n.to_bytes((n if n >= 0 else ~n).bit_length() // 8 + 1, "big", signed=True)
+
+    return encode
+
+
+_FAST: dict[str, _FastEncoder] = {
+    "int": _fast_int,
+    "long": _fast_long,
+    "string": _fast_string,
+    "double": _fast_double,
+    "boolean": _fast_boolean,
+    "date": _fast_date,
+    "time": _fast_micros,
+    "timestamp": _fast_micros,
+    "timestamptz": _fast_micros,
+}
+
+#: (column id, Arrow type, Iceberg type, fast encoder) of the metric columns, by id
+_Plan: TypeAlias = tuple[tuple[int, pa.DataType, str, _FastEncoder], ...]
+
+
 @lru_cache(maxsize=64)
-def _primitives(
-    columns: tuple[Column, ...], schema: pa.Schema
-) -> dict[int, tuple[pa.DataType, str]]:
-    """Arrow and Iceberg type by id of the top-level primitive columns of the Iceberg
-    schema (cached: a table's files share their columns)."""
-    out = {}
-    for cid, t in supported(columns, schema).items():
+def _plan_of(columns: tuple[Column, ...], schema: pa.Schema) -> _Plan:
+    out = []
+    for cid, t in sorted(supported(columns, schema).items()):
         ice = primitive_type(t)
-        if ice is not None:
-            out[cid] = (t, ice)
-    return out
+        if ice is None:
+            continue
+        fast = _FAST.get(ice, _fast_none)
+        if pa.types.is_decimal(t):
+            fast = _fast_decimal(t.precision, t.scale)
+        out.append((cid, t, ice, fast))
+    return tuple(out)
+
+
+_last_plan: tuple[Sequence[Column], pa.Schema, _Plan] | None = None
+
+
+def _plan(columns: Sequence[Column], schema: pa.Schema) -> _Plan:
+    """The top-level primitive columns of the Iceberg schema, in id order, with how
+    their bounds are encoded (cached: a table's files share their columns; the last
+    table's by identity, as hashing a schema costs more than a file's metrics)."""
+    global _last_plan
+    last = _last_plan
+    if last is not None and last[0] is columns and last[1] is schema:
+        return last[2]
+    plan = _plan_of(tuple(columns), schema)
+    _last_plan = (columns, schema, plan)
+    return plan
 
 
 def file_metrics(f: DataFile, columns: Sequence[Column], schema: pa.Schema) -> dict[str, Any]:
@@ -189,24 +309,32 @@ def file_metrics(f: DataFile, columns: Sequence[Column], schema: pa.Schema) -> d
     metrics (value count: the file's rows, nulls included); bounds come from the
     file's record and are left out when unknown or unsafe (see the module docstring).
     """
-    prims = _primitives(tuple(columns), schema)
-    held = sorted({cid for cid, _ in f.columns if cid in prims})
-    raw = {cid: (lo, hi, nulls) for cid, lo, hi, nulls in f.raw_stats}
+    held = {cid for cid, _ in f.columns}
+    raw = {st[0]: st for st in f.raw_stats}
+    rows = f.record_count
     values, nulls_out, lower, upper = [], [], [], []
-    for cid in held:
-        values.append({"key": cid, "value": f.record_count})
-        if cid not in raw:
+    for cid, t, ice, fast in _plan(columns, schema):
+        if cid not in held:
             continue
-        lo, hi, nulls = raw[cid]
-        t, ice = prims[cid]
-        if isinstance(nulls, int) and not isinstance(nulls, bool) and nulls >= 0:
+        values.append({"key": cid, "value": rows})
+        st = raw.get(cid)
+        if st is None:
+            continue
+        _, lo, hi, nulls = st
+        if type(nulls) is int and nulls >= 0:
             nulls_out.append({"key": cid, "value": nulls})
-        b = _bound(lo, t, ice, False)
-        if b is not None:
-            lower.append({"key": cid, "value": b})
-        b = _bound(hi, t, ice, True)
-        if b is not None:
-            upper.append({"key": cid, "value": b})
+        if lo is not None:
+            b = fast(lo, False)
+            if b is _SLOW:
+                b = _bound(lo, t, ice, False)
+            if b is not None:
+                lower.append({"key": cid, "value": b})
+        if hi is not None:
+            b = fast(hi, True)
+            if b is _SLOW:
+                b = _bound(hi, t, ice, True)
+            if b is not None:
+                upper.append({"key": cid, "value": b})
     return {
         "value_counts": values,
         "null_value_counts": nulls_out,

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from lakehouse.data import partitioning
 from lakehouse.iceberg.bounds import long_value, unscaled
 from lakehouse.iceberg.typemap import NESTED_BASE, primitive_type
 from lakehouse.model import Column, DataFile, TableDef
@@ -96,6 +97,31 @@ def partition_record(
         rtype = _result_type(pf, ice or "")
         out[pf.name] = _avro_value(rtype, given.get(pf.name), pf.name)
     return out
+
+
+#: partition records of the last table definition's files by (spec id, raw partition)
+_records: tuple[TableDef | None, dict[tuple[int, Any], dict[str, Any]]] = (None, {})
+_MAX_RECORDS = 65536
+
+
+def file_partition(d: TableDef, f: DataFile) -> dict[str, Any]:
+    """:func:`partition_record` of ``f`` under ``d`` (its values decoded from
+    ``f.raw_partition``), cached per table definition (by identity) and (spec id,
+    raw partition): the files of one snapshot share few partitions."""
+    global _records
+    held, cache = _records
+    if held is not d:
+        cache = {}
+        _records = (d, cache)
+    key = (f.spec_id, f.raw_partition)
+    rec = cache.get(key)
+    if rec is None:
+        values = partitioning.partition_dict(d, f)
+        rec = partition_record(d.spec_by_id(f.spec_id), f, d.columns, d.schema, values)
+        if len(cache) >= _MAX_RECORDS:
+            cache.clear()
+        cache[key] = rec
+    return dict(rec)
 
 
 def _avro_value(t: str, v: Any, name: str) -> Any:

@@ -21,6 +21,7 @@ from __future__ import annotations
 from lakehouse.iceberg.bounds import bound_bytes, file_metrics, long_value
 from lakehouse.iceberg.mapping import field_ids_schema, name_mapping, readable_rows, readable_type
 from lakehouse.iceberg.partitions import (
+    file_partition,
     partition_record,
     partition_spec_json,
     partition_type,
@@ -55,6 +56,7 @@ __all__ = [
     "column_type",
     "field_ids_schema",
     "file_metrics",
+    "file_partition",
     "iceberg_schema",
     "long_value",
     "name_mapping",

@@ -29,7 +29,6 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from itertools import repeat
 from operator import itemgetter
-from typing import cast
 
 from sortedcontainers import SortedList
 
@@ -112,17 +111,22 @@ class Memtable:
         old = versions.keys() & keys if len(keys) > 8 else None
         if old is not None and len(old) * 8 <= len(keys):
             # bulk path: a batch of keys mostly new to this memtable (a commit's few
-            # rewritten keys, such as a head pointer, go back on their version lists)
-            saved = [(k, versions[k]) for k in old]
-            versions.update(zip(keys, zip(repeat(seq), values)))
-            for k, prior in saved:
-                latest = cast(tuple[int, bytes | None], versions[k])  # just written
-                if type(prior) is tuple:
-                    versions[k] = [prior, latest]
-                else:
-                    prior.append(latest)  # type: ignore[union-attr]
-                    versions[k] = prior
-            new_keys = [k for k in keys if k not in old] if old else keys
+            # rewritten keys, such as a head pointer, go on their version lists first, so
+            # a concurrent read at an older seq never finds one without its older versions)
+            if old:
+                fresh = dict(zip(keys, zip(repeat(seq), values)))
+                for k in old:
+                    latest = fresh.pop(k)
+                    prior = versions[k]
+                    if type(prior) is tuple:
+                        versions[k] = [prior, latest]
+                    else:
+                        prior.append(latest)  # type: ignore[union-attr]
+                versions.update(fresh)
+                new_keys = list(fresh)
+            else:
+                versions.update(zip(keys, zip(repeat(seq), values)))
+                new_keys = keys
             written = sum(map(len, keys)) + sum(map(len, filter(None, values)))
             added = (
                 written

@@ -10,6 +10,18 @@ than silently showing only the flushed state. A location without a store
 is not there.
 :meth:`Reader.refresh` repeats that when the writer has moved on; with
 ``refresh_interval`` set, reads refresh at most that often on their own.
+
+A refresh costs what changed. While the latest manifest is still the one
+loaded last (the same id: manifests are never rewritten), it reads only the
+WAL written since: the part of the last journal segment after its last
+complete frame (``get_range`` from that frame boundary, torn-tail rule and
+re-reads as in a full replay), and the segments/objects that appeared after
+it. The new records are applied to the memtable in place: it keeps every
+version by seq and its reads take no lock, so snapshots handed out earlier
+read exactly what they read before. Anything unexpected (another manifest, a
+segment read before now gone, an id appearing below one read, damage, a
+record that does not continue the seq) takes the full path above, with its
+retries and errors.
 Every write call raises :class:`PermissionError`-free :class:`KvError`
 subclasses: a reader has no write methods at all, so ``put`` is an
 AttributeError... except that users expect a clear message, so the write
@@ -20,14 +32,17 @@ from __future__ import annotations
 
 import os
 import threading
+from dataclasses import dataclass
 from typing import Any
 
+from kvstore import paths
 from kvstore import readpath as rp
 from kvstore.cache import BlockCache
 from kvstore.clock import Clock
 from kvstore.engine.sstfiles import open_sst
 from kvstore.errors import CheckpointNotFound, ClosedError, CorruptionError, KvError
 from kvstore.format.manifest import Manifest
+from kvstore.format.wal import SEGMENT_HEADER_SIZE, DecodedSegment, WalRecord, decode_object
 from kvstore.format.wal_id import read_wal_identity
 from kvstore.manifest_store import ManifestStore
 from kvstore.memtable import Memtable
@@ -35,10 +50,22 @@ from kvstore.objstore import LocalStore, ObjectStore
 from kvstore.reads import ReadSurface
 from kvstore.wal import (
     ReplayResult,
+    decode_journal,
+    decode_journal_from,
+    list_wal_ids,
     live_segment_missing,
     missing_seq,
     replay,
 )
+
+
+@dataclass(frozen=True)
+class _WalRead:
+    """How far a refresh read the WAL of the manifest it loaded."""
+
+    wal: ObjectStore | None  # where (None: nothing to replay)
+    ids: frozenset[int]  # the WAL ids at or after its ``wal_replay_from`` read whole so far
+    tail: tuple[int, int] | None  # the last one, a journal segment: (id, end of its last frame)
 
 
 class ReadOnlyError(KvError):
@@ -73,6 +100,8 @@ class Reader(ReadSurface):
         self._manifest: Manifest | None = None
         self._state = rp.State(Memtable(0), (), (), ())
         self._seq = 0
+        #: how far the WAL of ``_manifest`` was read (None: refresh the full way)
+        self._wal_read: _WalRead | None = None
         self.refresh()
         if self._manifest is None:
             raise FileNotFoundError(f"no kvstore at {store.describe()} (no manifest found)")
@@ -82,6 +111,10 @@ class Reader(ReadSurface):
         if self._closed:
             raise ClosedError("the reader is closed")
         with self._lock:
+            if self._catch_up():
+                self._last_refresh = self._clock.monotonic()
+                return self._seq
+            self._wal_read = None
             gap_in: int | None = None  # the manifest whose replay had a gap last time
             for _attempt in range(100):
                 try:
@@ -143,11 +176,71 @@ class Reader(ReadSurface):
                     tuple(rp.SortedRun.of(tuple(handles[s.id] for s in run)) for run in m.runs),
                 )
                 self._seq = max([m.last_flushed_seq] + [r.seq for r in result.records])
+                if self.checkpoint is None:
+                    self._wal_read = _WalRead(wal, frozenset(result.ids), result.tail)
                 break
             else:
                 raise KvError("the store changed too quickly to load a consistent view")
             self._last_refresh = self._clock.monotonic()
             return self._seq
+
+    def _catch_up(self) -> bool:
+        """Refresh by reading only what the WAL gained since the last refresh, when
+        the latest manifest is still the one loaded; False: refresh the full way."""
+        m = self._manifest
+        done = self._wal_read
+        if m is None or done is None or self._mstore.latest_id() != m.id:
+            return False
+        wal = done.wal
+        if wal is None:
+            return True  # its writer closed cleanly: the SSTs hold everything
+        try:
+            found = [(i, kind) for i, kind in list_wal_ids(wal) if i >= m.wal_replay_from]
+            ids = frozenset(i for i, _ in found)
+            new = [(i, kind) for i, kind in found if i not in done.ids]
+            if not done.ids <= ids or (new and done.ids and new[0][0] < max(done.ids)):
+                return False  # one read before is gone, or one appeared below: not ours to judge
+            if not new and done.tail is None:
+                return True  # nothing new (WAL objects are written whole, never appended to)
+            records: list[WalRecord] = []
+            tail = done.tail
+            if tail is not None:
+                tail = self._read_journal(wal, *tail, records)
+            for wal_id, kind in new:
+                if kind == "log":
+                    tail = self._read_journal(wal, wal_id, 0, records)
+                else:
+                    name = paths.wal_object_name(wal_id)
+                    records += decode_object(wal.get(name), where=name)[0]
+                    tail = None
+        except (FileNotFoundError, CorruptionError):
+            return False  # the full path retries, or raises what it finds
+        records.sort(key=lambda r: r.seq)
+        if missing_seq((r.seq for r in records), self._seq) is not None:
+            return False  # not a continuation of what we hold: let the full path judge
+        if records and self._mstore.latest_id() != m.id:
+            return False  # the writer moved on while we read (see the full path)
+        mt = self._state.active
+        for rec in records:  # seqs above every snapshot's: invisible to them
+            mt.apply(rec.seq, rec.keys, rec.values)
+        if records:
+            self._seq = records[-1].seq
+        self._wal_read = _WalRead(wal, ids, tail)
+        return True
+
+    def _read_journal(
+        self, wal: ObjectStore, wal_id: int, start: int, into: list[WalRecord]
+    ) -> tuple[int, int]:
+        """Add the frames of journal segment ``wal_id`` from byte ``start`` (a frame
+        boundary; 0: the whole segment) to ``into``; returns where the next read resumes."""
+        name = paths.wal_segment_name(wal_id)
+        decoded: DecodedSegment
+        if start >= SEGMENT_HEADER_SIZE:
+            decoded = decode_journal_from(wal, name, start, clock=self._clock)
+        else:  # new, or its header was not there yet
+            decoded = decode_journal(wal, name, wal.get(name), clock=self._clock)[1]
+        into += decoded.records
+        return wal_id, decoded.valid_length
 
     def _wal_for(self, m: Manifest) -> ObjectStore | None:
         """Where ``m``'s writer keeps its WAL; None when there is nothing to replay.

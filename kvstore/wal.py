@@ -47,9 +47,11 @@ from kvstore.clock import Clock
 from kvstore.errors import CorruptionError, FencedError, KvError
 from kvstore.format.manifest import Manifest
 from kvstore.format.wal import (
+    SEGMENT_HEADER_SIZE,
     DecodedSegment,
     WalRecord,
     all_zero,
+    decode_frames,
     decode_object,
     decode_segment,
     encode_object,
@@ -413,6 +415,9 @@ class ReplayResult:
     ids: list[int]  # every WAL id found at or after the start
     max_id: int  # highest WAL id seen anywhere (0 if none)
     data_ids: list[int]  # WAL objects holding frames (not fences)
+    #: ``(id, end of its last complete frame)`` when the last id read is a journal
+    #: segment: where decoding its later frames can resume (:func:`decode_journal_from`)
+    tail: tuple[int, int] | None = None
 
 
 def list_wal_ids(store: ObjectStore) -> list[tuple[int, str]]:
@@ -448,6 +453,7 @@ def replay(
     ids: list[int] = []
     data_ids: list[int] = []
     seen: set[int] = set()
+    tail: tuple[int, int] | None = None
     for wal_id, kind in found:
         if wal_id < start_id or (upto_id is not None and wal_id > upto_id):
             continue
@@ -479,8 +485,10 @@ def replay(
             recs, fence = decode_object(data, where=name)
             if not fence:
                 data_ids.append(wal_id)
+            tail = None
         else:
             recs = decoded.records
+            tail = (wal_id, decoded.valid_length)
             if decoded.torn:
                 cut = len(data) - decoded.valid_length
                 if all_zero(data, decoded.valid_length):  # preallocated, or zero-filled
@@ -494,7 +502,7 @@ def replay(
             if rec.seq > after_seq:
                 records.append(rec)
     records.sort(key=lambda r: r.seq)
-    return ReplayResult(records, ids, max_id, data_ids)
+    return ReplayResult(records, ids, max_id, data_ids, tail)
 
 
 def missing_seq(seqs: Iterable[int], after_seq: int) -> int | None:
@@ -559,6 +567,57 @@ def decode_journal(
         sleep(0.001 * 2**attempt)
         attempt += 1
         data = store.get(name)
+
+
+def decode_journal_from(
+    store: ObjectStore, name: str, start: int, *, clock: Clock | None = None
+) -> DecodedSegment:
+    """The frames of journal segment ``name`` from byte ``start`` on, read with
+    ``get_range`` (``valid_length`` stays an offset in the whole segment).
+
+    ``start`` must be where an earlier decode of this segment stopped, at or
+    after its header (a :attr:`DecodedSegment.valid_length`): a frame boundary.
+    Frames before it never change, and the torn-tail rule only looks forward
+    from a frame start, so this decodes exactly what a decode of the whole
+    segment (:func:`decode_journal`, re-reads included) finds after ``start``.
+    """
+    if start < SEGMENT_HEADER_SIZE:
+        raise ValueError(f"resume offset {start} of {name} is inside its header")
+    sleep = (clock if clock is not None else _REAL_CLOCK).sleep
+    attempt = 0
+    while True:
+        data = _read_from(store, name, start)
+        try:
+            decoded = decode_frames(data, where=name)
+        except CorruptionError:
+            if attempt == LIVE_REREADS or not data.endswith(b"\0"):
+                raise
+            sleep(0.001 * 2**attempt)
+            attempt += 1
+            continue
+        return DecodedSegment(decoded.records, start + decoded.valid_length, decoded.torn)
+
+
+#: :func:`_read_from` asks for this much past the size it saw, so a file that grew
+#: meanwhile is read to its new end (a preallocated journal grows a step at a time)
+_READ_SLACK = 1 << 16
+
+
+def _read_from(store: ObjectStore, name: str, start: int) -> bytes:
+    """Everything of ``name`` from ``start`` to its end (at the time of reading);
+    CorruptionError if it ends before ``start`` (a segment never shrinks below a frame)."""
+    size = store.size(name)
+    if size < start:
+        raise CorruptionError(
+            f"WAL segment is {size} bytes, shorter than the {start} already read of it",
+            object_name=name,
+        )
+    want = size - start + _READ_SLACK
+    parts = [store.get_range(name, start, want)]
+    while len(parts[-1]) == want:  # it grew past what we asked for: read on
+        start += want
+        parts.append(store.get_range(name, start, want))
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 def live_segment_missing(m: Manifest, found_ids: list[int]) -> bool:

@@ -25,7 +25,10 @@ harmless):
    only expired versions reference, each with the time it was queued and
    the grace ``g`` (default :data:`DEFAULT_GRACE`);
 2. raise the kvstore retention watermark to the seq that reads the new
-   oldest version: compaction may now drop every older key version;
+   oldest version: compaction may now drop every older key version; queue
+   (``iceberg:<name>``, same grace) the Iceberg metadata objects no retained
+   version can reach any more (:mod:`lakehouse.iceberg.gc`: a lakehouse that
+   never wrote any pays one check);
 3. the deletion pass: delete the queued files whose grace has passed and
    that no open view or transaction of this process reads
    (:mod:`lakehouse.pins`), and drop them from ``L/gc``. Files still in
@@ -302,6 +305,7 @@ def expire_versions(
                 queued,
                 grace_ms,
             )
+            _queue_iceberg(ctx, grace_ms)
         _delete_due(ctx)
         if new_oldest > oldest and compact:
             db.compact()
@@ -380,13 +384,17 @@ def _delete_due(ctx: Context) -> int:
     due = [q for q in queue if q.due_ms <= now]
     if not due:
         return 0
-    # after the new oldest version was committed (see lakehouse.pins)
-    pinned = ctx.pins.paths(below=ctx.oldest_now())
-    # a safety net: a file a retained version references is never deleted (a queue
-    # written by a version of this code that missed files a rollback brought back)
-    _, live = retained_paths(ctx)
-    gone: set[str] = set()
-    kept = {q.path for q in due if q.path in live}  # off the queue, not deleted
+    iceberg = [q.path for q in due if q.path.startswith(ICEBERG_TAG)]
+    gone, kept = _delete_iceberg(ctx, iceberg) if iceberg else (set(), set())
+    due = [q for q in due if not q.path.startswith(ICEBERG_TAG)]
+    pinned: set[str] = set()
+    if due:
+        # after the new oldest version was committed (see lakehouse.pins)
+        pinned = ctx.pins.paths(below=ctx.oldest_now())
+        # a safety net: a file a retained version references is never deleted (a queue
+        # written by a version of this code that missed files a rollback brought back)
+        _, live = retained_paths(ctx)
+        kept |= {q.path for q in due if q.path in live}  # off the queue, not deleted
     for q in due:
         if q.path in kept:
             log.warning("data file %s is queued for deletion but referenced: kept", q.path)
@@ -402,12 +410,62 @@ def _delete_due(ctx: Context) -> int:
         rest = [q for q in queue if q.path not in gone and q.path not in kept]
         ctx.db.put(keys.PENDING_GC, codec.encode_gc_queue(rest))
         log.info(
-            "deleted %d data files of expired versions (%d queued, %d pinned by open readers)",
+            "deleted %d queued files of expired versions (%d queued, %d pinned by open readers)",
             len(gone),
             len(rest),
             len(pinned & {q.path for q in due}),
         )
     return len(gone)
+
+
+#: queue entries (``L/gc``) naming an Iceberg object (a name under ``<url>/iceberg/``)
+#: rather than a data file: see :mod:`lakehouse.iceberg.gc`
+ICEBERG_TAG = "iceberg:"
+
+
+def _queue_iceberg(ctx: Context, grace_ms: int) -> int:
+    """Queue the Iceberg objects no retained version can reach (a lakehouse that never
+    wrote Iceberg metadata pays one check); returns how many were queued anew."""
+    from lakehouse.iceberg import gc
+
+    try:
+        s = gc.store(ctx)
+        found = set() if s is None else gc.garbage(ctx, s)
+    except OSError as exc:  # the next expiry or orphan removal looks again
+        log.warning("could not look for unreachable Iceberg objects: %s", exc)
+        return 0
+    queue = deletion_queue(ctx.db)
+    known = {q.path for q in queue}
+    now = ctx.now_ms()
+    new = [QueuedFile(ICEBERG_TAG + n, now, grace_ms) for n in sorted(found)]
+    new = [q for q in new if q.path not in known]
+    if new:
+        ctx.db.put(keys.PENDING_GC, codec.encode_gc_queue(queue + new))
+        log.info("%d unreachable Iceberg objects queued for deletion", len(new))
+    return len(new)
+
+
+def _delete_iceberg(ctx: Context, tagged: list[str]) -> tuple[set[str], set[str]]:
+    """Delete the queued Iceberg objects ``tagged`` that are still garbage; returns
+    (deleted, off the queue without deleting: reachable again, or gone)."""
+    from lakehouse.iceberg import gc
+
+    try:
+        s = gc.store(ctx)
+        still = set() if s is None else gc.garbage(ctx, s)
+    except OSError as exc:  # left queued for the next pass
+        log.warning("could not check queued Iceberg objects: %s", exc)
+        return set(), set()
+    names = [p[len(ICEBERG_TAG) :] for p in tagged]
+    if s is None:
+        return set(), set(tagged)
+    gone, dropped = gc.delete(s, names, still)
+    log.info(
+        "deleted %d unreachable Iceberg objects (%d reachable again or gone)",
+        len(gone),
+        len(dropped),
+    )
+    return {ICEBERG_TAG + n for n in gone}, {ICEBERG_TAG + n for n in dropped}
 
 
 def retry_pending_deletes(ctx: Context) -> None:
@@ -461,7 +519,10 @@ def remove_orphan_files(ctx: Context, *, older_than: Any = None) -> list[str]:
     never touched). Crashed writers leave such files behind; so does a
     failed delete of an aborted transaction. Files of expired versions are
     not orphans: the deletion pass (run first) deletes those whose grace has
-    passed, the others stay. Returns the deleted orphans' paths."""
+    passed, the others stay. Iceberg objects no retained version can reach
+    are queued and deleted once ``older_than`` has passed since a pass first
+    found them so (:mod:`lakehouse.iceberg.gc`). Returns the deleted orphan
+    data files' paths."""
     from lakehouse.data.files import SUFFIX, created_ms
 
     ctx.check_open()
@@ -474,6 +535,9 @@ def remove_orphan_files(ctx: Context, *, older_than: Any = None) -> list[str]:
     cutoff = ctx.now_ms() - older_than // timedelta(milliseconds=1)
     deleted: list[str] = []
     with ctx.maintenance_lock:
+        # unreachable Iceberg objects are queued, due once older_than passed (their names
+        # carry versions, not times: see lakehouse.iceberg.gc), then this pass deletes them
+        _queue_iceberg(ctx, older_than // timedelta(milliseconds=1))
         _delete_due(ctx)
         candidates = []
         for name in ctx.data.list(""):

@@ -30,13 +30,15 @@ pyarrow and committed in one fast append per commit.
   (untimed). Ours: ``write_metadata`` of the new version (the lakehouse
   append itself untimed). pyiceberg, two anchors: ``tbl.add_files(paths)``
   of the N files (its public API for committing written Parquet files: it
-  checks that the table does not reference them yet, reads their footers
-  for the stats, then fast-appends), and a fast append of ``DataFile``
-  objects built beforehand from the same footers (untimed): the floor,
-  pyiceberg's metadata work alone. The two anchors commit to two pyiceberg
-  tables built alike (``bench.load`` and ``bench.load_fast``, the same
-  files), so the three tables grow alike; all three new snapshots must say N
-  added files and the same total files and records.
+  checks that the table does not reference them yet (a scan of the table's
+  manifests), reads their footers for the stats, then fast-appends), and a
+  fast append of ``DataFile`` objects built beforehand from the same footers
+  (untimed): the floor, pyiceberg's metadata work alone. Between them, for
+  the reader, ``add_files(paths, check_duplicate_files=False)`` (no target).
+  Each commits to a pyiceberg table of its own, built alike (``bench.load``,
+  ``bench.load_nocheck``, ``bench.load_fast``: the same files), so all the
+  tables grow alike; every new snapshot must say N added files and the same
+  total files and records.
 
 Every measurement runs its variants back to back in each round, the order
 rotating round to round (``--repeats`` rounds after a warm-up one). Each
@@ -70,6 +72,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, replace
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -82,6 +85,7 @@ import lakehouse
 log = logging.getLogger("lakehouse.bench")
 NS = "bench"
 READ, LOAD, FAST = f"{NS}.read", f"{NS}.load", f"{NS}.load_fast"
+NOCHECK = f"{NS}.load_nocheck"
 SCHEMA = pa.schema([("id", pa.int64()), ("p", pa.int32()), ("name", pa.string()),
                     ("amount", pa.float64())])  # fmt: skip
 PROPS = {"compaction.auto": "false", "inline.max_rows": "0"}
@@ -89,12 +93,14 @@ LOADS = 20  # loads (and config requests) in a row per timed measurement: the fi
 SERVER_START_S = 120.0  # how long the server process may take to say its port
 #: the variants timed in each round
 SQL, REST, FLOOR = "sqlcatalog", "rest", "http_floor"
-ADD, FAST_APPEND, OURS = "add_files", "fast_append", "write_metadata"
+ADD, ADD_NOCHECK, FAST_APPEND = "add_files", "add_files_nocheck", "fast_append"
+OURS = "write_metadata"
 NAMES = {
     SQL: "pyiceberg SqlCatalog",
     REST: "our REST catalog",
     FLOOR: "GET /v1/config (HTTP floor)",
     ADD: "pyiceberg add_files",
+    ADD_NOCHECK: "pyiceberg add_files, check_duplicate_files=False",
     FAST_APPEND: "pyiceberg fast append of prebuilt DataFiles",
     OURS: "write_metadata",
 }
@@ -102,7 +108,7 @@ NAMES = {
 RATIOS = {
     "read": ((REST, SQL),),
     "load": ((REST, SQL), (FLOOR, REST)),
-    "commit": ((OURS, ADD), (OURS, FAST_APPEND)),
+    "commit": ((OURS, ADD), (OURS, ADD_NOCHECK), (OURS, FAST_APPEND)),
 }
 #: the issue's targets: (measurement kind, what, numerator, denominator, bound);
 #: every one is numerator / denominator <= bound, on the median of the per-round ratios
@@ -236,10 +242,11 @@ class PyIceberg:
                 fa.append_data_file(f)
         return self._summary(name)
 
-    def add_files(self, name: str, paths: list[str]) -> Any:
+    def add_files(self, name: str, paths: list[str], check: bool = True) -> Any:
         """Commit already-written files through the public API (``Table.add_files``:
-        duplicate check, footers read, fast append); the new snapshot's summary."""
-        self.tables[name].add_files(paths)
+        duplicate check unless ``check`` is false, footers read, fast append); the new
+        snapshot's summary."""
+        self.tables[name].add_files(paths, check_duplicate_files=check)
         return self._summary(name)
 
     def close(self) -> None:
@@ -474,13 +481,12 @@ class Rounds:
 # the run
 # ---------------------------------------------------------------------------
 def build(ours: Ours | None, ice: PyIceberg, name: str, files: int, commits: int,
-          sz: Sizes, start: int = 0, twin: str | None = None) -> dict[str, float]:  # fmt: skip
-    """Create ``name`` on both sides (and pyiceberg's ``twin``, committed the same
+          sz: Sizes, start: int = 0, twins: tuple[str, ...] = ()) -> dict[str, float]:  # fmt: skip
+    """Create ``name`` on both sides (and pyiceberg's ``twins``, committed the same
     files) holding ``files`` files in ``commits`` commits; seconds each side took."""
     spent = {"ours": 0.0, "pyiceberg": 0.0}
-    for t in (name, twin):
-        if t is not None:
-            ice.create(t)
+    for t in (name, *twins):
+        ice.create(t)
     if ours is not None:
         ours.create(name)
     per_commit = -(-files // commits)
@@ -490,9 +496,8 @@ def build(ours: Ours | None, ice: PyIceberg, name: str, files: int, commits: int
         batch = rows(start + done * sz.rows_per_file, n, sz.rows_per_file)
         t0 = time.perf_counter()
         data_files = ice.data_files(name, ice.write(batch, sz.rows_per_file))
-        for t in (name, twin):
-            if t is not None:
-                ice.fast_append(t, data_files)
+        for t in (name, *twins):
+            ice.fast_append(t, data_files)
         spent["pyiceberg"] += time.perf_counter() - t0
         if ours is not None:
             t0 = time.perf_counter()
@@ -585,7 +590,14 @@ def _measure(res: dict[str, Any], ours: Ours | None, ice: PyIceberg, sz: Sizes,
     res["build_s"] = {
         "read": build(ours, ice, READ, sz.read_files, 1, sz),
         "load": build(
-            ours, ice, LOAD, sz.load_files, sz.load_commits, sz, start=1 << 32, twin=FAST
+            ours,
+            ice,
+            LOAD,
+            sz.load_files,
+            sz.load_commits,
+            sz,
+            start=1 << 32,
+            twins=(NOCHECK, FAST),
         ),
     }
     want_read = rows(0, sz.read_files, sz.rows_per_file)
@@ -653,14 +665,16 @@ def _measure(res: dict[str, Any], ours: Ours | None, ice: PyIceberg, sz: Sizes,
             if o is not None:
                 o.append(LOAD, batch)
             got = rounds.run(f"commit_{n}", both(
-                add_files=lambda paths=paths: ice.add_files(LOAD, paths),  # type: ignore[misc]
-                fast_append=lambda f=prebuilt: ice.fast_append(FAST, f),  # type: ignore[misc]
+                add_files=partial(ice.add_files, LOAD, paths),
+                add_files_nocheck=partial(ice.add_files, NOCHECK, paths, False),
+                fast_append=partial(ice.fast_append, FAST, prebuilt),
                 write_metadata=(lambda: o.write_metadata(LOAD)) if o else None,
             ))  # fmt: skip
             load_total += n
             want3 = (n, load_total, load_total * sz.rows_per_file)
-            check(f"pyiceberg add_files of {n}: added, total files, records",
-                  _totals(got[ADD]), want3)  # fmt: skip
+            for v in (ADD, ADD_NOCHECK):
+                check(f"pyiceberg {v} of {n}: added, total files, records",
+                      _totals(got[v]), want3)  # fmt: skip
             check(f"pyiceberg fast append of {n}: added, total files, records",
                   _totals(got[FAST_APPEND]), want3)  # fmt: skip
             if o is not None:
@@ -797,8 +811,9 @@ def report(res: dict[str, Any]) -> str:
         )
     lines.append(
         "\ncommit: ours = write_metadata of the new version (the lakehouse append untimed); "
-        "pyiceberg add_files = Table.add_files(paths) (duplicate check, footers read, fast "
-        "append); fast append = DataFile objects built beforehand from the footers (untimed)"
+        "pyiceberg add_files = Table.add_files(paths) (duplicate check: a scan of the table's "
+        "manifests; footers read; fast append), also without the duplicate check; fast "
+        "append = DataFile objects built beforehand from the footers (untimed)"
     )
     lines.append("\ntargets (issue 24; ratio per round, median (min-max)):")
     for t in res["targets"]:

@@ -296,7 +296,8 @@ def _plan(columns: Sequence[Column], schema: pa.Schema) -> _Plan:
     if last is not None and last[0] is columns and last[1] is schema:
         return last[2]
     plan = _plan_of(tuple(columns), schema)
-    _last_plan = (columns, schema, plan)
+    if type(columns) is tuple:  # a list could change under the same identity
+        _last_plan = (columns, schema, plan)
     return plan
 
 

@@ -128,7 +128,8 @@ class Transform:
                 plain = arr.cast(pa.large_string()) if pe.is_string_view(t) else arr
                 return pc.utf8_slice_codeunits(plain, 0, self.param).cast(t)
             if self.name == "truncate" and k == "bytes":
-                return pc.binary_slice(arr, 0, self.param)
+                plain = arr.cast(pa.large_binary()) if pa.types.is_binary_view(t) else arr
+                return pc.binary_slice(plain, 0, self.param).cast(t)
             if k not in ("int", "date", "time", "ts"):  # decimals, strings, binaries
                 return _per_value(arr, lambda v: self.apply_py(v, t), out_type)
             n, valid = _longs(arr)

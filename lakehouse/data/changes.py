@@ -43,6 +43,7 @@ from pyroaring import BitMap
 from lakehouse.data import dv as dvfmt
 from lakehouse.data import scan
 from lakehouse.data.rewrites import output_ids
+from lakehouse.data.rows import filter_rows
 from lakehouse.data.table import FileState
 from lakehouse.errors import NotFound
 from lakehouse.model import DataOp, TableChange, TableDef, split_qualified
@@ -188,7 +189,7 @@ def _net(found: list[tuple[str, pa.Table]]) -> list[tuple[str, pa.Table]]:
                 mask.append(False)
             else:
                 mask.append(True)
-        return t.filter(pa.array(mask, pa.bool_()))
+        return filter_rows(t, pa.array(mask, pa.bool_()))
 
     rest = [(k, t) for k, t in found if k not in (INSERT, DELETE)]
     return [*rest, (INSERT, keep(inserted)), (DELETE, keep(deleted))]

@@ -81,6 +81,7 @@ from lakehouse.data import inline, keyindex, partitioning, scan
 from lakehouse.data.buffer import TableData
 from lakehouse.data.predicate import parse_where
 from lakehouse.data.rewrites import encode_order
+from lakehouse.data.rows import plain
 from lakehouse.data.stats import user_stats
 from lakehouse.data.table import file_key_id
 from lakehouse.model import CompactResult, DataFile, DataOp, Rewrite, TableDef
@@ -528,7 +529,7 @@ def _cuts(rows: pa.Table, key: str | None, per_file: int) -> list[int]:
         return [0, n]
     if key is None:
         return [*range(0, n, per_file), n]
-    col = rows.column(key).combine_chunks()
+    col = plain(rows.column(key).combine_chunks())  # no kernels for view types
     prev, nxt = col.slice(0, n - 1), col.slice(1)
     pn, nn = prev.is_null(), nxt.is_null()
     changed = pc.if_else(pc.or_(pn, nn), pc.xor(pn, nn), pc.not_equal(prev, nxt))

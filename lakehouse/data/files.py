@@ -54,6 +54,7 @@ from crc32c import crc32c
 from pyroaring import BitMap
 
 from lakehouse.data import inline
+from lakehouse.data.rows import filter_rows
 from lakehouse.data.stats import footer_stats, stat_scalar
 from lakehouse.errors import CorruptionError
 from lakehouse.model import Column, DataFile
@@ -368,7 +369,7 @@ def drop_positions(t: pa.Table, gone: np.ndarray[Any, Any], start: int) -> pa.Ta
         return t
     keep = np.ones(n, dtype=bool)
     keep[gone[lo:hi] - start] = False
-    return t.filter(pa.array(keep))
+    return filter_rows(t, pa.array(keep))
 
 
 def _in_file(
@@ -405,7 +406,7 @@ def _shaped(
         mask = None
     if not with_positions and names == [c.name for c in columns]:  # no renames, none missing
         direct = raw.cast(schema) if raw.schema != schema else raw
-        return direct if mask is None else direct.filter(mask)
+        return direct if mask is None else filter_rows(direct, mask)
     arrays = []
     fields = []
     for c, name in wanted:
@@ -423,7 +424,7 @@ def _shaped(
         arrays.append(pa.array(pos.astype(np.uint32, copy=False)))
         fields.append(pa.field("_pos", pa.uint32()))
     out = pa.Table.from_arrays(arrays, schema=pa.schema(fields))
-    return out if mask is None else out.filter(mask)
+    return out if mask is None else filter_rows(out, mask)
 
 
 # -- reading by byte ranges ---------------------------------------------------------------

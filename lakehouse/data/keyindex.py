@@ -46,6 +46,7 @@ from lakehouse import keys
 from lakehouse import partition_encoding as pe
 from lakehouse.data import dv as dvfmt
 from lakehouse.data import rewrites
+from lakehouse.data.rows import take_rows
 from lakehouse.errors import DuplicateKey
 from lakehouse.model import DataFile, Rewrite, TableDef
 
@@ -292,7 +293,7 @@ def lookup(buf: TableData, d: TableDef, rows: pa.Table) -> pa.Table:
             fs = buf.file_state(d, fid)
             assert fs is not None  # live: checked
             paths[fid] = fs[0].path
-    out = rows.select(list(d.primary_key)).take(pa.array(idx, pa.int64()))
+    out = take_rows(rows.select(list(d.primary_key)), pa.array(idx, pa.int64()))
     out = out.append_column("path", pa.array([paths[hits[i][0]] for i in idx], pa.string()))
     return out.append_column("position", pa.array([hits[i][1] for i in idx], pa.int64()))
 

@@ -28,6 +28,7 @@ from lakehouse.data import keyindex, ops, scan
 from lakehouse.data.buffer import TableData
 from lakehouse.data.conform import conform, to_table
 from lakehouse.data.predicate import Predicate
+from lakehouse.data.rows import filter_rows, join, plain, take_rows
 from lakehouse.data.table import Origins, TableWrite, concat_origins, file_key_id
 from lakehouse.errors import MergeKeyError
 from lakehouse.model import DataOp, MergeResult, TableDef
@@ -124,18 +125,18 @@ def merge(
     post_rows: pa.Table | None = None
     updated = deleted = inserted = 0
     if when_matched == "update" and matched:
-        upd = _with_target_values(src.filter(is_matched), old_values, fill)
+        upd = _with_target_values(filter_rows(src, is_matched), old_values, fill)
         if own_src:  # rows of this transaction's own files: their new versions are inserts
             own = BitMap(own_src)
             is_own = pa.array([i in own for i in matched], pa.bool_())
-            out.append(upd.filter(is_own))
-            upd = upd.filter(pc.invert(is_own))
+            out.append(filter_rows(upd, is_own))
+            upd = filter_rows(upd, pc.invert(is_own))
         post_rows = upd
         updated = len(matched)
     elif when_matched == "delete":
         deleted = len(matched)
     if when_not_matched == "insert":
-        new = src.filter(pc.invert(is_matched))
+        new = filter_rows(src, pc.invert(is_matched))
         if new.num_rows:
             for c in kept:
                 if not d.schema.field(c.name).nullable:
@@ -185,7 +186,7 @@ def _scan_matches(
     for f, hit in scan.matching_positions(buf.ctx.data, d, files, key_pred, columns=key_cols):
         if not hit.num_rows:
             continue
-        j = hit.join(src_idx, keys=on, join_type="inner")
+        j = join(hit, src_idx, on, "inner")
         if j.num_rows:
             yield by_path[f.path], j
 
@@ -212,7 +213,7 @@ def _index_matches(
             fs = buf.file_state(d, fid)
             assert fs is not None  # live: the index lookup checked it
             t = scan.read_one(buf.ctx.data, d, fs, fill, None, fill, with_positions=True)
-            rows = t.take(pa.array(np.searchsorted(t.column("_pos").to_numpy(), pos)))
+            rows = take_rows(t, pa.array(np.searchsorted(t.column("_pos").to_numpy(), pos)))
             for c in fill:
                 j = j.append_column(c.name, rows.column(c.name))
         yield fid, j
@@ -223,7 +224,8 @@ def _with_target_values(updates: pa.Table, old_values: list[pa.Table], fill: lis
     which the source lacks, taken from the target rows they matched."""
     if not fill:
         return updates
-    old = pa.concat_tables(old_values).sort_by("_src")  # one row per matched source row
+    old = pa.concat_tables(old_values)  # one row per matched source row
+    old = take_rows(old, pc.sort_indices(old.column("_src")))
     for c in fill:
         i = updates.schema.get_field_index(c.name)
         col = old.column(c.name).cast(updates.schema.field(i).type)
@@ -235,11 +237,11 @@ def key_predicate(keys: pa.Table, on: list[str]) -> Predicate:
     """Rows whose key is in ``keys``: ``is_in`` on one column, a bounding box plus
     exact membership on several."""
     if len(on) == 1:
-        expr = pc.field(on[0]).isin(keys.column(0))
+        expr = pc.field(on[0]).isin(plain(keys.column(0)))
     else:
         expr = None
         for k in on:
-            part = pc.field(k).isin(keys.column(k).unique())
+            part = pc.field(k).isin(plain(keys.column(k).unique()))
             expr = part if expr is None else expr & part
     assert expr is not None
     return Predicate(expr, frozenset(on), f"merge keys on {on}")

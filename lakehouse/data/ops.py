@@ -46,6 +46,7 @@ from lakehouse.data.buffer import TableData
 from lakehouse.data.conform import conform, to_table
 from lakehouse.data.literals import ARROW_ERRORS, first_line
 from lakehouse.data.predicate import Predicate, evaluate, matches, parse_value, parse_where
+from lakehouse.data.rows import filter_rows
 from lakehouse.data.table import Origins, TableWrite, concat_origins, file_key_id
 from lakehouse.model import DataOp, TableDef
 
@@ -316,10 +317,10 @@ def replace_rows(buf: TableData, table: str, positions: Any, rows: Any, op: str 
     n = 0
     if not own.all():
         keep = ~own
-        post = new.filter(pa.array(keep)) if own.any() else new
+        post = filter_rows(new, pa.array(keep)) if own.any() else new
         n += write_rows(buf, d, post, DataOp(op), origins=(ocode[keep], opos[keep]))
     if own.any():
-        n += write_rows(buf, d, new.filter(pa.array(own)), DataOp(op))
+        n += write_rows(buf, d, filter_rows(new, pa.array(own)), DataOp(op))
     return n
 
 

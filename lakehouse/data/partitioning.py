@@ -32,6 +32,7 @@ import pyarrow.compute as pc
 from lakehouse import keys
 from lakehouse import partition as part
 from lakehouse.data.predicate import Predicate
+from lakehouse.data.rows import plain_type, sort_indices, take_rows
 from lakehouse.data.table import FileState
 from lakehouse.model import DataFile, TableDef
 from lakehouse.partition import PartitionSpec
@@ -88,10 +89,10 @@ def arrange(
     ``rows`` they came from (None: all of ``rows``, in order)."""
     out = []
     for values, idx in split(d, rows):
-        part = rows if idx is None else rows.take(idx)
+        part = rows if idx is None else take_rows(rows, idx)
         order = sort_order(d, part) if sort else None
         if order is not None:
-            part = part.take(order)
+            part = take_rows(part, order)
             idx = order if idx is None else idx[order]
         out.append((values, part, idx))
     return out
@@ -102,7 +103,7 @@ def sort_order(d: TableDef, rows: pa.Table) -> np.ndarray | None:
     first; None: no sort keys, or already in order)."""
     if not d.sort_keys or rows.num_rows < 2:
         return None
-    idx: np.ndarray = pc.sort_indices(
+    idx: np.ndarray = sort_indices(
         rows.select(list(d.sort_keys)), **_sort_options(d.sort_keys)
     ).to_numpy()
     if np.all(idx[1:] >= idx[:-1]):
@@ -230,7 +231,7 @@ def partition_match(d: TableDef, targets: Iterable[tuple[Any, ...]]) -> Partitio
             continue
         col = names[pf.source_id]
         vals = sorted({t[i] for t in targets if t[i] is not None}, key=repr)
-        typ = d.schema.field(col).type
+        typ = plain_type(d.schema.field(col).type)  # as predicates see the column
         cond = pc.field(col).isin(pa.array(vals, type=typ))
         if any(t[i] is None for t in targets):
             cond = cond | pc.field(col).is_null()

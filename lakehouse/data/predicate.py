@@ -78,6 +78,7 @@ from lakehouse.data.literals import (
     python_scalar,
     widening_cast,
 )
+from lakehouse.data.rows import plain, plain_schema, plain_type
 from lakehouse.terms import Term
 
 __all__ = ["Predicate", "evaluate", "matches", "parse_value", "parse_where", "where_failed"]
@@ -132,7 +133,7 @@ def parse_where(where: str | pc.Expression, schema: pa.Schema) -> Predicate:
     from lakehouse.data.sql import Translator  # sqlglot loads on first use
     from lakehouse.data.sql_terms import where_terms
 
-    translator = Translator(where, schema)
+    translator = Translator(where, plain_schema(schema))  # view types: see evaluate
     tree = translator.parse()
     result = translator.typed(tree, pa.bool_())
     if not (pa.types.is_boolean(result.type) or pa.types.is_null(result.type)):
@@ -157,10 +158,11 @@ def parse_value(
     null for a non-nullable column raises :class:`ValueError` naming the column.
     """
     name = target.name
+    target = target.with_type(plain_type(target.type))  # view types: see evaluate
     if isinstance(value, str):
         from lakehouse.data.sql import Translator
 
-        translator = Translator(value, schema)
+        translator = Translator(value, plain_schema(schema))
         try:
             term = translator.term(translator.parse())
         except ValueError as exc:
@@ -192,10 +194,14 @@ def evaluate(table: pa.Table | pa.RecordBatch, expression: pc.Expression) -> pa.
 
     Errors of the computation (an overflow, a division by zero, a value a
     safe cast cannot convert) raise ``pyarrow.ArrowInvalid``, a ValueError.
+
+    Arrow has no compute kernels for view types, so ``table``'s view columns are
+    read as their large non-view types (:func:`lakehouse.data.rows.plain`), the
+    types :func:`parse_where` and :func:`parse_value` translate against.
     """
     import pyarrow.dataset as ds  # loads pandas: only when needed
 
-    return ds.dataset(table).to_table(columns={"value": expression}).column("value")
+    return ds.dataset(plain(table)).to_table(columns={"value": expression}).column("value")
 
 
 def matches(table: pa.Table | pa.RecordBatch, predicate: Predicate) -> pa.Array:
@@ -239,7 +245,8 @@ def _check_expression(expression: pc.Expression, schema: pa.Schema) -> pc.Expres
     import pyarrow.dataset as ds
 
     try:
-        scanner = ds.dataset(schema.empty_table()).scanner(columns={"value": expression})
+        empty = plain_schema(schema).empty_table()  # as evaluate sees the rows
+        scanner = ds.dataset(empty).scanner(columns={"value": expression})
     except ARROW_ERRORS as exc:
         message = first_line(exc)
         missing = _FIELD_REF.search(message)

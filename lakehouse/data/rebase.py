@@ -48,6 +48,7 @@ from lakehouse.data.rebase_plan import (
     plan,
     plan_reads,
 )
+from lakehouse.data.rows import join
 from lakehouse.data.table import FileState, LazyFiles, TableIntent
 from lakehouse.errors import RetryableConflict
 from lakehouse.model import DataFile, TableChange, TableDef, VersionInfo
@@ -243,7 +244,7 @@ def _check_keys(
     cols = [col for col in d.columns if col.name in on]
     for fs in files:
         t = scan.read_one(store, d, fs, cols, None, cols)
-        if t.num_rows and t.join(mine, keys=on, join_type="inner").num_rows:
+        if t.num_rows and join(t, mine, on, "inner").num_rows:
             raise _conflict(
                 checks, v, f"inserted rows with a key this transaction inserts (on {on})"
             )

@@ -31,6 +31,7 @@ from kvstore.objstore import ObjectStore, open_store
 from lakehouse.data import bounds, partitioning
 from lakehouse.data import files as datafiles
 from lakehouse.data.predicate import Predicate, matches, parse_where, where_failed
+from lakehouse.data.rows import filter_rows
 from lakehouse.errors import CorruptionError, DataFileMissing, StorageError
 from lakehouse.model import Column, DataFile, TableDef, TableStats
 
@@ -230,7 +231,7 @@ def _finished(
 ) -> pa.Table:
     """Rows ``t`` read from a file, filtered by ``pred`` and projected to ``wanted``."""
     if pred is not None:
-        t = t.filter(matches(t, pred))
+        t = filter_rows(t, matches(t, pred))
     names = [c.name for c in wanted] + (["_pos"] if with_positions else [])
     return t.select(names) if t.column_names != names else t
 
@@ -316,7 +317,7 @@ def _read_inline(
         parts.append(t if t.schema == schema else t.cast(schema))
     t = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
     if pred is not None:
-        t = t.filter(matches(t, pred))
+        t = filter_rows(t, matches(t, pred))
     return t.select([c.name for c in wanted])
 
 
@@ -425,7 +426,7 @@ def _read_small(
     runner: Callable[..., Any] = _pool().map if len(shares) > 1 else map
     t = pa.concat_tables([x for part in runner(share, shares) for x in part])
     if pred is not None:
-        t = t.filter(matches(t, pred))
+        t = filter_rows(t, matches(t, pred))
     return t.select([c.name for c in wanted])
 
 
@@ -533,7 +534,7 @@ def matching_positions(
     # one evaluation over every candidate row (per file it costs ~0.4 ms of setup)
     owner = np.repeat(np.arange(len(parts), dtype=np.int32), counts)
     big = pa.concat_tables(parts).append_column("_file", pa.array(owner))
-    hit = big.filter(matches(big, pred))
+    hit = filter_rows(big, matches(big, pred))
     per_file = np.bincount(hit.column("_file").to_numpy(), minlength=len(parts))
     start = 0
     for fs, n in zip(todo, per_file, strict=True):

@@ -32,6 +32,7 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
+from lakehouse.data.rows import filter_rows, take_rows
 from lakehouse.errors import MergeKeyError
 from lakehouse.model import MergeResult
 from lakehouse.spark import ops
@@ -252,7 +253,7 @@ def _merge_on_driver(
         )
     is_matched = np.zeros(rows.num_rows, dtype=bool)
     is_matched[src_row] = True
-    new = rows.filter(pa.array(~is_matched)) if when_not_matched == "insert" else None
+    new = filter_rows(rows, pa.array(~is_matched)) if when_not_matched == "insert" else None
     not_null = [n for n in kept if not tbl.schema.field(n).nullable]
     if not_null and new is not None and new.num_rows:
         raise ValueError(
@@ -262,7 +263,7 @@ def _merge_on_driver(
     paths = [by_name[str(n)] for n in got.column(FILE_COL).to_pylist()]
     updated = deleted = inserted = 0
     if when_matched == "update" and got.num_rows:
-        upd = rows.take(pa.array(src_row))
+        upd = take_rows(rows, pa.array(src_row))
         for n in fill:  # the columns the source lacks: the target row's values
             i = upd.schema.get_field_index(n)
             upd = upd.set_column(

@@ -57,6 +57,8 @@ def test_iceberg_bench_runs_and_reports(tmp_path: Path, capsys: pytest.CaptureFi
     assert res["sizes"] == {"read_files": 6, "load_files": 8, "load_commits": 2,
                             "append_files": [2, 3], "rows_per_file": 2, "repeats": 2}  # fmt: skip
     assert res["server"] == "process"
+    assert [len(res["loadavg"][k]) for k in ("start", "end")] == [3, 3]
+    assert "load average (1, 5, 15 min) at the start" in text
     # three rounds of two appends each after the 8 built files
     assert res["load_files_at_end"] == 8 + 3 * (2 + 3)
     ms = res["measurements"]

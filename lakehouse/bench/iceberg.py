@@ -554,6 +554,7 @@ def run(args: argparse.Namespace, root: str) -> dict[str, Any]:
     shutil.rmtree(root, ignore_errors=True)
     os.makedirs(root)
     res: dict[str, Any] = {"sizes": asdict(sz), "server": how, "missing": None}
+    res["loadavg"] = {"start": list(os.getloadavg())}  # the machine may be shared
     try:
         import pyiceberg
     except ImportError as exc:
@@ -580,6 +581,7 @@ def run(args: argparse.Namespace, root: str) -> dict[str, Any]:
                 ice.close()
                 shutil.rmtree(root, ignore_errors=True)
     res["targets"] = targets(res)
+    res["loadavg"]["end"] = list(os.getloadavg())
     res["elapsed_s"] = time.perf_counter() - started
     return res
 
@@ -832,7 +834,13 @@ def report(res: dict[str, Any]) -> str:
     for what, prof in res.get("profile", {}).items():
         lines.append(f"\nprofile of one {what}:")
         lines += ["    " + x for x in prof]
-    lines.append(f"\niceberg bench took {res['elapsed_s']:,.0f} s")
+    la = res.get("loadavg", {})
+    took = f"\niceberg bench took {res['elapsed_s']:,.0f} s"
+    if "end" in la:
+        took += "; load average (1, 5, 15 min) at the start {}, at the end {}".format(
+            *(", ".join(f"{x:.2f}" for x in la[k]) for k in ("start", "end"))
+        )
+    lines.append(took)
     return "\n".join(lines) + "\n"
 
 

@@ -591,17 +591,9 @@ def _measure(res: dict[str, Any], ours: Ours | None, ice: PyIceberg, sz: Sizes,
     # the tables, untimed
     res["build_s"] = {
         "read": build(ours, ice, READ, sz.read_files, 1, sz),
-        "load": build(
-            ours,
-            ice,
-            LOAD,
-            sz.load_files,
-            sz.load_commits,
-            sz,
-            start=1 << 32,
-            twins=(NOCHECK, FAST),
-        ),
-    }
+        "load": build(ours, ice, LOAD, sz.load_files, sz.load_commits, sz, start=1 << 32,
+                      twins=(NOCHECK, FAST)),
+    }  # fmt: skip
     want_read = rows(0, sz.read_files, sz.rows_per_file)
     rounds = Rounds()
     rounds.watch()  # this process: the clients (and the server too when it is a thread)

@@ -100,6 +100,20 @@ def _value(branch: str, v: Any) -> bytes:
     return _FLOAT(v) if branch == "float" else _DOUBLE(v)
 
 
+def _zz(n: int) -> bytes:
+    z = (n << 1) ^ (n >> 63)
+    out = bytearray()
+    while z >= 0x80:
+        out.append((z & 0x7F) | 0x80)
+        z >>= 7
+    out.append(z)
+    return bytes(out)
+
+
+#: the encodings of small ints (field ids, counts), looked up rather than computed
+_SMALL = {n: _zz(n) for n in range(-64, 1 << 14)}
+
+
 def _int_map(m: Any, out: bytearray, blob: bool) -> None:
     """An optional metric map: ``[{"key": id, "value": v}, ...]`` or None."""
     if m is None:
@@ -109,10 +123,19 @@ def _int_map(m: Any, out: bytearray, blob: bool) -> None:
         m = m[1]
     out += _SOME
     if m:
-        out += long_bytes(len(m))
+        small = _SMALL.get
+        out += small(len(m)) or long_bytes(len(m))
         for kv in m:
-            out += long_bytes(kv["key"])
-            out += _blob(kv["value"]) if blob else long_bytes(kv["value"])
+            k = kv["key"]
+            v = kv["value"]
+            out += small(k) or long_bytes(k) if type(k) is int else long_bytes(k)
+            if blob:
+                if type(v) is not bytes:
+                    raise Unsupported(v)
+                out += small(len(v)) or long_bytes(len(v))
+                out += v
+            else:
+                out += small(v) or long_bytes(v) if type(v) is int else long_bytes(v)
     out += _NULL
 
 

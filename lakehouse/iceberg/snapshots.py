@@ -45,7 +45,7 @@ from lakehouse.iceberg.objects import (
     unreadable_ids,
     uses_lost,
 )
-from lakehouse.iceberg.state import FileRef, SnapshotState, delta_of, encode
+from lakehouse.iceberg.state import FileRef, SnapshotState, Touched, delta_of, encode
 from lakehouse.model import TableDef
 
 log = logging.getLogger("lakehouse.iceberg")
@@ -118,7 +118,7 @@ def build(
     files at ``u`` by id when the caller read them all (else :class:`NeedFullState`
     may be raised)."""
     c = ManifestWriter(t, u, d, schema)
-    files_: dict[str, FileRef] = dict(prev.files) if prev else {}
+    files_ = Touched(prev.files if prev else None)
     names: dict[int, set[str]] = {k: set(v) for k, v in prev.names.items()} if prev else {}
     lost_prev = {k: set(v) for k, v in prev.lost.items()} if prev else {}
     for f, _ in change.added.values():

@@ -157,15 +157,38 @@ def _bytes_back(obj: Any) -> Any:
 MAX_DEPTH = 16
 
 
+class Touched(dict[str, FileRef]):
+    """A snapshot's file index being built from a copy of the previous one's: it
+    remembers the ids set or removed (``touched``), so :func:`delta_of` costs
+    what the snapshot changed, not the table's size."""
+
+    def __init__(self, base: dict[str, FileRef] | None = None) -> None:
+        super().__init__(base or {})
+        self.touched: set[str] = set()
+
+    def __setitem__(self, fid: str, ref: FileRef) -> None:
+        self.touched.add(fid)
+        super().__setitem__(fid, ref)
+
+    def __delitem__(self, fid: str) -> None:
+        self.touched.add(fid)
+        super().__delitem__(fid)
+
+    def pop(self, fid: str, *default: Any) -> Any:
+        self.touched.add(fid)
+        return super().pop(fid, *default)
+
+
 def delta_of(s: SnapshotState, prev: SnapshotState | None) -> None:
     """Make ``s`` store its files as a change of ``prev`` when that is small (refs
     ``s`` shares with ``prev`` are the same objects: :func:`snapshots.build` copies
-    a ref before changing it)."""
+    a ref before changing it; a :class:`Touched` index says which ids to compare)."""
     if prev is None or prev.depth + 1 > MAX_DEPTH:
         return
-    old = prev.files
-    changed = {fid: r for fid, r in s.files.items() if old.get(fid) is not r}
-    removed = sorted(fid for fid in old if fid not in s.files)
+    old, new = prev.files, s.files
+    ids = new.touched if isinstance(new, Touched) else set(new) | set(old)
+    changed = {fid: new[fid] for fid in ids if fid in new and old.get(fid) is not new[fid]}
+    removed = sorted(fid for fid in ids if fid in old and fid not in new)
     if 2 * (len(changed) + len(removed)) > len(s.files):
         return
     s.base, s.depth, s.changed, s.removed = prev.version, prev.depth + 1, changed, removed

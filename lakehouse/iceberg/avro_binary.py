@@ -153,6 +153,17 @@ def _list(items: Any, out: bytearray) -> None:
     out += _NULL
 
 
+def _head(key: tuple[Any, ...]) -> tuple[bytes, bytes]:
+    """The bytes of an entry before its file path, and its file format."""
+    status, sid, seq, fseq, content, fmt = key
+    before = long_bytes(status) + _opt_long(sid) + _opt_long(seq) + _opt_long(fseq)
+    return before + long_bytes(content), _text(fmt)
+
+
+#: entry heads by (status, snapshot id, sequence numbers, content, format): one
+#: snapshot's entries share a few
+_HEADS: dict[tuple[Any, ...], tuple[bytes, bytes]] = {}
+
 _LONG_MAPS = ("column_sizes", "value_counts", "null_value_counts", "nan_value_counts")
 _BOUND_MAPS = ("lower_bounds", "upper_bounds")
 
@@ -165,13 +176,23 @@ def encode_entry(
     Avro name, union branch); ``partition``: the values by Iceberg name.
     Unsupported when a value is not one this encoder writes exactly as fastavro."""
     df = e["data_file"]
-    out = bytearray(long_bytes(e["status"]))
-    out += _opt_long(e.get("snapshot_id"))
-    out += _opt_long(e.get("sequence_number"))
-    out += _opt_long(e.get("file_sequence_number"))
-    out += long_bytes(df["content"])
+    key = (
+        e["status"],
+        e.get("snapshot_id"),
+        e.get("sequence_number"),
+        e.get("file_sequence_number"),
+        df["content"],
+        df.get("file_format", "PARQUET"),
+    )
+    head = _HEADS.get(key)
+    if head is None:
+        head = _head(key)
+        if len(_HEADS) > 1024:
+            _HEADS.clear()
+        _HEADS[key] = head
+    out = bytearray(head[0])
     out += _text(df["file_path"])
-    out += _text(df.get("file_format", "PARQUET"))
+    out += head[1]
     for name, _, branch in part:
         v = partition.get(name)
         if v is None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import logging
+from concurrent.futures import Future, ThreadPoolExecutor
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -36,6 +37,10 @@ log = logging.getLogger("lakehouse.iceberg")
 
 #: a snapshot with more manifests than this merges its smallest ones
 MAX_MANIFESTS = 100
+
+#: writes manifests while the snapshot goes on (each put is a durable write: its
+#: fsyncs overlap the manifest list's)
+_PUTS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="iceberg-put")
 
 
 @dataclass(frozen=True)
@@ -91,8 +96,17 @@ class ManifestWriter:
     #: partition values of the files touched (changed-partition-count)
     partitions: set[tuple[int, str]] = field(default_factory=set)
     #: per partition spec id: its partition type and entry encoder
+    #: write manifests in the background (:meth:`wait` before anything names them)
+    defer: bool = False
+    _pending: list[Future[None]] = field(default_factory=list, init=False)
     _fields: dict[int, list[dict[str, Any]]] = field(default_factory=dict, init=False)
     _encoders: dict[int, avro.EntryEncoder] = field(default_factory=dict, init=False)
+
+    def wait(self) -> None:
+        """Until every manifest written so far is stored (its error, if one failed)."""
+        pending, self._pending = self._pending, []
+        for fut in pending:
+            fut.result()
 
     def next_manifest(self) -> str:
         name = paths.manifest(self.t.table_id, self.u, self.k, self.gen)
@@ -136,7 +150,10 @@ class ManifestWriter:
             schema_json=self.schema,
             spec_json=self.spec_json(spec_id),
         )
-        put(self.t.store, name, data)
+        if self.defer:
+            self._pending.append(_PUTS.submit(put, self.t.store, name, data))
+        else:
+            put(self.t.store, name, data)
         row = avro.manifest_file_for(
             entries,
             manifest_path=paths.location(self.t.root, name),

@@ -117,7 +117,7 @@ def build(
     entries (``lakehouse.version``, ``lakehouse.operation``); ``full``: the table's
     files at ``u`` by id when the caller read them all (else :class:`NeedFullState`
     may be raised)."""
-    c = ManifestWriter(t, u, d, schema)
+    c = ManifestWriter(t, u, d, schema, defer=True)
     files_ = Touched(prev.files if prev else None)
     names: dict[int, set[str]] = {k: set(v) for k, v in prev.names.items()} if prev else {}
     lost_prev = {k: set(v) for k, v in prev.lost.items()} if prev else {}
@@ -252,11 +252,14 @@ def build(
 
     # -- manifest list, summary, sidecar --------------------------------------------------------
     mlist = paths.manifest_list(t.table_id, u)
-    put(
-        t.store,
-        mlist,
-        avro.manifest_list_bytes(rows, snapshot_id=u, parent_id=parent, sequence_number=u),
-    )
+    try:
+        put(
+            t.store,
+            mlist,
+            avro.manifest_list_bytes(rows, snapshot_id=u, parent_id=parent, sequence_number=u),
+        )
+    finally:
+        c.wait()  # the manifests are stored before the sidecar trusts them
     totals = dict(prev.totals) if prev else dict.fromkeys(_TOTALS, 0)
     totals["total-records"] += added_rows - removed_rows
     totals["total-data-files"] += len(added) - len(gone_refs)

@@ -184,6 +184,30 @@ def test_a_view_table_with_one_deleted_row_reads(tmp_path: Any) -> None:
     lh.close()
 
 
+def test_key_lookup_restore_and_clone_of_a_view_keyed_table(tmp_path: Any) -> None:
+    lh = lakehouse.open(str(tmp_path / "lh"))
+    schema = pa.schema([("id", pa.int64()), ("c", SV)])
+    long = "c" * 20
+    with lh.begin() as t:
+        t.create_namespace("ns")
+        t.create_table("ns.t", schema, {"inline.max_rows": "0"}, primary_key=["c"])
+        t.append("ns.t", pa.table({"id": [1, 2, 3], "c": pa.array(["a", "b", long], SV)}))
+    first = lh.version
+    with lh.begin() as t:
+        t.delete("ns.t", "id = 1")
+        found = t.lookup_keys("ns.t", pa.table({"c": pa.array([long, "a", "b"], SV)}))
+    assert found.schema.field("c").type == SV
+    assert [(r["c"], r["position"]) for r in found.to_pylist()] == [(long, 2), ("b", 1)]
+    with lh.begin() as t:
+        t.restore_table("ns.t", first)
+        t.clone_table("ns.t", "ns.u")
+    for name in ("ns.t", "ns.u"):
+        got = lh.read(name, where="c <> 'b'")
+        assert got.schema == schema
+        assert sorted(got.column("id").to_pylist()) == [1, 3]
+    lh.close()
+
+
 def test_merge_of_a_partial_source_keeps_nested_columns(tmp_path: Any) -> None:
     """Acero cannot carry a struct or list through a join: the matched target rows'
     nested values (which a partial source lacks) are taken, not joined."""

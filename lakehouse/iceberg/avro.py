@@ -54,16 +54,13 @@ from typing import Any
 import fastavro
 
 from lakehouse.iceberg import avro_binary
-from lakehouse.iceberg.avro_schemas import (
-    MANIFEST_FILE_SCHEMA,
-    _entry_schema,
-    _partition_key,
-    avro_name,
-    avro_type,
-    decimal_required_bytes,
-    manifest_entry_schema,
-    partition_record_schema,
-)
+from lakehouse.iceberg.avro_schemas import MANIFEST_FILE_SCHEMA as MANIFEST_FILE_SCHEMA
+from lakehouse.iceberg.avro_schemas import _entry_schema, _partition_key
+from lakehouse.iceberg.avro_schemas import avro_name as avro_name
+from lakehouse.iceberg.avro_schemas import avro_type as avro_type
+from lakehouse.iceberg.avro_schemas import decimal_required_bytes as decimal_required_bytes
+from lakehouse.iceberg.avro_schemas import manifest_entry_schema as manifest_entry_schema
+from lakehouse.iceberg.avro_schemas import partition_record_schema as partition_record_schema
 
 FORMAT_VERSION = 2
 
@@ -177,7 +174,6 @@ class EntryEncoder:
         return Encoded(
             self.raw(e), e["status"], e["sequence_number"], df["record_count"], df["partition"]
         )
-
 
 
 # -- rows ------------------------------------------------------------------------------

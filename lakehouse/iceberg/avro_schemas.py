@@ -14,6 +14,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+
 def _opt(name: str, field_id: int, avro_type: Any) -> dict[str, Any]:
     return {"name": name, "type": ["null", avro_type], "default": None, "field-id": field_id}
 

@@ -229,11 +229,11 @@ def build(
         old_rows = {manifest_name(t, r): r for r in (prev.manifests if prev else [])}
         for name in sorted(gone):
             new_name, new_row, deleted = rewrite(c, name, old_rows[name], gone[name], content)
-            for e in deleted:
+            for de in deleted:
                 c.partitions.add(
                     (
                         int(old_rows[name]["partition_spec_id"]),
-                        repr(sorted(e["data_file"]["partition"].items())),
+                        repr(sorted(de["data_file"]["partition"].items())),
                     )
                 )
             replaced[name] = new_row

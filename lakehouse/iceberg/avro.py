@@ -55,10 +55,10 @@ import fastavro
 
 from lakehouse.iceberg import avro_binary
 from lakehouse.iceberg.avro_schemas import MANIFEST_FILE_SCHEMA as MANIFEST_FILE_SCHEMA
-from lakehouse.iceberg.avro_schemas import _entry_schema, _partition_key
 from lakehouse.iceberg.avro_schemas import avro_name as avro_name
 from lakehouse.iceberg.avro_schemas import avro_type as avro_type
 from lakehouse.iceberg.avro_schemas import decimal_required_bytes as decimal_required_bytes
+from lakehouse.iceberg.avro_schemas import entry_schema, partition_key
 from lakehouse.iceberg.avro_schemas import manifest_entry_schema as manifest_entry_schema
 from lakehouse.iceberg.avro_schemas import partition_record_schema as partition_record_schema
 
@@ -92,7 +92,7 @@ def _parsed_entry_schema(
         # a union branch is named by its type, or by its name for a named type
         branch = typ if isinstance(typ, str) else typ.get("name", typ["type"])
         part.append((n, field["name"], branch))
-    return fastavro.parse_schema(_entry_schema(record)), tuple(part)
+    return fastavro.parse_schema(entry_schema(record)), tuple(part)
 
 
 # Speed: fastavro picks the branch of a union (every optional field) by
@@ -156,7 +156,7 @@ class EntryEncoder:
     else with fastavro: the same bytes either way."""
 
     def __init__(self, partition_fields: Sequence[Mapping[str, Any]]) -> None:
-        self.key = _partition_key(partition_fields)
+        self.key = partition_key(partition_fields)
         self.schema, self.part = _parsed_entry_schema(self.key)
 
     def raw(self, e: Mapping[str, Any]) -> bytes:
@@ -381,7 +381,7 @@ def partition_summaries(
     null), serialized by :func:`lakehouse.iceberg.types.bound_bytes`."""
     from lakehouse.iceberg.types import bound_bytes
 
-    fields = _partition_key(partition_fields)
+    fields = partition_key(partition_fields)
     nulls = [False] * len(fields)
     nans = [False] * len(fields)
     lows: list[Any] = [None] * len(fields)

@@ -38,7 +38,8 @@ def _list(name: str, field_id: int, element_id: int, element_type: str) -> dict[
     return _opt(name, field_id, {"type": "array", "items": element_type, "element-id": element_id})
 
 
-def _entry_schema(partition_record: dict[str, Any]) -> dict[str, Any]:
+def entry_schema(partition_record: dict[str, Any]) -> dict[str, Any]:
+    """The ``manifest_entry`` schema around a partition record (``r102``)."""
     data_file = {
         "type": "record",
         "name": "r2",
@@ -185,9 +186,10 @@ def avro_name(name: str) -> str:
     return "".join(out)
 
 
-def _partition_key(
+def partition_key(
     partition_fields: Sequence[Mapping[str, Any]],
 ) -> tuple[tuple[int, str, str], ...]:
+    """A partition type as a hashable key: (field id, name, Iceberg type) per field."""
     return tuple((int(f["field-id"]), str(f["name"]), str(f["type"])) for f in partition_fields)
 
 
@@ -196,7 +198,7 @@ def partition_record_schema(partition_fields: Sequence[Mapping[str, Any]]) -> di
     partition field (``{"field-id", "name", "type"}``), in order."""
     defined: set[str] = set()
     fields = []
-    for fid, name, typ in _partition_key(partition_fields):
+    for fid, name, typ in partition_key(partition_fields):
         field = _opt(avro_name(name), fid, avro_type(typ, defined, fid))
         if field["name"] != name:
             field["iceberg-field-name"] = name
@@ -206,4 +208,4 @@ def partition_record_schema(partition_fields: Sequence[Mapping[str, Any]]) -> di
 
 def manifest_entry_schema(partition_fields: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """The whole ``manifest_entry`` Avro schema for a partition type (unparsed)."""
-    return _entry_schema(partition_record_schema(partition_fields))
+    return entry_schema(partition_record_schema(partition_fields))

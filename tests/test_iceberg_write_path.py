@@ -54,7 +54,7 @@ def test_a_big_change_is_stored_whole() -> None:
     assert s.base is None and not s.changed
 
 
-class FailingStore(MemoryStore):  # type: ignore[misc]
+class FailingStore(MemoryStore):
     def put_if_absent(self, name: str, data: bytes) -> None:
         raise OSError(f"disk full writing {name}")
 
@@ -64,7 +64,7 @@ def table(tmp_path: Path) -> TableDef:
     with lh.begin() as txn:
         txn.create_namespace("n")
         txn.create_table("n.t", pa.schema([("a", pa.int64())]))
-    d = lh.describe_table("n.t")
+    d: TableDef = lh.describe_table("n.t")
     lh.close()
     return d
 
@@ -72,8 +72,8 @@ def table(tmp_path: Path) -> TableDef:
 def test_deferred_manifest_write_failure_reaches_wait(tmp_path: Path) -> None:
     store = FailingStore()
     t = objects.Target("0" * 32, store, "/ice", store, "/data")
-    c = objects.ManifestWriter(t, 5, table(tmp_path), {"schema-id": 1, "type": "struct", "fields": []},
-                               defer=True)  # fmt: skip
+    schema = {"schema-id": 1, "type": "struct", "fields": []}
+    c = objects.ManifestWriter(t, 5, table(tmp_path), schema, defer=True)
     entry: Any = {
         "status": 1,
         "snapshot_id": 5,

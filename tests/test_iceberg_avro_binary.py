@@ -156,3 +156,11 @@ def test_long_bytes_edges() -> None:
     for bad in (1 << 63, True, 1.0):
         with pytest.raises(avro_binary.Unsupported):
             avro_binary.long_bytes(bad)  # type: ignore[arg-type]
+
+
+def test_metric_maps_given_as_dicts_encode_as_their_lists() -> None:
+    e = entry_of(3, values(3))
+    as_dict = {**e, "data_file": {**e["data_file"], "value_counts": {1: 3, 2: -3, 3: 1 << 62}}}
+    part = avro.EntryEncoder(PARTITION_FIELDS).part
+    p = e["data_file"]["partition"]
+    assert avro_binary.encode_entry(as_dict, part, p) == avro_binary.encode_entry(e, part, p)

@@ -250,17 +250,24 @@ def data_entry(c: ManifestWriter, path: str, size: int, f: DataFile) -> avro.Enc
     """The ADDED manifest entry of data file ``f`` at ``path`` (``size`` bytes)."""
     # column sizes are not recorded: an empty map, not null (pyiceberg's
     # inspect.entries() reads the map without a null check)
-    metrics = {"column_sizes": [], **types.file_metrics(f, c.d.columns, c.d.schema)}
-    df = avro.data_file(
-        file_path=path,
-        record_count=f.record_count,
-        file_size_in_bytes=size,
-        partition=c.partition(f),
-        **metrics,
-    )
-    e = avro.entry(
-        df, status=avro.ADDED, snapshot_id=c.u, sequence_number=c.u, file_sequence_number=c.u
-    )
+    # (the avro.data_file / avro.entry dicts, spelt out: this runs once per new file)
+    df = {
+        "content": avro.DATA,
+        "file_path": path,
+        "file_format": "PARQUET",
+        "partition": c.partition(f),
+        "record_count": f.record_count,
+        "file_size_in_bytes": size,
+        "column_sizes": [],
+        **types.file_metrics(f, c.d.columns, c.d.schema),
+    }
+    e = {
+        "status": avro.ADDED,
+        "snapshot_id": c.u,
+        "sequence_number": c.u,
+        "file_sequence_number": c.u,
+        "data_file": df,
+    }
     return c.encoded(f.spec_id, e)
 
 

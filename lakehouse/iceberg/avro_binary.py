@@ -119,10 +119,11 @@ def _int_map(m: Any, out: bytearray, blob: bool) -> None:
     if m is None:
         out += _NULL
         return
-    if type(m) is tuple:  # fastavro's tagged union value ("array", items)
-        m = m[1]
-    if isinstance(m, Mapping):  # {id: value}, as avro.data_file takes it
-        m = [{"key": k, "value": v} for k, v in m.items()]
+    if type(m) is not list:
+        if type(m) is tuple:  # fastavro's tagged union value ("array", items)
+            m = m[1]
+        if isinstance(m, Mapping):  # {id: value}, as avro.data_file takes it
+            m = [{"key": k, "value": v} for k, v in m.items()]
     out += _SOME
     if m:
         small = _SMALL.get

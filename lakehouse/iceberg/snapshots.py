@@ -165,8 +165,8 @@ def build(
         if (
             f.is_inline
             or fid in remat
-            or uses_lost(f, lost)
-            or any(cid in unreadable for cid, _ in f.columns)
+            or (lost and uses_lost(f, lost))
+            or (unreadable and any(cid in unreadable for cid, _ in f.columns))
         ):
             path, size = materialise(t, fid, f)
         else:

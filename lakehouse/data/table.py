@@ -54,17 +54,21 @@ class LazyFiles(Mapping[str, FileState]):
 
     def __init__(self, get: Callable[[bytes], bytes | None], ns: str, table: str) -> None:
         self._get = get
-        self._ns = ns
-        self._table = table
+        # keys.data_file_key / dv_key with the table's prefix built once
+        self._file_prefix = keys.data_file_key(ns, table, "")
+        self._dv_prefix = keys.dv_key(ns, table, "")
         self._cache: dict[str, FileState | None] = {}
 
     def _lookup(self, fid: str) -> FileState | None:
         if fid not in self._cache:
-            raw = self._get(keys.data_file_key(self._ns, self._table, fid))
+            b = fid.encode()
+            if keys.SEP in b:
+                raise ValueError(f"name {fid!r} contains a NUL character")
+            raw = self._get(self._file_prefix + b)
             if raw is None:
                 self._cache[fid] = None
             else:
-                dv = self._get(keys.dv_key(self._ns, self._table, fid))
+                dv = self._get(self._dv_prefix + b)
                 bm = BitMap() if dv is None else dvfmt.decode(dv)
                 self._cache[fid] = (record.decode_file(raw), bm)
         return self._cache[fid]

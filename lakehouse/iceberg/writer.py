@@ -437,18 +437,20 @@ class _Run:
         files = view.files_by_id(d.qualified_name)
         ch = snapshots.Change()
         for fid in tc.added:
-            if fid not in files:
+            fs = files.get(fid)  # one lookup: its record and vector, decoded once
+            if fs is None:
                 return None
             if fid in prev.files:
                 ch.removed.add(fid)
-            ch.added[fid] = files[fid]
+            ch.added[fid] = fs
         for fid in tc.removed:
             if fid in prev.files:
                 ch.removed.add(fid)
         for fid in tc.deleted:
             if fid in ch.added or fid in ch.removed:
                 continue
-            if fid not in prev.files or fid not in files:
+            fs = files.get(fid) if fid in prev.files else None
+            if fs is None:
                 return None
-            ch.dvs[fid] = files[fid]
+            ch.dvs[fid] = fs
         return ch

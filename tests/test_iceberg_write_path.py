@@ -4,6 +4,8 @@ a snapshot touched (state.Touched), and manifests stored in the background
 
 from __future__ import annotations
 
+import os
+import signal
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -69,20 +71,48 @@ def table(tmp_path: Path) -> TableDef:
     return d
 
 
+def entry_at(u: int) -> dict[str, Any]:
+    return {
+        "status": 1,
+        "snapshot_id": u,
+        "sequence_number": u,
+        "file_sequence_number": u,
+        "data_file": {"content": 0, "file_path": "/d/x.parquet", "file_format": "PARQUET",
+                      "partition": {}, "record_count": 1, "file_size_in_bytes": 9},
+    }  # fmt: skip
+
+
 def test_deferred_manifest_write_failure_reaches_wait(tmp_path: Path) -> None:
     store = FailingStore()
     t = objects.Target("0" * 32, store, "/ice", store, "/data")
     schema = {"schema-id": 1, "type": "struct", "fields": []}
     c = objects.ManifestWriter(t, 5, table(tmp_path), schema, defer=True)
-    entry: Any = {
-        "status": 1,
-        "snapshot_id": 5,
-        "sequence_number": 5,
-        "file_sequence_number": 5,
-        "data_file": {"content": 0, "file_path": "/d/x.parquet", "file_format": "PARQUET",
-                      "partition": {}, "record_count": 1, "file_size_in_bytes": 9},
-    }  # fmt: skip
-    c.write_manifest([entry], "data", 0)  # returns before the object is stored
+    c.write_manifest([entry_at(5)], "data", 0)  # returns before the object is stored
     with pytest.raises(OSError, match="disk full"):
         c.wait()
     c.wait()  # nothing pending any more
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_background_writes_work_in_a_forked_child(tmp_path: Path) -> None:
+    store = MemoryStore()
+    t = objects.Target("0" * 32, store, "/ice", store, "/data")
+    d = table(tmp_path)
+    schema = {"schema-id": 1, "type": "struct", "fields": []}
+
+    def one(u: int) -> str:
+        c = objects.ManifestWriter(t, u, d, schema, defer=True)
+        name, _ = c.write_manifest([entry_at(u)], "data", 0)
+        c.wait()
+        return name
+
+    assert store.exists(one(1))  # the parent's pool has threads now
+    pid = os.fork()
+    if pid == 0:  # the child: its own pool (the parent's threads are not here)
+        signal.alarm(30)
+        try:
+            os._exit(0 if store.exists(one(2)) else 1)
+        except BaseException:
+            os._exit(2)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import io
 import logging
+import os
+import threading
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -39,8 +41,22 @@ log = logging.getLogger("lakehouse.iceberg")
 MAX_MANIFESTS = 100
 
 #: writes manifests while the snapshot goes on (each put is a durable write: its
-#: fsyncs overlap the manifest list's)
-_PUTS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="iceberg-put")
+#: fsyncs overlap the manifest list's); per process (a forked child has none of
+#: its parent's threads)
+_PUTS: dict[int, ThreadPoolExecutor] = {}
+_PUTS_LOCK = threading.Lock()
+
+
+def _puts() -> ThreadPoolExecutor:
+    pid = os.getpid()
+    pool = _PUTS.get(pid)
+    if pool is None:
+        with _PUTS_LOCK:
+            pool = _PUTS.get(pid)
+            if pool is None:
+                _PUTS.clear()
+                pool = _PUTS[pid] = ThreadPoolExecutor(4, thread_name_prefix="iceberg-put")
+    return pool
 
 
 @dataclass(frozen=True)
@@ -151,7 +167,7 @@ class ManifestWriter:
             spec_json=self.spec_json(spec_id),
         )
         if self.defer:
-            self._pending.append(_PUTS.submit(put, self.t.store, name, data))
+            self._pending.append(_puts().submit(put, self.t.store, name, data))
         else:
             put(self.t.store, name, data)
         row = avro.manifest_file_for(

@@ -30,16 +30,15 @@ from kvstore.objstore import open_store
 from lakehouse import codec, keys, maintenance
 from lakehouse.data.table import file_key_id
 from lakehouse.iceberg import paths, write_metadata
-from lakehouse.iceberg.state import decode
 from lakehouse.iceberg.writer import clear_cache
 
 NO_GRACE = timedelta(0)
 AB = pa.schema([("id", pa.int64()), ("a", pa.string())])
 AB2 = pa.schema([("id", pa.int64()), ("a", pa.int32())])
-_VERSIONED = re.compile(
-    r"metadata/(?:snap-)?(\d{20})(?:-g[0-9a-f]{8})?(?:-m\d+)?\.(?:avro|state\.json)$"
-    r"|deletes/(\d{20})-"
+_CHAINED = re.compile(
+    r"metadata/(?:snap-)?\d{20}-b(\d{20})(?:-g[0-9a-f]{8})?(?:-m\d+)?\.(?:avro|state\.json)$"
 )
+_DELETES = re.compile(r"deletes/(\d{20})-")
 
 
 def store(lh: Any) -> Any:
@@ -57,13 +56,17 @@ def tid(lh: Any, table: str, version: int | None = None) -> str:
         return str(view.describe_table(table).table_id)
 
 
-def version_of(name: str) -> int | None:
-    """The snapshot version an object's name carries (None: a metadata JSON, a
-    materialised file, ...)."""
-    m = _VERSIONED.search(name)
-    if m is None:
-        return None
-    return int(m.group(1) or m.group(2))
+def chain_of(name: str) -> int | None:
+    """The chain a sidecar's, manifest list's or manifest's name carries (None: not
+    one of those)."""
+    m = _CHAINED.search(name)
+    return None if m is None else int(m.group(1))
+
+
+def deletes_version(name: str) -> int | None:
+    """The snapshot version a positional delete file's name carries (None: not one)."""
+    m = _DELETES.search(name)
+    return None if m is None else int(m.group(1))
 
 
 def reached(location: str) -> set[str]:
@@ -144,22 +147,9 @@ def build(lh: Any) -> dict[str, Any]:
     return {"mid": mid, "c": c}
 
 
-def sidecar_chain(lh: Any, t: str, oldest: int) -> set[int]:
-    """Sidecar versions of table id ``t`` that retained sidecars read back from."""
-    s = store(lh)
-    have = {
-        int(n.rsplit("/", 1)[1][:20])
-        for n in objects(lh)
-        if n.startswith(f"{t}/metadata/")
-        if n.endswith(".state.json")
-    }
-    out: set[int] = set()
-    for u in sorted(x for x in have if x >= oldest):
-        w: int | None = u
-        while w is not None and w not in out:
-            out.add(w)
-            w = decode(s.get(paths.state(t, w))).base
-    return out
+def chains(lh: Any, t: str) -> set[int]:
+    """The chains of the sidecars, manifest lists and manifests of table id ``t``."""
+    return {b for n in objects(lh) if n.startswith(f"{t}/") if (b := chain_of(n)) is not None}
 
 
 def assert_retained_read(lh: Any, tables: list[str]) -> None:
@@ -191,21 +181,10 @@ def assert_no_garbage(lh: Any, live_tables: list[str], dropped: list[str]) -> No
             meta = paths.parse_metadata_json(n)
             if meta is not None:
                 assert meta[1] >= oldest, n
-        chain = sidecar_chain(lh, t, oldest)
-        named: set[str] = set()
-        root = lh._ctx.layout.iceberg_url
-        s = store(lh)
-        for u in chain:
-            st = decode(s.get(paths.state(t, u)))
-            locs = [st.snapshot["manifest-list"], *(r["manifest_path"] for r in st.manifests)]
-            for r in [*st.files.values(), *st.changed.values()]:
-                locs += [r.path, r.delete]
-                named |= {r.manifest[len(t) + 1 :], r.delete_manifest[len(t) + 1 :]}
-            named |= {x[len(t) + 1 :] for loc in locs if (x := paths.relative(root, loc))}
-        for n in mine:
-            w = version_of(n)
-            if w is not None and w < oldest:
-                assert n in named or (n.endswith(".state.json") and w in chain), n
+        for n in mine:  # no object of a chain or a snapshot older than the oldest
+            b, w = chain_of(n), deletes_version(n)
+            assert b is None or b >= oldest, n
+            assert w is None or w >= oldest, n
         live_fids: set[str] = set()
         for v in range(oldest, lh.version + 1):
             with lh.at_version(v) as view:
@@ -233,13 +212,14 @@ def test_expiry_deletes_what_only_expired_versions_reach(lh: Any) -> None:
     assert gone and not after - before
     assert {n for n in before if n.startswith(f"{c}/")} <= gone  # the dropped table
     assert any(paths.parse_metadata_json(n) for n in gone)
-    # s.a's sidecar at the new oldest is a change: the expired ones it reads back stay
-    chain = sidecar_chain(lh, a, marks["mid"])
-    assert min(chain) < marks["mid"]
-    assert all(paths.state(a, u) in after for u in chain)
+    # s.a's snapshots from its creation on are one chain: the new oldest is past its
+    # start, so none of it is retained metadata's (the writer starts a new one)
+    assert chains(lh, a) == set()
     assert not [q for q in lh.pending_deletions() if q.path.startswith("iceberg:")]
     assert_no_garbage(lh, ["s.a", "s.b"], [c])
     assert_retained_read(lh, ["s.a", "s.b"])
+    assert chains(lh, a) == {marks["mid"]}
+    assert paths.state(a, marks["mid"], marks["mid"]) in objects(lh)
 
     # expire to the head: the compaction's whole sidecar ends the chain, the inlined
     # batches' materialised files and their delete files go
@@ -297,7 +277,8 @@ def test_a_queued_object_reachable_again_is_kept(lh: Any, clock: FakeClock) -> N
     queued = [q.path for q in lh.pending_deletions() if q.path.startswith("iceberg:")]
     # a stale writer's doing, or a queue of an older release: an object of the new
     # oldest's chain is queued; the deletion pass computes the garbage again
-    name = paths.state(a, marks["mid"])
+    write_metadata(lh, "s.a")  # the new oldest's chain
+    name = paths.state(a, marks["mid"], marks["mid"])
     q = codec.QueuedFile("iceberg:" + name, 0, 0)
     lh.kvstore.put(keys.PENDING_GC, codec.encode_gc_queue([*lh.pending_deletions(), q]))
     clock.advance(61)
@@ -355,31 +336,200 @@ def test_a_crash_leftover_of_a_snapshot_without_sidecar(lh: Any) -> None:
     marks = build(lh)
     a = tid(lh, "s.a")
     s = store(lh)
-    some = next(n for n in sorted(objects(lh)) if re.search(r"/metadata/\d{20}-m0\.avro$", n))
+    some = next(
+        n for n in sorted(objects(lh)) if re.search(r"/metadata/\d{20}-b\d{20}-m0\.avro$", n)
+    )
+    old = chain_of(some)
+    assert old is not None
     head = lh.version
     lh.append("s.a", orders([900]))  # a snapshot whose writer crashed before its sidecar
     crashed = lh.version
     lh.append("s.a", orders([901]))
+    mid = marks["mid"]
     leftovers = [
-        paths.manifest(a, crashed, 0),
-        paths.manifest_list(a, crashed),
-        paths.deletes(a, marks["mid"] - 1, "leftover"),  # of an expired snapshot
+        paths.manifest(a, crashed, mid, 0),  # of the chain the new oldest starts
+        paths.manifest_list(a, crashed, mid),
+        paths.manifest(a, crashed, old, 0),  # of the chain before the expiry
+        paths.deletes(a, mid - 1, "leftover"),  # of an expired snapshot
     ]
     for name in leftovers:
         s.put(name, s.get(some))
     assert head < crashed
-    lh.expire_versions(keep_last=lh.version - marks["mid"] + 1, grace=NO_GRACE)
+    lh.expire_versions(keep_last=lh.version - mid + 1, grace=NO_GRACE)
     have = objects(lh)
-    # the retained snapshot's leftovers stay (its writer writes them again, or another
-    # writer finds them); the expired snapshot's go
+    # the retained chain's leftovers stay (its writer writes them again, or another
+    # writer finds them); the old chain's and the expired snapshot's go
     assert leftovers[0] in have and leftovers[1] in have
-    assert leftovers[2] not in have
+    assert not set(leftovers[2:]) & have
     lh.remove_orphan_files(older_than=timedelta(0))
     assert leftovers[0] in objects(lh)
     # once that snapshot expires too, they are garbage like any other of it
     lh.expire_versions(keep_last=1, grace=NO_GRACE)
     assert not set(leftovers) & objects(lh)
     assert_retained_read(lh, ["s.a", "s.b"])
+
+
+class SidecarFails:
+    """A store whose writes of the sidecars of one snapshot fail (a crash after its
+    manifests and manifest list, before its sidecar)."""
+
+    def __init__(self, inner: Any, snapshot: int) -> None:
+        self.inner = inner
+        self.pattern = re.compile(rf"/metadata/{snapshot:020d}(?:-b\d{{20}})?\.state\.json$")
+        self.failed: list[str] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def _check(self, name: str) -> None:
+        if self.pattern.search(name):
+            self.failed.append(name)
+            raise OSError(f"crash before {name}")
+
+    def put(self, name: str, data: bytes) -> None:
+        self._check(name)
+        self.inner.put(name, data)
+
+    def put_if_absent(self, name: str, data: bytes) -> None:
+        self._check(name)
+        self.inner.put_if_absent(name, data)
+
+
+@pytest.mark.parametrize("past", ["to the snapshot", "between"])
+def test_a_crash_before_the_sidecar_then_an_expiry_past_its_predecessor(
+    lh: Any, clock: FakeClock, monkeypatch: pytest.MonkeyPatch, past: str
+) -> None:
+    from lakehouse.iceberg import writer
+
+    create(lh, "s.t", AB, **{"inline.max_rows": "0"})
+    for i in range(3):
+        lh.append("s.t", pa.table({"id": [i, i + 10], "a": ["x", "y"]}, schema=AB))
+    lh.delete("s.t", "id = 10")  # a deletion vector: a positional delete file
+    write_metadata(lh, "s.t")
+    pred = lh.version
+    if past == "between":  # a version that leaves s.t alone: the new oldest
+        create(lh, "s.other", AB)
+    with lh.begin() as txn:  # snapshot u: a new file, a deletion vector changed
+        txn.append("s.t", pa.table({"id": [7], "a": ["z"]}, schema=AB))
+        txn.delete("s.t", "id = 1 or id = 11")
+    u = lh.version
+    # the writer of snapshot u crashes after its manifests, before its sidecar
+    real = writer._store
+    failing = SidecarFails(real(lh._ctx.layout.iceberg_url, {}), u)
+    monkeypatch.setattr(writer, "_store", lambda root, opts: failing)
+    with pytest.raises(OSError, match="crash before"):
+        write_metadata(lh, "s.t")
+    monkeypatch.undo()
+    assert failing.failed
+    clear_cache()  # the crashed process is gone
+    t = tid(lh, "s.t")
+    leftovers = {n for n in objects(lh) if n.startswith(f"{t}/metadata/") and f"{u:020d}" in n}
+    assert leftovers and not [n for n in leftovers if n.endswith(".state.json")]
+    lh.append("s.t", pa.table({"id": [8], "a": ["w"]}, schema=AB))
+    # the oldest moves past u's predecessor; the leftovers stay for the grace
+    oldest = u if past == "to the snapshot" else pred + 1
+    hour = timedelta(hours=1)
+    lh.expire_versions(keep_last=lh.version - oldest + 1, grace=hour)
+    assert lh.oldest_version == oldest > pred
+    assert leftovers <= objects(lh)
+    loc = write_metadata(lh, "s.t")
+    doc = check(lh, "s.t", loc)
+    check_sidecars(lh, "s.t", doc)
+    snaps = [x["snapshot-id"] for x in doc["snapshots"]]
+    assert snaps[0] == oldest and u in snaps
+    clear_cache()  # a fresh process finds the same
+    assert write_metadata(lh, "s.t") == loc
+    assert check(lh, "s.t", write_metadata(lh, "s.t", version=u))
+    # after the grace the leftovers go; what the metadata reaches stays
+    clock.advance(3601)
+    lh.expire_versions(keep_last=lh.version - oldest + 1, grace=hour)
+    assert not leftovers & objects(lh)
+    assert not [p for p in reached(loc) if p.startswith("/") and not Path(p).exists()]
+    assert_no_garbage(lh, ["s.t"], [])
+    assert_retained_read(lh, ["s.t"])
+
+
+def test_a_stale_writer_after_an_expiry_leaves_the_new_oldests_metadata_alone(
+    lh: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    create(lh, "s.t", AB, **{"inline.max_rows": "0"})
+    for i in range(4):
+        lh.append("s.t", pa.table({"id": [i], "a": ["x"]}, schema=AB))
+        write_metadata(lh, "s.t")  # this process keeps the state in memory
+    stale = lh.oldest_version
+    create(lh, "s.other", AB)  # the new oldest: no snapshot of s.t is retained
+    lh.expire_versions(keep_last=1, grace=NO_GRACE)  # the old chain's objects go
+    new = lh.oldest_version
+    assert new > stale
+    t = tid(lh, "s.t")
+    assert chains(lh, t) == set()
+    lh.append("s.t", pa.table({"id": [9], "a": ["y"]}, schema=AB))
+    # a writer that read the oldest before the expiry: its change-only sidecar's base
+    # (of its chain) is gone
+    monkeypatch.setattr(lh._ctx, "oldest", lambda: stale)
+    gone = write_metadata(lh, "s.t")
+    monkeypatch.undo()
+    assert gone.endswith(f"-{stale:020d}.metadata.json")
+    for fresh in (False, True):
+        if fresh:
+            clear_cache()
+        loc = write_metadata(lh, "s.t")
+        assert loc.endswith(f"-{new:020d}.metadata.json")
+        doc = check(lh, "s.t", loc)
+        check_sidecars(lh, "s.t", doc)
+        assert not [p for p in reached(loc) if p.startswith("/") and not Path(p).exists()]
+    assert min(chains(lh, t)) < new  # the stale writer's chain
+    # GC takes the stale writer's objects, keeps the new chain's
+    lh.remove_orphan_files(older_than=NO_GRACE)
+    assert chains(lh, t) == {new}
+    assert not Path(gone).exists()
+    assert_no_garbage(lh, ["s.t"], [])
+    assert_retained_read(lh, ["s.t"])
+
+
+def test_writers_of_one_snapshot_from_two_bases_both_read_right(
+    lh: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from collections import OrderedDict
+
+    from test_iceberg_metadata import normalised
+
+    from lakehouse.iceberg import writer
+
+    # two processes: each its own memory of the table
+    memory: dict[str, OrderedDict[Any, Any]] = {"stale": OrderedDict(), "new": OrderedDict()}
+    create(lh, "s.t", AB, **{"inline.max_rows": "0"})
+    for i in range(4):
+        lh.append("s.t", pa.table({"id": [i, i + 10], "a": ["x", "y"]}, schema=AB))
+        lh.delete("s.t", f"id = {i + 10}")
+    monkeypatch.setattr(writer, "_CACHE", memory["stale"])
+    write_metadata(lh, "s.t")  # the stale process read the oldest before the expiry
+    monkeypatch.undo()
+    stale = lh.oldest_version
+    lh.expire_versions(keep_last=3, grace=timedelta(hours=1))  # nothing deleted yet
+    new = lh.oldest_version
+    locs: dict[str, list[str]] = {"stale": [], "new": []}
+    for step in range(2):  # the two writers take turns
+        lh.append("s.t", pa.table({"id": [100 + step], "a": ["z"]}, schema=AB))
+        lh.delete("s.t", f"id = {step}")
+        for who, oldest in (("stale", stale), ("new", new)):
+            monkeypatch.setattr(writer, "_CACHE", memory[who])
+            monkeypatch.setattr(lh._ctx, "oldest", lambda o=oldest: o)
+            locs[who].append(write_metadata(lh, "s.t"))
+            monkeypatch.undo()
+    assert [x.endswith(f"-{stale:020d}.metadata.json") for x in locs["stale"]] == [True] * 2
+    for loc in [*locs["stale"], *locs["new"]]:
+        st = static(loc)
+        for snap in st.metadata.snapshots:
+            if snap.snapshot_id < new:
+                continue  # the stale writer's expired snapshots
+            got = st.scan(snapshot_id=snap.snapshot_id).to_arrow()
+            with lh.at_version(snap.snapshot_id) as view:
+                want = view.read("s.t")
+            assert normalised(got, want.schema) == normalised(want, want.schema)
+    t = tid(lh, "s.t")
+    assert len(chains(lh, t)) == 2 and min(chains(lh, t)) < new <= max(chains(lh, t))
+    check_sidecars(lh, "s.t", check(lh, "s.t", locs["new"][-1]))
 
 
 def test_a_lakehouse_without_iceberg_metadata_pays_nothing(tmp_path: Path) -> None:

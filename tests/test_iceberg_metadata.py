@@ -106,9 +106,10 @@ def check_sidecars(lh: Any, table: str, doc: dict[str, Any]) -> None:
     root = lh._ctx.layout.iceberg_url
     store = lakehouse_store(lh)
     tid = doc["location"].rsplit("/", 1)[-1]
+    chain = min(s["snapshot-id"] for s in doc["snapshots"])  # the first listed snapshot
 
     def get(u: int) -> Any:
-        name = paths.state(tid, u)
+        name = paths.state(tid, u, chain)
         return decode(store.get(name), name)
 
     for s in doc["snapshots"]:
@@ -117,7 +118,7 @@ def check_sidecars(lh: Any, table: str, doc: dict[str, Any]) -> None:
         with lh.at_version(u) as view:
             full = {file_key_id(f): fingerprint(dv) for f, dv in view.file_states(table)}
         assert {fid: r.dv for fid, r in st.files.items()} == full, u
-        assert st.snapshot == s
+        assert st.snapshot == s and st.chain == chain
         for ref in st.files.values():
             assert ref.delete == "" or ref.delete.startswith(root)
 

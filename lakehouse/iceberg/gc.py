@@ -1,40 +1,42 @@
 """Which Iceberg objects under ``<url>/iceberg/`` are garbage (expiry, orphans).
 
 Every object the metadata writer keeps (:mod:`lakehouse.iceberg.paths`) is
-immutable and named by the snapshot (version) it belongs to, so what a retained
-version's metadata can reach follows from the names and the sidecars alone,
-without reading Avro. With ``o`` the oldest retained version, an object of a
-table is **kept** when:
+immutable and named by the snapshot (version) it belongs to and, for what
+depends on it, by its chain ``b`` (the first snapshot of the run that computed
+it). The metadata JSON ``<v>-<o'>`` lists the snapshots of chain
+``max(o', the table's creation)`` only, and a chain's objects name only
+objects of the same chain, delete files of its snapshots (``>= b``) and
+materialised copies of files its snapshots have. So what a retained version's
+metadata can reach follows from the names alone. With ``o`` the oldest retained
+version, an object of a table is **kept** when:
 
 * its table (the top folder, a table id) is one a retained version has (the
   table at ``o``, or created, renamed, restored or rolled back to later);
   everything of any other table (a dropped one) is garbage;
 * a metadata JSON ``<v>-<o'>``: ``o' >= o``. One written for an older oldest
   lists expired snapshots; the writer writes ``<v>-<o>`` afresh when asked;
-* a sidecar, manifest list, manifest or positional delete file named by a
-  snapshot ``u >= o`` (its remapped ``-g`` variants included): always, reached
-  or not: a writer may be writing that snapshot now, and what a crash left of
-  it is written again with the same bytes (objects are deterministic);
-* any object a *needed* sidecar names: its manifest list, the manifests of its
-  manifest list, and for each file it indexes (whole or as a change) the
-  materialised data file, data manifest, positional delete file and delete
-  manifest. Needed are the sidecars ``u >= o`` and, transitively, the bases of
-  change-only ones (``state.load`` reads them back, at most
-  ``state.MAX_DEPTH`` deep): so manifests and delete files that a retained
-  snapshot reuses from an expired one stay, as do the expired sidecars a chain
-  reads;
-* a remapped delete file ``deletes/<w>-<file>-g<g>.parquet``: while the delete
-  file it was remapped from (``deletes/<w>-<file>.parquet``) is kept;
+* a sidecar, manifest list or manifest of chain ``b`` (its remapped ``-g``
+  variants included): ``b >= o``, reached or not (a writer may be writing that
+  chain now; what a crash left of it is written again with the same bytes).
+  A chain ``b < o`` is no retained metadata's: every writer that reads the
+  oldest as ``o`` starts a chain at ``o`` or later. This is also what makes a
+  crash leftover of an old chain (objects of a snapshot without its sidecar)
+  and a stale writer (one that read the oldest before the expiry and writes a
+  change-only sidecar of its old chain after the objects it reads are gone)
+  harmless: nobody reads an old chain again, and its objects go like any;
+* a positional delete file ``deletes/<u>-...`` (``-m`` and ``-g`` variants
+  included): ``u >= o`` (a snapshot of a retained chain writes them at its own
+  version, and reuses only those of its chain);
 * a materialised data file ``data/<file id>.parquet``: while a retained version
-  has that file in the table (a later snapshot, or the first snapshot at ``o``
-  written after the expiry, finds and reuses it), or a needed sidecar names it;
+  has that file in the table (a snapshot of a retained chain names only copies
+  of files it has; a new chain finds and reuses them);
 * anything whose name none of these patterns matches: left alone.
 
-Everything else of a table (objects of snapshots older than ``o`` that no needed
-sidecar names; metadata JSONs of an older oldest) is garbage. Positional delete
-files and materialised files that manifests of a retained snapshot name only in
-``DELETED`` entries go too: readers never open those files (the lakehouse's own
-data files of such entries go with expiry just the same).
+Everything else of a table (objects of chains older than ``o``, delete files of
+snapshots older than ``o``, metadata JSONs of an older oldest) is garbage.
+Positional delete files and materialised files that manifests of a retained
+snapshot name only in ``DELETED`` entries go too: readers never open those files
+(the lakehouse's own data files of such entries go with expiry just the same).
 
 Garbage is not deleted here: :mod:`lakehouse.maintenance` queues it (``L/gc``,
 tagged ``iceberg:``) with the grace of ``expire_versions`` or the ``older_than``
@@ -50,7 +52,7 @@ The store listing comes before the lakehouse is read, so an object a writer
 wrote for a table or file created after the listing's moment is never taken for
 a dropped table's. A lakehouse whose ``iceberg/`` folder does not exist pays one
 check; one opened on a store instance has no Iceberg objects. This module reads
-only names and sidecars (no fastavro, no pyarrow writer).
+only names (no sidecar, no fastavro, no pyarrow writer).
 """
 
 from __future__ import annotations
@@ -59,14 +61,13 @@ import logging
 import os
 import re
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kvstore.objstore import ObjectStore, open_store
 from lakehouse import codec, keys
 from lakehouse.data.table import file_key_id
 from lakehouse.errors import NotFound
 from lakehouse.iceberg import paths
-from lakehouse.iceberg.state import FileRef, SnapshotState, decode
 from lakehouse.model import DataOp, TableDef
 
 if TYPE_CHECKING:
@@ -77,11 +78,12 @@ log = logging.getLogger("lakehouse.iceberg")
 
 _TABLE_ID = re.compile(r"[0-9a-f]{32}$")
 _V = r"(\d{20})"
-_GEN = r"(?:-g([0-9a-f]{8}))?"
-_STATE = re.compile(rf"metadata/{_V}\.state\.json$")
-_LIST = re.compile(rf"metadata/snap-{_V}{_GEN}\.avro$")
-_MANIFEST = re.compile(rf"metadata/{_V}{_GEN}-m\d+\.avro$")
-_DELETES = re.compile(rf"deletes/{_V}-(.+?){_GEN}\.parquet$")
+_CHAIN = r"-b(\d{20})"
+_GEN = r"(?:-g[0-9a-f]{8})?"
+_STATE = re.compile(rf"metadata/{_V}{_CHAIN}\.state\.json$")
+_LIST = re.compile(rf"metadata/snap-{_V}{_CHAIN}{_GEN}\.avro$")
+_MANIFEST = re.compile(rf"metadata/{_V}{_CHAIN}{_GEN}-m\d+\.avro$")
+_DELETES = re.compile(rf"deletes/{_V}-.+\.parquet$")
 _DATA = re.compile(r"data/(.+)\.parquet$")
 
 
@@ -110,18 +112,12 @@ def garbage(ctx: Context, s: ObjectStore) -> set[str]:
     if not by_table:
         return set()
     oldest, live = retained_files(ctx)  # read after the listing (see the docstring)
-    root = ctx.layout.iceberg_url
-    assert root is not None
     out: set[str] = set()
     for tid, names in sorted(by_table.items()):
         if tid not in live:
             out.update(f"{tid}/{n}" for n in names)
             continue
-        try:
-            dead = _table_garbage(s, root, tid, names, oldest, live[tid])
-        except (OSError, ValueError) as exc:  # unreadable sidecar: keep the table's objects
-            log.warning("Iceberg objects of table %s left alone: %s", tid, exc)
-            continue
+        dead = {n for n in names if not _kept(n, oldest, live[tid])}
         out.update(f"{tid}/{n}" for n in dead)
     return out
 
@@ -196,82 +192,17 @@ def _files(view: LakehouseView, out: dict[str, set[str]], names: set[str] | None
 
 
 # -- one table's objects -------------------------------------------------------------------
-def _table_garbage(
-    s: ObjectStore, root: str, tid: str, names: list[str], oldest: int, fids: set[str]
-) -> set[str]:
-    """Of one table's object names (relative to its folder), the garbage."""
-    sidecars = {int(m.group(1)): n for n in names if (m := _STATE.match(n))}
-    reached: set[str] = set()
-    seen: set[int] = set()
-    todo = [u for u in sidecars if u >= oldest]
-    while todo:
-        u = todo.pop()
-        if u in seen or u not in sidecars:
-            continue
-        seen.add(u)
-        name = f"{tid}/{sidecars[u]}"
-        st = decode(s.get(name), name)
-        reached |= _named(root, tid, st)
-        reached.add(sidecars[u])
-        if st.base is not None:
-            todo.append(st.base)
-    out: set[str] = set()
-    for n in names:
-        if _kept(n, oldest, fids, reached):
-            continue
-        out.add(n)
-    return out
-
-
-def _kept(n: str, oldest: int, fids: set[str], reached: set[str]) -> bool:
+def _kept(n: str, oldest: int, fids: set[str]) -> bool:
+    """Whether object ``n`` (relative to its table's folder) is kept (see the module
+    docstring); ``fids``: the table's files in retained versions."""
     meta = paths.parse_metadata_json(n)
     if meta is not None and n.startswith("metadata/"):
         return meta[1] >= oldest
-    if n in reached:
-        return True
     for pattern in (_STATE, _LIST, _MANIFEST):
         if m := pattern.match(n):
-            return int(m.group(1)) >= oldest
+            return int(m.group(2)) >= oldest
     if m := _DELETES.match(n):
-        if int(m.group(1)) >= oldest:
-            return True
-        if m.group(3):  # remapped: kept with the delete file it was remapped from
-            return f"deletes/{m.group(1)}-{m.group(2)}.parquet" in reached
-        return False
+        return int(m.group(1)) >= oldest
     if m := _DATA.match(n):
         return m.group(1) in fids
     return True  # not ours to judge
-
-
-def _named(root: str, tid: str, st: SnapshotState) -> set[str]:
-    """What sidecar ``st`` names, relative to the table's folder."""
-    out: set[str] = set()
-
-    def add(loc: Any) -> None:
-        name = _relative(root, tid, str(loc)) if loc else None
-        if name is not None:
-            out.add(name)
-
-    add(st.snapshot.get("manifest-list"))
-    for row in st.manifests:
-        add(row.get("manifest_path"))
-    refs: list[FileRef] = [*st.files.values(), *st.changed.values()]
-    for r in refs:
-        add(r.path)
-        add(r.delete)
-        for name in (r.manifest, r.delete_manifest):
-            if name.startswith(f"{tid}/"):
-                out.add(name[len(tid) + 1 :])
-    return out
-
-
-def _relative(root: str, tid: str, loc: str) -> str | None:
-    """``loc`` relative to table ``tid``'s folder: under ``root``, or (a lakehouse
-    moved since the sidecar was written) after the last ``/<tid>/`` in it."""
-    name = paths.relative(root, loc)
-    if name is None:
-        i = loc.rfind(f"/{tid}/")
-        name = loc[i + 1 :] if i >= 0 else None
-    if name is None or not name.startswith(f"{tid}/"):
-        return None
-    return name[len(tid) + 1 :]

@@ -2,7 +2,8 @@
 
 :class:`Target` says where (the iceberg root's store and location, the data
 directory's); :class:`ManifestWriter` writes the manifests of one snapshot
-(``<u>-m<k>.avro``, or ``<u>-g<g>-m<k>.avro`` for a remapped one) with the
+(``<u>-b<b>-m<k>.avro``, or ``<u>-b<b>-g<g>-m<k>.avro`` for a remapped one,
+``b`` the snapshot's chain, see :mod:`lakehouse.iceberg.paths`) with the
 snapshot's schema and partition specs; :func:`materialise` writes a data file
 again as Parquet with field ids (once); :func:`rewrite` and :func:`merge` turn
 manifests of the previous snapshot into this one's. Every object is immutable
@@ -114,6 +115,8 @@ class ManifestWriter:
     #: per partition spec id: its partition type and entry encoder
     #: write manifests in the background (:meth:`wait` before anything names them)
     defer: bool = False
+    #: the snapshot's chain (None: ``u``, a first snapshot)
+    chain: int | None = None
     _pending: list[Future[None]] = field(default_factory=list, init=False)
     _fields: dict[int, list[dict[str, Any]]] = field(default_factory=dict, init=False)
     _encoders: dict[int, avro.EntryEncoder] = field(default_factory=dict, init=False)
@@ -125,7 +128,8 @@ class ManifestWriter:
             fut.result()
 
     def next_manifest(self) -> str:
-        name = paths.manifest(self.t.table_id, self.u, self.k, self.gen)
+        chain = self.u if self.chain is None else self.chain
+        name = paths.manifest(self.t.table_id, self.u, chain, self.k, self.gen)
         self.k += 1
         return name
 
@@ -290,7 +294,8 @@ def data_entry(c: ManifestWriter, path: str, size: int, f: DataFile) -> avro.Enc
 def delete_entry(
     c: ManifestWriter, ref: FileRef, f: DataFile, dv: BitMap, fid: str
 ) -> avro.Encoded:
-    name = paths.deletes(c.t.table_id, c.u, fid)
+    # the file's location is in the bytes: one of a materialised copy is named apart
+    name = paths.deletes(c.t.table_id, c.u, fid, copy=ref.path.startswith(c.t.root))
     data = files.position_deletes_bytes(ref.path, dv)
     put(c.t.store, name, data)
     loc = paths.location(c.t.root, name)

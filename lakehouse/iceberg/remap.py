@@ -11,9 +11,13 @@ know (``u``'s sidecar records the names lost as of ``u``) lists ``u`` with a
 remapped manifest list instead, generation ``g`` (8 hex digits of the CRC-32C of
 the lost names)::
 
-    snap-<u>-g<g>.avro        the manifests of u, those naming an affected file
-    <u>-g<g>-m<k>.avro        rewritten: the materialised file's location and size,
+    snap-<u>-b<b>-g<g>.avro   the manifests of u, those naming an affected file
+    <u>-b<b>-g<g>-m<k>.avro   rewritten: the materialised file's location and size,
     deletes/<..>-g<g>.parquet and its positional deletes re-pointed at it
+
+(``b``: u's chain, see :mod:`lakehouse.iceberg.paths`; the remapped delete file
+holds the positions of the one it was remapped from and the copy's location,
+so it does not depend on the chain)
 
 Everything else about snapshot ``u`` (id, sequence numbers, entries, counts) is
 unchanged; objects are immutable and deterministic like every other.
@@ -81,7 +85,7 @@ def remapped_list(
     ``fresh`` (``view``: the lakehouse at that version, ``table`` the table's
     qualified name); None when no file of the snapshot uses them."""
     u = state.version
-    name = paths.manifest_list(t.table_id, u, gen)
+    name = paths.manifest_list(t.table_id, u, state.chain, gen)
     if t.store.exists(name):
         return paths.location(t.root, name)
     d = view.describe_table(table)
@@ -95,7 +99,7 @@ def remapped_list(
             moved[ref.path] = materialise(t, fid, f)
     if not moved:
         return None
-    c = ManifestWriter(t, u, d, state.schema, gen=gen)
+    c = ManifestWriter(t, u, d, state.schema, gen=gen, chain=state.chain)
     rows = []
     for row in state.manifests:
         mname = paths.relative(t.root, str(row["manifest_path"]))

@@ -14,9 +14,13 @@ files removed, deletion vectors changed), :func:`build` writes, in this order:
    smallest ones are merged;
 3. the manifest list, then the sidecar (:mod:`lakehouse.iceberg.state`),
 
-and returns the new state. Object names come from :mod:`lakehouse.iceberg.paths`;
-contents are deterministic, so a concurrent writer of the same snapshot writes
-the same bytes and ``put_if_absent`` losing the race is fine.
+and returns the new state. Object names come from :mod:`lakehouse.iceberg.paths`:
+the manifests, manifest list and sidecar carry the chain (the first snapshot of
+the run: ``u`` itself when there is no previous state, else the previous
+state's chain), since their bytes depend on it. Contents are deterministic for
+a chain, so a concurrent writer of the same snapshot in the same chain writes
+the same bytes and ``put_if_absent`` losing the race is fine; one in another
+chain writes other names.
 """
 
 from __future__ import annotations
@@ -117,7 +121,8 @@ def build(
     entries (``lakehouse.version``, ``lakehouse.operation``); ``full``: the table's
     files at ``u`` by id when the caller read them all (else :class:`NeedFullState`
     may be raised)."""
-    c = ManifestWriter(t, u, d, schema, defer=True)
+    chain = prev.chain if prev is not None else u
+    c = ManifestWriter(t, u, d, schema, defer=True, chain=chain)
     files_ = Touched(prev.files if prev else None)
     names: dict[int, set[str]] = {k: set(v) for k, v in prev.names.items()} if prev else {}
     lost_prev = {k: set(v) for k, v in prev.lost.items()} if prev else {}
@@ -251,7 +256,7 @@ def build(
         rows = merge(c, rows, files_, protect={manifest_name(t, r) for r in new_rows})
 
     # -- manifest list, summary, sidecar --------------------------------------------------------
-    mlist = paths.manifest_list(t.table_id, u)
+    mlist = paths.manifest_list(t.table_id, u, chain)
     try:
         put(
             t.store,
@@ -307,7 +312,8 @@ def build(
         totals=totals,
         lost={k: sorted(v) for k, v in lost.items()},
         unreadable=sorted(unreadable),
+        chain=chain,
     )
     delta_of(state, prev)
-    put(t.store, paths.state(t.table_id, u), encode(state))
+    put(t.store, paths.state(t.table_id, u, chain), encode(state))
     return state

@@ -1,7 +1,12 @@
 """The sidecar of one Iceberg snapshot: what the next snapshot is computed from.
 
-``<table id>/metadata/<u:020d>.state.json`` is written after snapshot ``u``'s
-manifest list and before any metadata JSON that names ``u``. It holds:
+``<table id>/metadata/<u:020d>-b<b:020d>.state.json`` is written after snapshot
+``u``'s manifest list and before any metadata JSON that names ``u``. It holds:
+
+* ``chain``: ``b``, the first snapshot of the run it was computed in (see
+  :mod:`lakehouse.iceberg.paths`: the sidecar's content depends on it, as its
+  manifests' do: the parent, the manifest list's and manifests' names, the
+  change-only ``base``; so it is named by it too);
 
 * ``snapshot``: the snapshot's entry of the metadata JSON (``snapshot-id``,
   ``parent-snapshot-id``, ``sequence-number``, ``timestamp-ms``,
@@ -26,10 +31,11 @@ With it, snapshot ``u + 1`` is computed from ``u``'s state plus version
 (partition summary bounds) are written as ``{"$b": hex}``.
 
 A sidecar whose files changed little since the previous snapshot's holds only
-that change (``base``: the previous snapshot, ``changed`` refs, ``removed``
-ids), at most :data:`MAX_DEPTH` deep before a whole one: writing one version of
-a large table then costs what the version changed, not the table's size.
-Expiry must keep the sidecars such a chain reads.
+that change (``base``: the previous snapshot, of the same chain; ``changed``
+refs, ``removed`` ids), at most :data:`MAX_DEPTH` deep before a whole one:
+writing one version of a large table then costs what the version changed, not
+the table's size. Every sidecar such a change reads back is of the same chain,
+so expiry keeps them all while it keeps the chain.
 """
 
 from __future__ import annotations
@@ -108,6 +114,8 @@ class SnapshotState:
     depth: int = 0
     changed: dict[str, FileRef] = field(default_factory=dict)
     removed: list[str] = field(default_factory=list)
+    #: the first snapshot of the run that computed this one (its names carry it)
+    chain: int = 0
 
     @property
     def partial(self) -> bool:
@@ -198,6 +206,7 @@ def encode(s: SnapshotState) -> bytes:
     """The sidecar's bytes (deterministic: same state, same bytes)."""
     doc: dict[str, Any] = {
         "format": FORMAT,
+        "chain": s.chain,
         "snapshot": s.snapshot,
         "schema": s.schema,
         "names": {str(k): sorted(v) for k, v in sorted(s.names.items())},
@@ -252,6 +261,7 @@ def decode(data: bytes, name: str = "state") -> SnapshotState:
             depth=int(doc.get("depth", 0)),
             changed={fid: FileRef.decode(raw) for fid, raw in doc.get("changed", {}).items()},
             removed=list(doc.get("removed", ())),
+            chain=int(doc["chain"]),
         )
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ValueError(f"Iceberg snapshot sidecar {name} is not readable: {exc}") from None

@@ -6,17 +6,27 @@ previous snapshot), from the oldest retained version (or the table's creation)
 up to the requested version::
 
     records oldest..v ──► snapshot versions (TableChange / ObjectChange / rollback)
+        chain b = the first listed snapshot (max(oldest, the table's creation))
         for each snapshot u, oldest first:
-            sidecar u in storage? ── yes ──► its state (written before, by anyone)
-                                   └ no ──► state of the previous snapshot + version u's
-                                            change (point reads), or a full read at u
-                                            ──► snapshots.build: files, manifests,
-                                                manifest list, sidecar
+            sidecar (u, b) in storage? ── yes ──► its state (written before, by anyone)
+                                          └ no ──► state of the previous snapshot + u's
+                                                   change (point reads), or a full read
+                                                   ──► snapshots.build: files, manifests,
+                                                       manifest list, sidecar
         ──► metadata JSON <v>-<o>.metadata.json (v: effective version, o: oldest)
 
 Every object is immutable and named by what it holds, so a metadata JSON that
-exists is returned without reading anything else, and a process that wrote
-version ``v`` keeps the table's latest state in memory (:data:`_CACHE`, bounded)
+exists is returned without reading anything else. Snapshot objects are named by
+their chain too (:mod:`lakehouse.iceberg.paths`): after an expiry moves the
+oldest version past the chain's first snapshot, the retained snapshots are
+computed again in the new chain (a full read at the new oldest, then each
+version's change), never from the old chain's sidecars. That costs one pass
+over the retained versions per expiry, and buys: a crash leftover (objects of
+a snapshot whose sidecar was never written) of an old chain is not in the new
+chain's way, a writer that read the oldest before an expiry only writes and
+reads objects of its own (now garbage) chain, and the metadata JSON
+``<v>-<o>`` has one content whoever writes it. A process that wrote version
+``v`` keeps the table's latest state in memory (:data:`_CACHE`, bounded)
 to write ``v + 1`` from it alone.
 """
 
@@ -71,6 +81,14 @@ class _Table:
     found: set[str] = field(default_factory=set)
     #: (snapshot, generation) -> its remapped manifest list (None: not needed)
     remapped: dict[tuple[int, str], str | None] = field(default_factory=dict)
+    #: the chain ``lights``, ``state``, ``remapped`` and ``skipped`` are of
+    chain: int | None = None
+
+    def use_chain(self, chain: int) -> None:
+        """Forget what is of another chain (after an expiry, or a re-creation)."""
+        if self.chain != chain:
+            self.lights, self.state, self.remapped, self.skipped = {}, None, {}, set()
+            self.chain = chain
 
 
 _CACHE: OrderedDict[tuple[str, str], _Table] = OrderedDict()
@@ -209,6 +227,8 @@ class _Run:
         self, ctx: Context, t: objects.Target, cache: _Table, d: TableDef, v: int, oldest: int
     ) -> None:
         self.ctx, self.t, self.cache, self.d, self.v, self.oldest = ctx, t, cache, d, v, oldest
+        #: the first listed snapshot: the chain this call's objects are of (set by write)
+        self.chain = oldest
 
     def record(self, u: int) -> VersionInfo:
         return self.ctx.record(u, self.ctx.db.get)
@@ -269,6 +289,8 @@ class _Run:
         if found is not None:
             return found
         listed = self.listed()
+        self.chain = listed[0][0]
+        self.cache.use_chain(self.chain)
         last, kind = listed[-1]
         checked = None
         if kind != FULL or last in self.cache.lights:
@@ -322,7 +344,7 @@ class _Run:
     def _prefetch(self, versions: list[int]) -> dict[int, bytes | None]:
         def get(u: int) -> bytes | None:
             try:
-                data: bytes = self.t.store.get(paths.state(self.t.table_id, u))
+                data: bytes = self.t.store.get(paths.state(self.t.table_id, u, self.chain))
             except FileNotFoundError:
                 return None
             return data
@@ -339,7 +361,7 @@ class _Run:
             return c.state
 
         def get(w: int) -> SnapshotState:
-            name = paths.state(self.t.table_id, w)
+            name = paths.state(self.t.table_id, w, self.chain)
             return decode(self.t.store.get(name), name)
 
         return load(get, u)
@@ -361,7 +383,8 @@ class _Run:
             if light is None:
                 raw = stored.get(u)
                 if raw is not None:
-                    st: SnapshotState | None = decode(raw, paths.state(self.t.table_id, u))
+                    name = paths.state(self.t.table_id, u, self.chain)
+                    st: SnapshotState | None = decode(raw, name)
                 else:
                     if prev is None and prev_u is not None:
                         prev = self._state(prev_u)

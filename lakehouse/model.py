@@ -206,7 +206,88 @@ def check_schema(schema: Any, limit: int) -> pa.Schema:
             raise ValueError(f"duplicate column name {f.name!r} in the schema")
         seen.add(f.name)
     _check_parquet_types(schema)
-    return schema
+    return without_field_ids(schema)
+
+
+#: the Arrow field metadata key pyarrow writes as a Parquet field id
+FIELD_ID_KEY = b"PARQUET:field_id"
+
+
+def without_field_ids(schema: pa.Schema) -> pa.Schema:
+    """``schema`` without ``PARQUET:field_id`` on any field, nested fields too
+    (other metadata stays; ``schema`` itself when no field has one).
+
+    A schema taken from an Iceberg table or file (pyiceberg's ``as_arrow()``,
+    ``pq.read_schema``) carries that table's field ids; written into our data
+    files they would override the name mapping Iceberg readers are given, and
+    columns would come back swapped or null. Table schemas and every Parquet
+    file the lakehouse writes go through here."""
+    if not any(_has_field_id(f) for f in schema):
+        return schema
+    return pa.schema([_field_without_id(f) for f in schema], schema.metadata)
+
+
+def rows_without_field_ids(rows: pa.Table) -> pa.Table:
+    """``rows`` with :func:`without_field_ids` of its schema (``rows`` itself when
+    no field has an id)."""
+    schema = rows.schema
+    clean = without_field_ids(schema)
+    return rows if clean is schema else rows.cast(clean)
+
+
+def _has_field_id(f: pa.Field) -> bool:
+    if f.metadata and FIELD_ID_KEY in f.metadata:
+        return True
+    return any(_has_field_id(c) for c in _child_fields(f.type))
+
+
+_LIST_TYPES = (
+    pa.ListType,
+    pa.LargeListType,
+    pa.FixedSizeListType,
+    pa.ListViewType,
+    pa.LargeListViewType,
+)
+
+
+def _child_fields(t: pa.DataType) -> list[pa.Field]:
+    if pa.types.is_struct(t):
+        return [t.field(i) for i in range(t.num_fields)]
+    if pa.types.is_map(t):
+        return [t.key_field, t.item_field]
+    if isinstance(t, _LIST_TYPES):
+        return [t.value_field]
+    if pa.types.is_dictionary(t):
+        return _child_fields(t.value_type)
+    return []
+
+
+def _field_without_id(f: pa.Field) -> pa.Field:
+    meta = f.metadata
+    if meta and FIELD_ID_KEY in meta:
+        rest = {k: v for k, v in meta.items() if k != FIELD_ID_KEY}
+        f = f.with_metadata(rest) if rest else f.remove_metadata()
+    return f.with_type(_type_without_ids(f.type)) if _child_fields(f.type) else f
+
+
+def _type_without_ids(t: pa.DataType) -> pa.DataType:
+    if pa.types.is_struct(t):
+        return pa.struct([_field_without_id(t.field(i)) for i in range(t.num_fields)])
+    if pa.types.is_map(t):
+        key, item = _field_without_id(t.key_field), _field_without_id(t.item_field)
+        return pa.map_(key, item, t.keys_sorted)
+    if pa.types.is_dictionary(t):
+        return pa.dictionary(t.index_type, _type_without_ids(t.value_type), t.ordered)
+    value = _field_without_id(t.value_field)
+    if pa.types.is_fixed_size_list(t):
+        return pa.list_(value, t.list_size)
+    if pa.types.is_large_list(t):
+        return pa.large_list(value)
+    if pa.types.is_list_view(t):
+        return pa.list_view(value)
+    if pa.types.is_large_list_view(t):
+        return pa.large_list_view(value)
+    return pa.list_(value)
 
 
 def _check_parquet_types(schema: pa.Schema) -> None:

@@ -57,7 +57,7 @@ from lakehouse.data import inline
 from lakehouse.data.rows import filter_rows
 from lakehouse.data.stats import footer_stats, stat_scalar
 from lakehouse.errors import CorruptionError
-from lakehouse.model import Column, DataFile
+from lakehouse.model import Column, DataFile, rows_without_field_ids
 from lakehouse.terms import Term
 
 log = logging.getLogger("lakehouse")
@@ -103,7 +103,9 @@ def file_id_of(path: str) -> str:
 def encode_parquet(table: pa.Table, row_group_rows: int | None = None) -> tuple[bytes, Any]:
     """Parquet bytes of ``table`` and their footer (no need to parse it back);
     ``row_group_rows``: rows per row group (sorted files: small groups let a read
-    with a ``where`` skip most of them by their statistics)."""
+    with a ``where`` skip most of them by their statistics). Field ids in the
+    schema are not written (:func:`~lakehouse.model.without_field_ids`)."""
+    table = rows_without_field_ids(table)
     buf = io.BytesIO()
     footer: list[Any] = []
     # snappy without dictionaries: small files decode in about half the CPU of

@@ -42,7 +42,7 @@ from crc32c import crc32c
 
 from lakehouse.data.stats import arrow_stats
 from lakehouse.errors import CorruptionError
-from lakehouse.model import Column, DataFile, TableDef
+from lakehouse.model import Column, DataFile, TableDef, rows_without_field_ids
 
 #: the path suffix of an inline data file (never a file in storage)
 SUFFIX = ".inline"
@@ -88,7 +88,9 @@ def path_of(table_id: str, file_id: str) -> str:
 
 def encode(rows: pa.Table) -> bytes:
     """The payload of an inline file: ``rows`` as an Arrow IPC stream, its buffers
-    compressed (:data:`CODEC`)."""
+    compressed (:data:`CODEC`); without field ids (they would reach the Parquet
+    file an Iceberg reader is given, see :func:`~lakehouse.model.without_field_ids`)."""
+    rows = rows_without_field_ids(rows)
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, rows.schema, options=_WRITE_OPTIONS) as writer:
         writer.write_table(rows)

@@ -236,6 +236,24 @@ def test_namespaces(client: httpx.Client, lake: Lake) -> None:
     )
 
 
+def test_head_of_other_routes_is_get_without_a_body(client: httpx.Client) -> None:
+    # only the protocol's existence checks (namespace, table) answer 204; HEAD of any
+    # other GET route is that GET's status and headers, no body (RFC 9110)
+    for path in ("/v1/config", "/v1/namespaces", "/v1/namespaces/sales/tables"):
+        got, head = client.get(path), client.head(path)
+        assert got.status_code == 200 and got.content
+        assert head.status_code == 200 and head.content == b"", path
+        assert head.headers["content-type"] == got.headers["content-type"]
+        assert int(head.headers["content-length"]) == len(got.content)
+    assert client.head("/v1/namespaces/sales/views").status_code == 200
+    assert client.head("/v1/namespaces/sales/views/v").status_code == 404
+    assert client.head("/v1/namespaces/nope/tables").status_code == 404
+    assert client.head("/v1/nothing").status_code == 404
+    anon = httpx.head(str(client.base_url) + "/v1/config", timeout=30)
+    assert anon.status_code == 401 and anon.content == b""
+    assert_serving(client)
+
+
 def test_namespace_pages(client: httpx.Client, lake: Lake) -> None:
     with lake.lh.begin() as t:
         for name in ("n1", "n2", "n3"):
@@ -273,6 +291,7 @@ def test_tables(client: httpx.Client, lake: Lake) -> None:
     assert client.get("/v1/namespaces/sales/views").json() == {"identifiers": []}
     assert_error(client.get("/v1/namespaces/nope/views"), 404, "NoSuchNamespaceException")
     assert_error(client.get("/v1/namespaces/sales/views/v"), 404, "NoSuchViewException")
+    assert_error(client.get("/v1/namespaces/nope/views/v"), 404, "NoSuchNamespaceException")
     # a table name with '/', ' ' and '%' travels percent-encoded
     r = client.head(f"/v1/namespaces/sales/tables/{_ns(ODD)}")
     assert r.status_code == 204
@@ -414,6 +433,28 @@ def test_without_a_token_no_auth_is_needed(lake: Lake) -> None:
         assert r.status_code == 200
     with pytest.raises(ValueError, match="token"):
         Server(lake.url, token="")
+
+
+@pytest.mark.parametrize("bad", [" t", "t\n", "\tt ", "", " "])
+def test_a_token_with_whitespace_around_it_is_refused(lake: Lake, bad: str) -> None:
+    # clients' Authorization values are compared stripped: such a token never matches
+    from lakehouse.iceberg.server import app, check_token, serve
+
+    catalog = IcebergCatalog(lake.url)
+    try:
+        for make in (
+            lambda: Server(lake.url, token=bad),
+            lambda: app(catalog, token=bad),
+            lambda: serve(lake.url, port=0, token=bad),  # refused before it binds
+            lambda: check_token(bad),
+        ):
+            with pytest.raises(ValueError, match="token must not"):
+                make()
+    finally:
+        catalog.close()
+    with pytest.raises(TypeError, match="token"):
+        check_token(b"t")
+    assert check_token("a b") == "a b" and check_token(None) is None
 
 
 def test_a_port_in_use_is_refused(server: Server, lake: Lake) -> None:
@@ -578,6 +619,8 @@ def test_cli_bad_input(lake: Lake, tmp_path: Path) -> None:
     empty.write_text("")
     r = run("serve-iceberg", lake.url, "--token-file", str(empty))
     assert r.returncode == 2 and "empty" in r.stderr
+    r = run("serve-iceberg", lake.url, "--port", "0", "--token", " t")
+    assert r.returncode == 2 and "whitespace" in r.stderr
     r = run("serve-iceberg", str(tmp_path / "none"), "--port", "0")
     assert r.returncode == 1 and "no lakehouse" in r.stderr
     assert "Traceback" not in r.stderr

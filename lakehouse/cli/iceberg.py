@@ -69,9 +69,12 @@ def _token(ctx: Ctx) -> str | None:
             raise usage(f"--token-file {args.token_file} is empty")
     else:
         token = os.environ.get(TOKEN_ENV) or None
-    if token is not None and not token.strip():
-        raise usage("--token must not be empty")
-    return token
+    from lakehouse.iceberg.server import check_token
+
+    try:
+        return check_token(token)
+    except ValueError as exc:
+        raise usage(f"--token: {exc}") from None
 
 
 def cmd_serve_iceberg(ctx: Ctx) -> int:

@@ -11,7 +11,10 @@ Answers: ``GET /v1/config``; ``GET /v1/namespaces`` (``parent``, ``pageToken``,
 /v1/namespaces/{ns}/tables``; ``GET``/``HEAD /v1/namespaces/{ns}/tables/{t}``
 (the stored metadata JSON bytes, not re-encoded, with an ETag: ``If-None-Match`` gets
 304); ``GET
-/v1/namespaces/{ns}/views`` (always empty: views are not served). Every write
+/v1/namespaces/{ns}/views`` (always empty: views are not served). ``HEAD`` of a
+namespace or table answers 204 when it exists (the protocol's existence checks);
+``HEAD`` of any other ``GET`` route the ``GET`` answer's status and headers without
+its body (RFC 9110), so ``HEAD /v1/config`` is a 200. Every write
 answers 406 ``UnsupportedOperationException``; ``POST /v1/oauth/tokens`` an
 OAuth error (static bearer tokens only). Errors are the protocol's
 ``{"error": {"message", "type", "code"}}``; an unexpected failure is a 500
@@ -37,7 +40,7 @@ from urllib.parse import unquote
 from lakehouse.errors import NotFound, VersionExpired
 from lakehouse.iceberg.catalog import IcebergCatalog, NoSuchTable
 
-__all__ = ["Server", "app", "serve"]
+__all__ = ["Server", "app", "check_token", "serve"]
 
 log = logging.getLogger("lakehouse.iceberg")
 
@@ -77,6 +80,12 @@ def _json(code: int, doc: Any, headers: dict[str, str] | None = None) -> Any:
     return Response(body, status_code=code, media_type="application/json", headers=headers)
 
 
+def _no_content() -> Any:
+    from starlette.responses import Response
+
+    return Response(status_code=204)
+
+
 def _error(code: int, kind: str, message: str) -> Any:
     message = " ".join(message.split())  # one line
     headers = {"WWW-Authenticate": "Bearer"} if code == 401 else None
@@ -104,11 +113,11 @@ class _Api:
         except Exception as exc:  # the server keeps serving
             log.error("%s %s failed", method, path, exc_info=True)
             response = _error(500, "InternalServerError", f"{type(exc).__name__}: {exc}")
-        if method == "HEAD":
+        if method == "HEAD" and response.body:
             from starlette.responses import Response
 
-            ok = response.status_code == 200  # HEAD: 204 when it exists
-            response = Response(status_code=204 if ok else response.status_code)
+            # the GET answer's status and headers (Content-Length included), no body
+            response = Response(status_code=response.status_code, headers=response.headers)
         ms = (time.perf_counter() - t0) * 1000
         log.info("%s %s %d %.1fms", method, path, response.status_code, ms)
         return response
@@ -146,7 +155,8 @@ class _Api:
             raise HttpError(400, "BadRequestException", "the namespace in the path is empty")
         if not tail:
             self._only(method)
-            return self._namespace(ns)
+            found = self._namespace(ns)
+            return _no_content() if method == "HEAD" else found  # HEAD: 204 when it exists
         if tail == ["properties"] or tail in (["register"], ["register-view"]):
             raise HttpError(406, "UnsupportedOperationException", READ_ONLY)
         if tail == ["tables"]:
@@ -155,20 +165,16 @@ class _Api:
         if tail[0] == "tables" and len(tail) == 2:
             self._only(method)
             return self._table(request, ns, tail[1], method)
-        if tail == ["views"]:
+        if tail[0] == "views" and len(tail) <= 2:
             self._only(method)
-            self._call(ns, None, lambda: self.catalog.tables(ns))  # the namespace must exist
-            return _json(200, {"identifiers": []})
-        if tail[0] == "views" and len(tail) == 2:
-            self._only(method)
-            self._call(ns, None, lambda: self.catalog.tables(ns))
+            self._tables(ns)  # the namespace must exist
+            if len(tail) == 1:
+                return _json(200, {"identifiers": []})
             raise HttpError(
                 404, "NoSuchViewException", f"view {tail[1]!r}: this catalog serves no views"
             )
         if tail[0] == "tables" and len(tail) == 3 and tail[2] == "metrics" and method == "POST":
-            from starlette.responses import Response
-
-            return Response(status_code=204)  # a client's scan report: nothing to keep
+            return _no_content()  # a client's scan report: nothing to keep
         if method in WRITES:
             raise HttpError(406, "UnsupportedOperationException", READ_ONLY)
         raise HttpError(404, "NoSuchEndpointException", f"no endpoint {path}")
@@ -230,8 +236,13 @@ class _Api:
         props = self._call(ns, None, lambda: self.catalog.namespace(ns))
         return _json(200, {"namespace": [ns], "properties": props})
 
+    def _tables(self, ns: str) -> list[str]:
+        """The tables of namespace ``ns`` (404 NoSuchNamespaceException if it does not exist)."""
+        names: list[str] = self._call(ns, None, lambda: self.catalog.tables(ns))
+        return names
+
     def _list_tables(self, ns: str, query: Any) -> Any:
-        names = self._call(ns, None, lambda: self.catalog.tables(ns))
+        names = self._tables(ns)
         page, token = _page(names, query)
         doc: dict[str, Any] = {"identifiers": [{"namespace": [ns], "name": n} for n in page]}
         if token is not None:
@@ -248,9 +259,9 @@ class _Api:
             )
         if not table:
             raise HttpError(400, "BadRequestException", "the table in the path is empty")
-        if method == "HEAD":
+        if method == "HEAD":  # 204 when it exists
             self._call(ns, table, lambda: self.catalog.table_id(ns, table))
-            return Response(status_code=204)
+            return _no_content()
         location, data = self._call(ns, table, lambda: self.catalog.load(ns, table))
         # the location names immutable bytes (table, effective version): it is the ETag
         etag = '"' + hashlib.sha256(location.encode()).hexdigest()[:32] + '"'
@@ -290,13 +301,31 @@ def _page(names: list[str], query: Any) -> tuple[list[str], str | None]:
     return names[start:end], (str(end) if end < len(names) else None)
 
 
+def check_token(token: Any) -> str | None:
+    """``token`` if a server can require it as its bearer token (None: no token):
+    a non-empty str without whitespace at either end (a client's ``Authorization``
+    value is compared without it, so such a token could never match); ValueError
+    or TypeError naming the problem otherwise."""
+    if token is None:
+        return None
+    if not isinstance(token, str):
+        raise TypeError(f"token must be a str or None, not {type(token).__name__}")
+    if not token:
+        raise ValueError("token must not be empty (pass None to serve without a token)")
+    if token != token.strip():
+        raise ValueError(
+            "token must not begin or end with whitespace (clients' Authorization "
+            "headers are read without it)"
+        )
+    return token
+
+
 def app(catalog: IcebergCatalog, *, token: str | None = None) -> Any:
     """The Starlette application serving ``catalog``."""
     from starlette.applications import Starlette
     from starlette.routing import Route
 
-    if token is not None and not token:
-        raise ValueError("token must not be empty (pass None to serve without a token)")
+    token = check_token(token)
     api = _Api(catalog, token)
 
     async def endpoint(request: Any) -> Any:
@@ -358,8 +387,7 @@ def serve(
 ) -> None:
     """Serve the Iceberg REST catalog of a lakehouse (URL, or an open lakehouse or
     reader) until SIGTERM or SIGINT (then it stops cleanly and returns)."""
-    if token is not None and not token:
-        raise ValueError("token must not be empty (pass None to serve without a token)")
+    token = check_token(token)
     catalog = _catalog(url_or_lh, storage_options)
     try:
         sock = _bind(host, port)
@@ -415,12 +443,10 @@ class Server:
         token: str | None = None,
         storage_options: dict[str, Any] | None = None,
     ) -> None:
-        if token is not None and not token:
-            raise ValueError("token must not be empty (pass None to serve without a token)")
+        self._token = check_token(token)
         self._source = url_or_lh
         self._host = host
         self._port = port
-        self._token = token
         self._storage_options = storage_options
         self._thread: threading.Thread | None = None
         self._server: Any = None

@@ -556,17 +556,9 @@ def decode_journal(
     times, a moment apart (``clock.sleep``); damage on disk fails every time
     and is raised.
     """
-    sleep = (clock if clock is not None else _REAL_CLOCK).sleep
-    attempt = 0
-    while True:
-        try:
-            return data, decode_segment(data, where=name)
-        except CorruptionError:
-            if attempt == LIVE_REREADS or not data.endswith(b"\0"):
-                raise
-        sleep(0.001 * 2**attempt)
-        attempt += 1
-        data = store.get(name)
+    return _decode_rereading(
+        lambda: store.get(name), lambda d: decode_segment(d, where=name), clock, data
+    )
 
 
 def decode_journal_from(
@@ -583,19 +575,35 @@ def decode_journal_from(
     """
     if start < SEGMENT_HEADER_SIZE:
         raise ValueError(f"resume offset {start} of {name} is inside its header")
+    _, decoded = _decode_rereading(
+        lambda: _read_from(store, name, start), lambda d: decode_frames(d, where=name), clock
+    )
+    return DecodedSegment(decoded.records, start + decoded.valid_length, decoded.torn)
+
+
+def _decode_rereading(
+    read: Callable[[], bytes],
+    decode: Callable[[bytes], DecodedSegment],
+    clock: Clock | None,
+    data: bytes | None = None,
+) -> tuple[bytes, DecodedSegment]:
+    """``(data, decode(data))`` of bytes got by ``read`` (first ``data``, when given),
+    read again up to :data:`LIVE_REREADS` times, a moment apart, while the decode
+    raises CorruptionError on bytes ending in zero padding (a live journal read
+    mid-write, see :func:`decode_journal`); any other failure, or the last, is raised."""
     sleep = (clock if clock is not None else _REAL_CLOCK).sleep
     attempt = 0
     while True:
-        data = _read_from(store, name, start)
+        if data is None:
+            data = read()
         try:
-            decoded = decode_frames(data, where=name)
+            return data, decode(data)
         except CorruptionError:
             if attempt == LIVE_REREADS or not data.endswith(b"\0"):
                 raise
-            sleep(0.001 * 2**attempt)
-            attempt += 1
-            continue
-        return DecodedSegment(decoded.records, start + decoded.valid_length, decoded.torn)
+        sleep(0.001 * 2**attempt)
+        attempt += 1
+        data = None
 
 
 #: :func:`_read_from` asks for this much past the size it saw, so a file that grew

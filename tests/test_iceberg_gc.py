@@ -29,7 +29,7 @@ from kvstore.clock import FakeClock
 from kvstore.objstore import open_store
 from lakehouse import codec, keys, maintenance
 from lakehouse.data.table import file_key_id
-from lakehouse.iceberg import paths, write_metadata
+from lakehouse.iceberg import paths, write_metadata, writer
 from lakehouse.iceberg.writer import clear_cache
 
 NO_GRACE = timedelta(0)
@@ -399,7 +399,6 @@ class SidecarFails:
 def test_a_crash_before_the_sidecar_then_an_expiry_past_its_predecessor(
     lh: Any, clock: FakeClock, monkeypatch: pytest.MonkeyPatch, past: str
 ) -> None:
-    from lakehouse.iceberg import writer
 
     create(lh, "s.t", AB, **{"inline.max_rows": "0"})
     for i in range(3):
@@ -466,7 +465,7 @@ def test_a_stale_writer_after_an_expiry_leaves_the_new_oldests_metadata_alone(
     lh.append("s.t", pa.table({"id": [9], "a": ["y"]}, schema=AB))
     # a writer that read the oldest before the expiry: its change-only sidecar's base
     # (of its chain) is gone
-    monkeypatch.setattr(lh._ctx, "oldest", lambda: stale)
+    monkeypatch.setattr(writer, "_oldest", lambda ctx, snap: stale)
     gone = write_metadata(lh, "s.t")
     monkeypatch.undo()
     assert gone.endswith(f"-{stale:020d}.metadata.json")
@@ -494,8 +493,6 @@ def test_writers_of_one_snapshot_from_two_bases_both_read_right(
 
     from test_iceberg_metadata import normalised
 
-    from lakehouse.iceberg import writer
-
     # two processes: each its own memory of the table
     memory: dict[str, OrderedDict[Any, Any]] = {"stale": OrderedDict(), "new": OrderedDict()}
     create(lh, "s.t", AB, **{"inline.max_rows": "0"})
@@ -514,7 +511,7 @@ def test_writers_of_one_snapshot_from_two_bases_both_read_right(
         lh.delete("s.t", f"id = {step}")
         for who, oldest in (("stale", stale), ("new", new)):
             monkeypatch.setattr(writer, "_CACHE", memory[who])
-            monkeypatch.setattr(lh._ctx, "oldest", lambda o=oldest: o)
+            monkeypatch.setattr(writer, "_oldest", lambda ctx, snap, o=oldest: o)
             locs[who].append(write_metadata(lh, "s.t"))
             monkeypatch.undo()
     assert [x.endswith(f"-{stale:020d}.metadata.json") for x in locs["stale"]] == [True] * 2

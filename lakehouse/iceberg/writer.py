@@ -35,14 +35,16 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from kvstore.objstore import ObjectStore, open_store
+from lakehouse import keys
 from lakehouse.context import Context
 from lakehouse.data.table import FileState, file_key_id
+from lakehouse.errors import VersionExpired
 from lakehouse.iceberg import metadata, objects, paths, remap, snapshots
 from lakehouse.iceberg.state import Light, SnapshotState, decode, load
 from lakehouse.model import TableChange, TableDef, VersionInfo
@@ -55,6 +57,9 @@ MAX_CACHED_TABLES = 32
 
 #: attempts of one call when another writer's objects differ (objects.ObjectConflict)
 CONFLICT_RETRIES = 5
+
+#: attempts of one call when versions it reads expire meanwhile (each one an expiry)
+EXPIRY_RETRIES = 20
 
 #: kinds of snapshot candidates: the first listed one (a full read), a version whose
 #: record holds the table's TableChange, a definition change only, a rollback or export
@@ -83,6 +88,11 @@ class _Table:
     remapped: dict[tuple[int, str], str | None] = field(default_factory=dict)
     #: the chain ``lights``, ``state``, ``remapped`` and ``skipped`` are of
     chain: int | None = None
+    #: ``cands`` lists every candidate from here on (or from ``created``): a catch-up
+    #: over an expiry skips the expired records, so a call whose oldest retained
+    #: version is older than this (it read the store before that expiry) cannot use
+    #: the cache
+    floor: int = 0
 
     def use_chain(self, chain: int) -> None:
         """Forget what is of another chain (after an expiry, or a re-creation)."""
@@ -151,7 +161,6 @@ def write_metadata(lh: Any, table: str, *, version: int | None = None) -> str:
         version = ctx.head()
     with ctx.at_version(version) as view:  # NotFound past the head, VersionExpired
         d = view.describe_table(table)
-    oldest = ctx.oldest()
     target = objects.Target(
         d.table_id,
         _store(root, dict(ctx.options.storage_options)),
@@ -159,28 +168,65 @@ def write_metadata(lh: Any, table: str, *, version: int | None = None) -> str:
         ctx.data,
         ctx.layout.data_url.removeprefix("file://"),
     )
-    for attempt in range(1, CONFLICT_RETRIES + 1):
-        cache = _cached(root, d.table_id)
-        if cache.created is not None and cache.created > version:
-            # re-created later (a rollback brought it back): what the cache knows
-            # starts after the version asked for, so this call starts afresh
-            cache = _Table()
-        with cache.lock:
-            try:
-                return _Run(ctx, target, cache, d, version, oldest).write()
-            except objects.ObjectConflict as exc:
-                if attempt == CONFLICT_RETRIES:
-                    raise
-                log.warning(
-                    "Iceberg object %s of table %s was written differently by another "
-                    "writer; starting again from storage",
-                    exc,
-                    d.qualified_name,
+    conflicts = expiries = 0
+    while True:
+        # the oldest retained version and the records from one snapshot: an expiry
+        # (or a reader's refresh) between the two reads cannot leave a gap
+        with ctx.db.snapshot() as snap:
+            oldest = _oldest(ctx, snap)
+            if version < oldest:
+                raise VersionExpired(
+                    f"version {version} has expired; the oldest retained version is {oldest}"
                 )
-                _forget(root, d.table_id)
-        ctx.sleep(ctx.backoff(attempt))
-        oldest = ctx.oldest()
-    raise AssertionError("unreachable")
+            cache = _cached(root, d.table_id)
+            if cache.created is not None and cache.created > version:
+                # re-created later (a rollback brought it back): what the cache knows
+                # starts after the version asked for, so this call starts afresh
+                cache = _Table()
+            with cache.lock:
+                # a call that read the store before an expiry the cache has caught up
+                # over: the cache lacks its candidates below that expiry's oldest
+                mine = cache if oldest >= cache.floor else _Table()
+                try:
+                    return _Run(ctx, target, mine, d, version, oldest, snap.get).write()
+                except objects.ObjectConflict as exc:
+                    conflicts += 1
+                    if conflicts == CONFLICT_RETRIES:
+                        raise
+                    log.warning(
+                        "Iceberg object %s of table %s was written differently by another "
+                        "writer; starting again from storage",
+                        exc,
+                        d.qualified_name,
+                    )
+                    _forget(root, d.table_id)
+                except VersionExpired:
+                    # a version this call reads (a view of a listed snapshot) expired
+                    # meanwhile: again from the new oldest, unless the version asked
+                    # for is the one that expired
+                    now = ctx.oldest_now()
+                    if version < now:
+                        raise VersionExpired(
+                            f"version {version} has expired; the oldest retained version is {now}"
+                        ) from None
+                    expiries += 1
+                    if now == oldest or expiries == EXPIRY_RETRIES:
+                        raise
+                    log.info(
+                        "versions of table %s expired while writing its Iceberg metadata "
+                        "at version %d; starting again from version %d",
+                        d.qualified_name,
+                        version,
+                        now,
+                    )
+                    continue
+        ctx.sleep(ctx.backoff(conflicts))
+
+
+def _oldest(ctx: Context, snap: Any) -> int:
+    """The oldest retained version as ``snap`` shows it (tests replace this to act as
+    a writer that read the store before an expiry)."""
+    return ctx.u64(snap, keys.OLDEST, 0)
 
 
 def _classify(rec: VersionInfo, d: TableDef) -> tuple[str | None, bool, TableChange | None]:
@@ -224,14 +270,24 @@ class _Run:
     """One ``write_metadata`` call (under the table's cache lock)."""
 
     def __init__(
-        self, ctx: Context, t: objects.Target, cache: _Table, d: TableDef, v: int, oldest: int
+        self,
+        ctx: Context,
+        t: objects.Target,
+        cache: _Table,
+        d: TableDef,
+        v: int,
+        oldest: int,
+        get: Callable[[bytes], bytes | None],
     ) -> None:
         self.ctx, self.t, self.cache, self.d, self.v, self.oldest = ctx, t, cache, d, v, oldest
+        #: reads the records through the snapshot ``oldest`` was read from (all of
+        #: ``oldest``..head are in it, whatever expires meanwhile)
+        self.get = get
         #: the first listed snapshot: the chain this call's objects are of (set by write)
         self.chain = oldest
 
     def record(self, u: int) -> VersionInfo:
-        return self.ctx.record(u, self.ctx.db.get)
+        return self.ctx.record(u, self.get)
 
     def _found(self, eff: int) -> str | None:
         name = paths.metadata_json(self.t.table_id, eff, self.oldest)
@@ -267,8 +323,17 @@ class _Run:
             if quick and (found := self._found(self.oldest)) is not None:
                 return found
             c.cands, c.created, c.scanned = sorted(cands), created, self.v
+            c.floor = 0 if created is not None else self.oldest
         elif self.v > c.scanned:
-            for u in range(c.scanned + 1, self.v + 1):
+            start = c.scanned + 1
+            if self.oldest > start:
+                # versions after the ones scanned expired: their records are gone, and
+                # nothing before the oldest is listed any more (the first snapshot is
+                # a full read at the oldest, or the table's creation after it)
+                c.cands = [(u, k) for u, k in c.cands if u >= self.oldest]
+                c.floor = max(c.floor, self.oldest)
+                start = self.oldest
+            for u in range(start, self.v + 1):
                 kind, create, _ = _classify(self.record(u), self.d)
                 if create:
                     c.created, c.cands = u, []

@@ -30,7 +30,7 @@ from kvstore.objstore import MemoryStore
 from lakehouse.data.table import file_key_id
 from lakehouse.errors import NotFound, VersionExpired
 from lakehouse.iceberg import paths, write_metadata
-from lakehouse.iceberg.objects import fingerprint
+from lakehouse.iceberg.objects import fingerprint, has_field_ids
 from lakehouse.iceberg.state import decode, load
 from lakehouse.iceberg.writer import clear_cache
 
@@ -364,6 +364,58 @@ def test_schema_evolution_keeps_each_snapshots_schema(lh: Any) -> None:
     assert doc["last-column-id"] >= 4
 
 
+def test_files_written_while_the_schema_had_parquet_field_ids_are_materialised(
+    lh: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pyarrow.parquet as pq
+
+    from lakehouse import model
+
+    # The lakehouse now drops PARQUET:field_id from table schemas (create/alter)
+    # and from every file it writes; a table created before that kept them in its
+    # definition and its files. Act as that code: the strip does nothing.
+    monkeypatch.setattr(model, "without_field_ids", lambda schema: schema)
+    ids = [b"2", b"1", b"7"]  # another Iceberg table's ids: a and b swapped vs ours
+    sch = pa.schema(
+        [
+            pa.field("a", pa.int64(), metadata={b"PARQUET:field_id": ids[0]}),
+            pa.field("b", pa.int64(), metadata={b"PARQUET:field_id": ids[1]}),
+            pa.field(
+                "s",
+                pa.struct([pa.field("x", pa.string(), metadata={b"PARQUET:field_id": b"9"})]),
+                metadata={b"PARQUET:field_id": ids[2]},
+            ),
+        ]
+    )
+    create(lh, "s.f", sch, {"inline.max_rows": "0"})
+    rows = {"a": [1, 2], "b": [10, 20], "s": [{"x": "p"}, None]}
+    lh.append("s.f", pa.table(rows, schema=sch))
+    monkeypatch.undo()
+    (f,) = lh.list_data_files("s.f")
+    written = pq.read_schema(f"{lh.data_location()[0].removeprefix('file://')}/{f.path}")
+    assert written.field("a").metadata[b"PARQUET:field_id"] == b"2"  # the case at hand
+    assert lh.describe_table("s.f").schema.field("a").metadata  # kept in the definition
+    lh.append("s.f", pa.table({"a": [3], "b": [30], "s": [{"x": "q"}]}, schema=sch))
+    lh.delete("s.f", "a = 2")
+    with lh.begin() as txn:  # today's alter drops them from the definition
+        txn.alter_table(
+            "s.f", schema=lh.describe_table("s.f").schema.append(pa.field("c", pa.int8()))
+        )
+    assert not has_field_ids(lh.describe_table("s.f"))
+    lh.append("s.f", pa.table({"a": [4], "b": [40], "s": [None], "c": [1]}))
+    loc = write_metadata(lh, "s.f")
+    doc = check(lh, "s.f", loc)  # every snapshot reads a, b, s as the lakehouse does
+    check_sidecars(lh, "s.f", doc)
+    got = static(loc).scan(snapshot_id=doc["snapshots"][1]["snapshot-id"]).to_arrow()
+    assert sorted(got.select(["a", "b"]).to_pylist(), key=str) == [
+        {"a": 1, "b": 10},
+        {"a": 2, "b": 20},
+    ]
+    tid = doc["location"].rsplit("/", 1)[-1]
+    copies = {n for n in objects(lh) if n.startswith(f"{tid}/data/")}
+    assert len(copies) == 2  # the two files written with ids, not the one after the alter
+
+
 def test_a_column_name_reused_after_a_drop_materialises_the_old_files(lh: Any) -> None:
     schema = pa.schema([("id", pa.int64()), ("a", pa.string())])
     create(lh, "s.r", schema, properties={"inline.max_rows": "0"})
@@ -522,6 +574,137 @@ def test_expire_versions_starts_the_history_at_the_new_oldest_version(lh: Any) -
     assert [s["snapshot-id"] for s in doc["snapshots"]] == [oldest]
     assert "parent-snapshot-id" not in doc["snapshots"][0]
     assert doc["snapshots"][0]["summary"]["added-data-files"] == str(len(lh.list_data_files("s.o")))
+
+
+def test_a_process_that_wrote_metadata_writes_it_again_after_an_expiry(lh: Any) -> None:
+    create(lh, "s.o", properties={"inline.max_rows": "0"})
+    for i in range(3):
+        lh.append("s.o", orders(range(i * 3, i * 3 + 3)))
+    write_metadata(lh, "s.o")  # this process now knows the records up to here
+    for i in range(3, 10):
+        lh.append("s.o", orders([i * 10]))
+        if i % 3 == 0:
+            lh.delete("s.o", f"id = {i * 10}")
+    lh.expire_versions(keep_last=3)  # the records after the ones known are gone too
+    oldest = lh.oldest_version
+    for _ in range(2):
+        loc = write_metadata(lh, "s.o")
+        assert loc.endswith(f"-{oldest:020d}.metadata.json")
+        doc = check(lh, "s.o", loc)
+        check_sidecars(lh, "s.o", doc)
+        assert doc["snapshots"][0]["snapshot-id"] == oldest
+    check(lh, "s.o", write_metadata(lh, "s.o", version=oldest))
+    with pytest.raises(VersionExpired):
+        write_metadata(lh, "s.o", version=oldest - 1)
+    lh.append("s.o", orders([999]))
+    check(lh, "s.o", write_metadata(lh, "s.o"))
+
+
+def test_a_server_that_served_a_table_serves_it_after_an_expiry(lh: Any) -> None:
+    import requests
+
+    from lakehouse.iceberg import Server
+
+    create(lh, "s.o")
+    for i in range(4):
+        lh.append("s.o", orders([i]))
+    with Server(lh.url) as s:  # its own reader
+        url = f"{s.url}/v1/namespaces/s/tables/o"
+        assert requests.get(url, timeout=60).status_code == 200
+        for i in range(10):
+            lh.append("s.o", orders([100 + i]))
+        lh.expire_versions(keep_last=3)
+        lh.append("s.o", orders([99]))
+        for _ in range(2):
+            r = requests.get(url, timeout=60)
+            assert r.status_code == 200, r.text
+            loc = r.json()["metadata-location"]
+            assert loc.endswith(f"-{lh.oldest_version:020d}.metadata.json")
+            check(lh, "s.o", loc)
+
+
+def test_metadata_and_the_rest_catalog_while_a_writer_appends_deletes_and_expires(
+    lh: Any, tmp_path: Path
+) -> None:
+    """Readers of the metadata race a writer that expires all but 5 versions every
+    few commits: every call returns metadata, or VersionExpired for a version that
+    did expire (no other error, no HTTP 500)."""
+    import threading
+
+    import requests
+
+    from lakehouse.iceberg import Server
+
+    create(lh, "s.o", properties={"inline.max_rows": "0"})
+    lh.append("s.o", orders([0]))
+    done = threading.Event()
+    errors: list[BaseException] = []
+    calls = {"ok": 0, "expired": 0}
+    statuses: list[tuple[int, str]] = []
+    lock = threading.Lock()
+
+    def writer() -> None:
+        try:
+            for i in range(1, 91):
+                lh.append("s.o", orders([i]))
+                if i % 7 == 0:
+                    lh.delete("s.o", f"id = {i - 3}")
+                if i % 10 == 0:
+                    lh.expire_versions(keep_last=5)
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            done.set()
+
+    def metadata_calls(h: Any) -> None:
+        try:
+            while not done.is_set():
+                v = h.version
+                try:
+                    write_metadata(h, "s.o", version=v)
+                    with lock:
+                        calls["ok"] += 1
+                except VersionExpired:
+                    assert v < lh.oldest_version  # it did expire
+                    with lock:
+                        calls["expired"] += 1
+        except BaseException as exc:
+            errors.append(exc)
+
+    def rest_calls(url: str) -> None:
+        try:
+            while not done.is_set():
+                r = requests.get(f"{url}/v1/namespaces/s/tables/o", timeout=120)
+                with lock:
+                    statuses.append((r.status_code, r.text[:200]))
+        except BaseException as exc:
+            errors.append(exc)
+
+    with lakehouse.open_reader(str(tmp_path / "lh")) as reader, Server(lh.url) as s:
+        threads = [
+            threading.Thread(target=writer),
+            threading.Thread(target=metadata_calls, args=(lh,)),
+            threading.Thread(target=metadata_calls, args=(reader,)),
+            threading.Thread(target=rest_calls, args=(s.url,)),
+            threading.Thread(target=rest_calls, args=(s.url,)),
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors, errors
+        # 404 only for a version expired while the load waited (the server resolved
+        # the latest version first)
+        assert all(c == 200 or (c == 404 and "has expired" in m) for c, m in statuses), [
+            x for x in statuses if x[0] != 200
+        ]
+        assert calls["ok"] > 0 and [c for c, _ in statuses].count(200) > 0
+        r = requests.get(f"{s.url}/v1/namespaces/s/tables/o", timeout=120)
+        assert r.status_code == 200, r.text
+        check(lh, "s.o", r.json()["metadata-location"])
+    doc = check(lh, "s.o", write_metadata(lh, "s.o"))
+    check_sidecars(lh, "s.o", doc)
+    assert doc["snapshots"][0]["snapshot-id"] == lh.oldest_version
 
 
 def test_dropped_and_recreated_table_is_a_new_iceberg_table(lh: Any) -> None:

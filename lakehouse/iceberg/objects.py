@@ -16,6 +16,7 @@ import io
 import logging
 import os
 import threading
+import weakref
 from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -34,7 +35,7 @@ from lakehouse.data import inline
 from lakehouse.data.scan import fetch
 from lakehouse.iceberg import avro, files, paths, types
 from lakehouse.iceberg.state import FileRef
-from lakehouse.model import DataFile, TableDef
+from lakehouse.model import FIELD_ID_KEY, DataFile, TableDef
 
 log = logging.getLogger("lakehouse.iceberg")
 
@@ -224,6 +225,38 @@ def unreadable_ids(d: TableDef) -> set[int]:
         if types.readable_type(t) != t:
             out.add(c.id)
     return out
+
+
+#: has_field_ids by schema object (pa.Schema equality ignores field metadata, so
+#: the key is the object itself, checked through a weak reference)
+_FIELD_IDS: dict[int, tuple[weakref.ref[pa.Schema], bool]] = {}
+_FIELD_IDS_MAX = 1024
+
+
+def has_field_ids(d: TableDef) -> bool:
+    """Whether ``d``'s schema has ``PARQUET:field_id`` metadata on any field, nested
+    ones too. A table defined so before the lakehouse dropped them
+    (:func:`lakehouse.model.without_field_ids`) had them written into its data
+    files, and Iceberg readers prefer a file's field ids to the name mapping: such
+    files are materialised with ours."""
+    s = d.schema
+    hit = _FIELD_IDS.get(id(s))
+    if hit is not None and hit[0]() is s:
+        return hit[1]
+    out = any(_field_has_id(f) for f in s)
+    if len(_FIELD_IDS) >= _FIELD_IDS_MAX:
+        _FIELD_IDS.clear()
+    _FIELD_IDS[id(s)] = (weakref.ref(s), out)
+    return out
+
+
+def _field_has_id(f: pa.Field) -> bool:
+    if f.metadata and FIELD_ID_KEY in f.metadata:
+        return True
+    t = f.type
+    if pa.types.is_dictionary(t):
+        t = t.value_type
+    return any(_field_has_id(t.field(i)) for i in range(t.num_fields))
 
 
 def read_entries(t: Target, name: str, fields: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -5,7 +5,9 @@ and what version ``u`` changed in the table (:class:`Change`: files added,
 files removed, deletion vectors changed), :func:`build` writes, in this order:
 
 1. materialised data files (inlined batches; files whose column names the name
-   mapping gives to a newer column) and positional delete files;
+   mapping gives to a newer column; files with columns of a type readers refuse;
+   files added while the table's schema had Parquet field ids, which the files
+   then carry) and positional delete files;
 2. manifests: one new data manifest per partition spec for the added files
    (ADDED), every previous manifest that holds a removed file rewritten (its
    other entries EXISTING with their snapshot ids and sequence numbers, the
@@ -39,6 +41,7 @@ from lakehouse.iceberg.objects import (
     data_entry,
     delete_entry,
     fingerprint,
+    has_field_ids,
     holders,
     manifest_name,
     materialise,
@@ -132,6 +135,9 @@ def build(
                 names.setdefault(cid, set()).add(n)
     _, lost = types.name_mapping(d.columns, d.schema, names)
     unreadable = set(prev.unreadable if prev else ()) | unreadable_ids(d)
+    # files added while the definition had Parquet field ids (a table defined before
+    # the lakehouse dropped them) carry them: readers would prefer them to the mapping
+    field_ids = has_field_ids(d)
     fresh = {cid: ns - lost_prev.get(cid, set()) for cid, ns in lost.items()}
     fresh = {cid: ns for cid, ns in fresh.items() if ns}
     remat: dict[str, FileState] = {}
@@ -172,6 +178,7 @@ def build(
             or fid in remat
             or (lost and uses_lost(f, lost))
             or (unreadable and any(cid in unreadable for cid, _ in f.columns))
+            or field_ids
         ):
             path, size = materialise(t, fid, f)
         else:

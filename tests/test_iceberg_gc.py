@@ -553,3 +553,27 @@ def test_a_store_instance_lakehouse_has_no_iceberg_store() -> None:
         h.append("s.t", pa.table({"id": [1], "a": ["x"]}, schema=AB))
         assert h.expire_versions(keep_last=1, grace=NO_GRACE) == h.version
         assert h.remove_orphan_files(older_than=timedelta(0)) == []
+
+
+def test_retained_files_reads_again_when_an_expiry_moves_the_oldest_meanwhile(
+    lh: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from lakehouse.errors import VersionExpired
+    from lakehouse.iceberg import gc
+
+    create(lh, "s.t", AB, **{"inline.max_rows": "0"})
+    for i in range(3):
+        lh.append("s.t", pa.table({"id": [i], "a": ["x"]}, schema=AB))
+    want = gc.retained_files(lh._ctx)
+    real = lh._ctx.at_version
+    seen: list[int] = []
+
+    def racing(version: int) -> Any:  # the first view: its version expired meanwhile
+        seen.append(version)
+        if len(seen) == 1:
+            raise VersionExpired(f"version {version} has expired")
+        return real(version)
+
+    monkeypatch.setattr(lh._ctx, "at_version", racing)
+    assert gc.retained_files(lh._ctx) == want
+    assert seen[0] == seen[1] == lh.oldest_version

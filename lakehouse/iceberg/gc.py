@@ -66,7 +66,7 @@ from typing import TYPE_CHECKING
 from kvstore.objstore import ObjectStore, open_store
 from lakehouse import codec, keys
 from lakehouse.data.table import file_key_id
-from lakehouse.errors import NotFound
+from lakehouse.errors import NotFound, VersionExpired
 from lakehouse.iceberg import paths
 from lakehouse.model import DataOp, TableDef
 
@@ -140,9 +140,23 @@ def delete(s: ObjectStore, names: Iterable[str], still: set[str]) -> tuple[set[s
 
 
 # -- what a retained version has ----------------------------------------------------------
+#: attempts of retained_files when versions expire while it reads them
+RETRIES = 20
+
+
 def retained_files(ctx: Context) -> tuple[int, dict[str, set[str]]]:
     """The oldest retained version and, per table id any retained version has, the
     ids of every data file a retained version has in it."""
+    for attempt in range(1, RETRIES + 1):
+        try:
+            return _retained_files(ctx)
+        except VersionExpired:  # an expiry moved the oldest after it was read: again
+            if attempt == RETRIES:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _retained_files(ctx: Context) -> tuple[int, dict[str, set[str]]]:
     out: dict[str, set[str]] = {}
     with ctx.db.snapshot() as snap:
         head = ctx.u64(snap, keys.HEAD)

@@ -46,7 +46,7 @@ from lakehouse.spark.positions import collect_bitmaps
 from lakehouse.spark.reader import base_name, scan_frame
 from lakehouse.spark.session import configure, is_connect
 from lakehouse.spark.types import jvm_writable, match_columns
-from lakehouse.spark.writer import GROUP_SEP, prepare, write_files
+from lakehouse.spark.writer import GROUP_SEP, drop_field_ids, prepare, write_files
 
 log = logging.getLogger("lakehouse.spark")
 
@@ -205,7 +205,7 @@ class Table:
         by partition when needed), each file's rows sorted by the sort keys.
         Returns ``[(path, partition values)]`` by ``split`` value (``""`` without)."""
         cols = [split] if split is not None else []
-        framed = with_key(df, self.d, sort_first=cols)
+        framed = with_key(drop_field_ids(df), self.d, sort_first=cols)
         if self.partitioned:
             cols.append(PART_COL)
         written = write_files(

@@ -49,7 +49,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from pyspark.sql import Column, DataFrame
 from pyspark.sql import functions as F
+from pyspark.sql import types as T
 
+from lakehouse.model import without_field_ids
 from lakehouse.spark.jobs import bad_data, spark_job
 from lakehouse.spark.location import Location
 from lakehouse.spark.types import ColumnPlan
@@ -122,6 +124,60 @@ def prepare(
         )
         out = out.select(guarded.alias(first), *[col(p.name) for p in plans[1:]])
     return out
+
+
+#: the StructField metadata key Spark writes as a Parquet field id
+#: (``spark.sql.parquet.fieldId.write.enabled``, on by default)
+SPARK_FIELD_ID = "parquet.field.id"
+
+
+def _no_ids(metadata: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in metadata.items() if not k.startswith(SPARK_FIELD_ID)}
+
+
+def _type_without_ids(t: T.DataType) -> T.DataType:
+    if isinstance(t, T.StructType):
+        return T.StructType(
+            [
+                T.StructField(
+                    f.name, _type_without_ids(f.dataType), f.nullable, _no_ids(f.metadata)
+                )
+                for f in t.fields
+            ]
+        )
+    if isinstance(t, T.ArrayType):
+        return T.ArrayType(_type_without_ids(t.elementType), t.containsNull)
+    if isinstance(t, T.MapType):
+        return T.MapType(
+            _type_without_ids(t.keyType), _type_without_ids(t.valueType), t.valueContainsNull
+        )
+    return t
+
+
+def drop_field_ids(df: DataFrame) -> DataFrame:
+    """``df`` without ``parquet.field.id`` in any column's metadata, nested fields
+    too (other metadata stays; ``df`` itself when it has none).
+
+    Spark writes that metadata as Parquet field ids (a DataFrame read through a
+    Delta table with column mapping, or built with an Iceberg table's ids), and
+    Iceberg readers prefer a file's field ids over the name mapping the lakehouse
+    gives them: columns would come back swapped or null (see
+    :func:`lakehouse.model.without_field_ids`, the same for Arrow schemas). A
+    column with ids is cast to its own type without them (nested ids) and
+    aliased with explicit metadata (top-level ids); the others pass as they are."""
+    schema = df.schema
+    if _type_without_ids(schema) == schema:
+        return df
+    cols: list[Column] = []
+    for f in schema.fields:
+        clean = _type_without_ids(f.dataType)
+        meta = _no_ids(f.metadata)
+        if clean == f.dataType and meta == f.metadata:
+            cols.append(col(f.name))
+            continue
+        c = col(f.name) if clean == f.dataType else col(f.name).cast(clean)
+        cols.append(c.alias(f.name, metadata=meta))
+    return df.select(*cols)
 
 
 # -- JVM writer ------------------------------------------------------------------------------
@@ -318,7 +374,7 @@ def write_python(
     (everything else the job wrote is deleted). ``job``: the job id (default: a
     fresh uuid4 hex); ``ordered``: rows arrive sorted by ``split``."""
     job = job or uuid.uuid4().hex
-    fn = _task_writer(loc, table_dir, job, schema, split, ordered)
+    fn = _task_writer(loc, table_dir, job, without_field_ids(schema), split, ordered)
     done: dict[str, list[str]] = {}
     try:
         with spark_job(what):

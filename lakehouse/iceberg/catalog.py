@@ -49,6 +49,9 @@ _VERSIONED = re.compile(r"(?P<ns>.+)@v(?P<version>[0-9]{1,19})")
 LOCATIONS_KEPT = 4096
 DOCUMENTS_KEPT = 256
 
+#: times a load of a plain namespace's table starts again when its version expired meanwhile
+LOAD_ATTEMPTS = 5
+
 
 class NoSuchNamespace(NotFound):
     """The namespace (or version namespace) does not exist (or its version expired)."""
@@ -226,24 +229,44 @@ class IcebergCatalog:
 
     def load(self, ns: str, table: str) -> tuple[str, bytes]:
         """(metadata location, metadata JSON bytes) of ``ns``.``table`` at the latest
-        version (``ns@vN``: at version N)."""
-        with self._resolved(ns) as (view, base, version, _versioned):
-            d = self._describe(view, ns, base, table)
-            oldest = int(self._lh.oldest_version)
-            key = (d.table_id, version, oldest)
-            location = self._locations.get(key)
-            if location is None:
-                with self._loading_for(key):
-                    location = self._locations.get(key)
-                    if location is None:
-                        location = self._write(f"{base}.{table}", version)
-                        self._locations.put(key, location)
+        version (``ns@vN``: at version N).
+
+        A plain namespace's latest version can expire while the load waits its turn
+        (a writer that expires versions quickly): the load then starts again at the
+        new latest version; only a version namespace's own expiry is an answer."""
+        for attempt in range(1, LOAD_ATTEMPTS + 1):
+            try:
+                location = self._location(ns, table)
+                break
+            except VersionExpired as exc:
+                if isinstance(exc, _ExpiredNamespace) or attempt == LOAD_ATTEMPTS:
+                    raise
+                log.info("table %s.%s: %s; loading the latest version again", ns, table, exc)
         with self._loading_for(location):
             data = self._documents.get(location)
             if data is None:
                 data = self._read(location)
                 self._documents.put(location, data)
         return location, data
+
+    def _location(self, ns: str, table: str) -> str:
+        with self._resolved(ns) as (view, base, version, versioned):
+            d = self._describe(view, ns, base, table)
+            oldest = int(self._lh.oldest_version)
+            key = (d.table_id, version, oldest)
+            location: str | None = self._locations.get(key)
+            if location is None:
+                with self._loading_for(key):
+                    location = self._locations.get(key)
+                    if location is None:
+                        try:
+                            location = self._write(f"{base}.{table}", version)
+                        except VersionExpired as exc:
+                            if versioned:  # the version the client named is gone
+                                raise _ExpiredNamespace(f"namespace {ns!r}: {exc}") from None
+                            raise
+                        self._locations.put(key, location)
+            return location
 
     def close(self) -> None:
         """Close the reader the catalog opened (an open lakehouse passed in stays open)."""

@@ -1,4 +1,4 @@
-"""Shared helpers of the Iceberg client tests (test_iceberg_clients, test_iceberg_load).
+"""Shared helpers of the Iceberg tests (client tests and unit tests of lakehouse.iceberg).
 
 * ``build_lakehouse(path)`` makes the lakehouse the client tests read: appends in several
   versions, positional deletes, an update, a merge, a renamed, a dropped and an added column,
@@ -8,6 +8,8 @@
 * ``rows(table)`` is a table's rows as a multiset of plain Python tuples (decimals, dates,
   timestamps compare by value; lists and structs become tuples), so a client's Arrow types
   (int widened, large_string, tz spelled ``+00:00``) do not matter, values do.
+* ``lakehouse_with_namespace(path)`` is the body of the unit tests' ``lh`` fixture and
+  ``data_file_path(lh, f)`` the local path of a data file.
 * ``run_duckdb(requests)`` runs tests/duckdb_iceberg_side.py in the DuckDB 1.5.5 venv.
 """
 
@@ -20,6 +22,7 @@ import math
 import random
 import subprocess
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -30,6 +33,7 @@ import pyarrow as pa
 import pytest
 
 import lakehouse
+from lakehouse.model import DataFile
 
 REPO = Path(__file__).resolve().parent.parent
 DUCKDB_PYTHON = REPO / ".venv-ducklake" / "bin" / "python"
@@ -37,6 +41,25 @@ DUCKDB_SIDE = Path(__file__).resolve().parent / "duckdb_iceberg_side.py"
 NO_AUTO = {"compaction.auto": "false"}
 FILES_ONLY = {"compaction.auto": "false", "inline.max_rows": "0"}
 OMITTED = "lakehouse.iceberg.omitted-columns"
+
+
+def lakehouse_with_namespace(path: Path, namespace: str = "ns") -> Iterator[lakehouse.Lakehouse]:
+    """The body of an ``lh`` fixture: a local lakehouse at ``path/lh`` with one namespace,
+    closed when the test ends (``yield from lakehouse_with_namespace(tmp_path)``)."""
+    h = lakehouse.open(str(path / "lh"))
+    try:
+        with h.begin() as t:
+            t.create_namespace(namespace)
+        yield h
+    finally:
+        h.close()
+
+
+def data_file_path(lh: lakehouse.Lakehouse, f: DataFile) -> Path:
+    """The local path of a data file of a local lakehouse."""
+    assert lh.data_url is not None
+    return Path(lh.data_url.removeprefix("file://")) / f.path
+
 
 UTC = dt.UTC
 ORDERS = pa.schema(

@@ -184,6 +184,43 @@ def write(path: Path, data: bytes) -> str:
     return str(path)
 
 
+def write_manifest(
+    tmp_path: Path,
+    entries: list[dict[str, Any]],
+    *,
+    content: str,
+    fields: list[dict[str, Any]],
+    spec: dict[str, Any],
+    seq: int,
+    parent_id: int | None,
+) -> tuple[bytes, str, str]:
+    """Writes a manifest of ``entries`` and the manifest list of snapshot ``seq`` naming it;
+    returns the manifest's bytes, its path and the list's path."""
+    data = avro.manifest_bytes(
+        entries=entries,
+        content=content,
+        partition_fields=fields,
+        schema_json=SCHEMA_JSON,
+        spec_json=spec,
+    )
+    mpath = write(tmp_path / f"{seq}-m0.avro", data)
+    mf = avro.manifest_file_for(
+        entries,
+        manifest_path=mpath,
+        manifest_length=len(data),
+        partition_spec_id=spec["spec-id"],
+        content=content,
+        sequence_number=seq,
+        added_snapshot_id=seq,
+        partition_fields=fields,
+    )
+    lpath = write(
+        tmp_path / f"snap-{seq}.avro",
+        avro.manifest_list_bytes([mf], snapshot_id=seq, parent_id=parent_id, sequence_number=seq),
+    )
+    return data, mpath, lpath
+
+
 def entries_of(manifest_path: str, manifest_list: str) -> tuple[Any, list[Any]]:
     io_ = PyArrowFileIO()
     manifests = list(read_manifest_list(io_.new_input(manifest_list)))
@@ -303,27 +340,8 @@ def test_data_manifest_unpartitioned_round_trips_through_pyiceberg(tmp_path: Pat
             deleted, status=avro.DELETED, snapshot_id=9, sequence_number=2, file_sequence_number=2
         ),
     ]
-    data = avro.manifest_bytes(
-        entries=entries,
-        content="data",
-        partition_fields=[],
-        schema_json=SCHEMA_JSON,
-        spec_json=UNPARTITIONED,
-    )
-    mpath = write(tmp_path / "m0.avro", data)
-    mf = avro.manifest_file_for(
-        entries,
-        manifest_path=mpath,
-        manifest_length=len(data),
-        partition_spec_id=0,
-        content="data",
-        sequence_number=9,
-        added_snapshot_id=9,
-        partition_fields=[],
-    )
-    lpath = write(
-        tmp_path / "snap-9.avro",
-        avro.manifest_list_bytes([mf], snapshot_id=9, parent_id=3, sequence_number=9),
+    data, mpath, lpath = write_manifest(
+        tmp_path, entries, content="data", fields=[], spec=UNPARTITIONED, seq=9, parent_id=3
     )
 
     m, got = entries_of(mpath, lpath)
@@ -393,27 +411,8 @@ def test_partitioned_manifest_values_and_summaries(tmp_path: Path) -> None:
         )
         for i, p in enumerate(PARTITIONS)
     ]
-    data = avro.manifest_bytes(
-        entries=entries,
-        content="data",
-        partition_fields=PARTITION_FIELDS,
-        schema_json=SCHEMA_JSON,
-        spec_json=SPEC,
-    )
-    mpath = write(tmp_path / "m.avro", data)
-    mf = avro.manifest_file_for(
-        entries,
-        manifest_path=mpath,
-        manifest_length=len(data),
-        partition_spec_id=3,
-        content="data",
-        sequence_number=4,
-        added_snapshot_id=4,
-        partition_fields=PARTITION_FIELDS,
-    )
-    lpath = write(
-        tmp_path / "l.avro",
-        avro.manifest_list_bytes([mf], snapshot_id=4, parent_id=None, sequence_number=4),
+    _, mpath, lpath = write_manifest(
+        tmp_path, entries, content="data", fields=PARTITION_FIELDS, spec=SPEC, seq=4, parent_id=None
     )
     m, got = entries_of(mpath, lpath)
     assert m.partition_spec_id == 3
@@ -457,27 +456,8 @@ def test_delete_manifest_round_trips(tmp_path: Path) -> None:
     entries = [avro.entry(df, snapshot_id=6, sequence_number=5, file_sequence_number=6)]
     fields = PARTITION_FIELDS[:1]
     spec = {"spec-id": 1, "fields": SPEC["fields"][:1]}
-    data = avro.manifest_bytes(
-        entries=entries,
-        content="deletes",
-        partition_fields=fields,
-        schema_json=SCHEMA_JSON,
-        spec_json=spec,
-    )
-    mpath = write(tmp_path / "d.avro", data)
-    mf = avro.manifest_file_for(
-        entries,
-        manifest_path=mpath,
-        manifest_length=len(data),
-        partition_spec_id=1,
-        content="deletes",
-        sequence_number=6,
-        added_snapshot_id=6,
-        partition_fields=fields,
-    )
-    lpath = write(
-        tmp_path / "l.avro",
-        avro.manifest_list_bytes([mf], snapshot_id=6, parent_id=5, sequence_number=6),
+    data, mpath, lpath = write_manifest(
+        tmp_path, entries, content="deletes", fields=fields, spec=spec, seq=6, parent_id=5
     )
     m, [e] = entries_of(mpath, lpath)
     assert m.content == ManifestContent.DELETES

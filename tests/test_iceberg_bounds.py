@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
+from iceberg_fixtures import FILES_ONLY, data_file_path, lakehouse_with_namespace
 from pyiceberg.conversions import from_bytes, to_bytes
 from pyiceberg.types import (
     BinaryType,
@@ -39,23 +40,11 @@ from lakehouse.iceberg import types as it
 from lakehouse.model import DataFile, assign_columns
 
 UTC = dt.UTC
-NOAUTO = {"compaction.auto": "false", "inline.max_rows": "0"}
 
 
 @pytest.fixture
 def lh(tmp_path: Path) -> Iterator[lakehouse.Lakehouse]:
-    h = lakehouse.open(str(tmp_path / "lh"))
-    try:
-        with h.begin() as t:
-            t.create_namespace("ns")
-        yield h
-    finally:
-        h.close()
-
-
-def _path(lh: lakehouse.Lakehouse, f: DataFile) -> Path:
-    assert lh.data_url is not None
-    return Path(lh.data_url.removeprefix("file://")) / f.path
+    yield from lakehouse_with_namespace(tmp_path)
 
 
 # -- single-value serialization --------------------------------------------------------------
@@ -233,7 +222,7 @@ PTYPES: dict[str, PrimitiveType] = {
 
 @pytest.mark.parametrize("inline", [False, True], ids=["parquet", "inline"])
 def test_file_metrics_of_real_files(lh: lakehouse.Lakehouse, inline: bool) -> None:
-    props = {"compaction.auto": "false"} if inline else NOAUTO
+    props = {"compaction.auto": "false"} if inline else FILES_ONLY
     with lh.begin() as t:
         t.create_table("ns.t", METRIC_SCHEMA, props)
     data = pa.table(METRIC_ROWS, METRIC_SCHEMA)
@@ -261,7 +250,7 @@ def test_file_metrics_of_real_files(lh: lakehouse.Lakehouse, inline: bool) -> No
     assert f_lo == struct.pack("<f", -0.0)  # the sign of a zero lower bound
     # every bound holds for the values pyarrow reads from the file, in Iceberg's terms
     if not inline:
-        back = pq.read_table(_path(lh, f))
+        back = pq.read_table(data_file_path(lh, f))
         for name, (lo, hi) in EXPECT.items():
             col = back.column(name)
             if pa.types.is_floating(col.type):
@@ -329,7 +318,7 @@ def test_file_metrics_skip_what_is_unknown() -> None:
 def test_file_metrics_of_a_widened_column(lh: lakehouse.Lakehouse) -> None:
     """A file written when the column was int32 gets long bounds once it is int64."""
     with lh.begin() as t:
-        t.create_table("ns.t", pa.schema([("n", pa.int32()), ("x", pa.float32())]), NOAUTO)
+        t.create_table("ns.t", pa.schema([("n", pa.int32()), ("x", pa.float32())]), FILES_ONLY)
     with lh.begin() as t:
         t.append("ns.t", pa.table({"n": [-5, 9]}, pa.schema([("n", pa.int32())])))
     wide = pa.schema([("n", pa.int64()), ("x", pa.float64())])

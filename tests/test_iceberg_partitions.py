@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from iceberg_fixtures import FILES_ONLY, lakehouse_with_namespace
 from pyiceberg.partitioning import PartitionSpec as IcebergSpec
 from pyiceberg.schema import Schema
 from pyiceberg.table.sorting import SortOrder
@@ -26,18 +27,11 @@ from lakehouse.model import DataFile, assign_columns
 from lakehouse.partition import PartitionField, PartitionSpec, Transform
 
 UTC = dt.UTC
-NOAUTO = {"compaction.auto": "false", "inline.max_rows": "0"}
 
 
 @pytest.fixture
 def lh(tmp_path: Path) -> Iterator[lakehouse.Lakehouse]:
-    h = lakehouse.open(str(tmp_path / "lh"))
-    try:
-        with h.begin() as t:
-            t.create_namespace("ns")
-        yield h
-    finally:
-        h.close()
+    yield from lakehouse_with_namespace(tmp_path)
 
 
 # -- partition specs and sort orders ---------------------------------------------------------
@@ -88,7 +82,7 @@ PART_ROWS = {
 def test_partition_spec_and_records_match_pyiceberg(lh: lakehouse.Lakehouse) -> None:
     with lh.begin() as t:
         t.create_table(
-            "ns.t", PART_SCHEMA, NOAUTO, partition_by=PARTITION_BY, sort_keys=["k", "ts"]
+            "ns.t", PART_SCHEMA, FILES_ONLY, partition_by=PARTITION_BY, sort_keys=["k", "ts"]
         )
     with lh.begin() as t:
         t.append("ns.t", pa.table(PART_ROWS, PART_SCHEMA))

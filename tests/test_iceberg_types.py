@@ -18,6 +18,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from iceberg_fixtures import FILES_ONLY, data_file_path, lakehouse_with_namespace
 from pyiceberg.io.pyarrow import UnsupportedPyArrowTypeException, pyarrow_to_schema
 from pyiceberg.schema import Schema
 from pyiceberg.table.name_mapping import parse_mapping_from_json
@@ -27,7 +28,6 @@ from lakehouse.iceberg import types as it
 from lakehouse.model import Column, DataFile, assign_columns
 
 UTC = dt.UTC
-NOAUTO = {"compaction.auto": "false", "inline.max_rows": "0"}
 
 
 # -- Arrow type -> Iceberg type -------------------------------------------------------------
@@ -179,13 +179,7 @@ def test_schema_id_is_canonical() -> None:
 
 @pytest.fixture
 def lh(tmp_path: Path) -> Iterator[lakehouse.Lakehouse]:
-    h = lakehouse.open(str(tmp_path / "lh"))
-    try:
-        with h.begin() as t:
-            t.create_namespace("ns")
-        yield h
-    finally:
-        h.close()
+    yield from lakehouse_with_namespace(tmp_path)
 
 
 def _ids(lh: lakehouse.Lakehouse) -> dict[str, int]:
@@ -238,17 +232,12 @@ def _parquet_ids(path: Path, mapping: list[dict[str, Any]]) -> dict[str, int]:
     return {name: fid for fid, name in schema._lazy_id_to_name.items()}
 
 
-def _path(lh: lakehouse.Lakehouse, f: DataFile) -> Path:
-    assert lh.data_url is not None
-    return Path(lh.data_url.removeprefix("file://")) / f.path
-
-
 def test_name_mapping_renames_and_readded_names(lh: lakehouse.Lakehouse) -> None:
     schema = pa.schema(
         [("a", pa.int64()), ("b", pa.string()), ("s", pa.struct([("x", pa.list_(pa.int32()))]))]
     )
     with lh.begin() as t:
-        t.create_table("ns.t", schema, NOAUTO)
+        t.create_table("ns.t", schema, FILES_ONLY)
     rows = {"a": [1], "b": ["x"], "s": [{"x": [1, 2]}]}
     with lh.begin() as t:
         t.append("ns.t", pa.table(rows, schema))
@@ -287,11 +276,11 @@ def test_name_mapping_renames_and_readded_names(lh: lakehouse.Lakehouse) -> None
     nested = {"s": 3, "s.x": it.nested_id(3, 1), "s.x.element": it.nested_id(3, 2)}
     # by name alone, the second file's "a2" (id 1) would read as id 4: why files
     # using a lost name are rewritten with field ids
-    assert _parquet_ids(_path(lh, second), mapping) == {"a2": 4, "a": 2, **nested}
+    assert _parquet_ids(data_file_path(lh, second), mapping) == {"a2": 4, "a": 2, **nested}
     # the first file's columns map as the mapping says, once "a" is id 1's again
     keep = [m for m in mapping if m["field-id"] != 2]
     keep += [{"field-id": 1, "names": ["a"]}, {"field-id": 2, "names": ["b"]}]
-    assert _parquet_ids(_path(lh, first), keep) == {"a": 1, "b": 2, **nested}
+    assert _parquet_ids(data_file_path(lh, first), keep) == {"a": 1, "b": 2, **nested}
     # a dropped nested column is mapped through the type given for it
     with lh.begin() as t:
         t.alter_table("ns.t", schema=lh.describe_table("ns.t").schema.remove(1))
@@ -452,7 +441,7 @@ def test_files_with_types_clients_misread_are_materialised(lh: lakehouse.Lakehou
         "u8": [255, 0, None, 7],
     }
     with lh.begin() as t:
-        t.create_table("ns.t", schema, NOAUTO)
+        t.create_table("ns.t", schema, FILES_ONLY)
     with lh.begin() as t:
         t.append("ns.t", pa.table(rows, schema))
     with lh.begin() as t:
@@ -487,7 +476,7 @@ def test_dropped_nested_column_is_mapped_from_an_older_schema(lh: lakehouse.Lake
         [("x", pa.int32()), ("l", pa.list_(pa.string())), ("m", pa.map_(pa.string(), pa.int8()))]
     )
     with lh.begin() as t:
-        t.create_table("ns.t", pa.schema([("a", pa.int64()), ("s", st)]), NOAUTO)
+        t.create_table("ns.t", pa.schema([("a", pa.int64()), ("s", st)]), FILES_ONLY)
     with lh.begin() as t:
         s = pa.array([{"x": 1, "l": ["p"], "m": [("k", 1)]}, None], st)
         t.append("ns.t", pa.table({"a": [1, 2], "s": s}))

@@ -20,8 +20,9 @@ import io
 from collections.abc import Mapping
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 from pyroaring import BitMap
+
+from lakehouse.data.files import write_parquet
 
 #: the spec's reserved field ids of a positional delete file
 FILE_PATH_ID = 2147483546
@@ -44,15 +45,7 @@ POSITION_DELETES_SCHEMA = pa.schema(
 
 def _parquet(table: pa.Table) -> bytes:
     buf = io.BytesIO()
-    pq.write_table(
-        table,
-        buf,
-        compression="snappy",
-        use_dictionary=False,
-        write_statistics=True,
-        write_page_checksum=True,
-        store_schema=False,
-    )
+    write_parquet(table, buf, store_schema=False)
     return buf.getvalue()
 
 

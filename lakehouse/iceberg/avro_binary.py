@@ -100,18 +100,8 @@ def _value(branch: str, v: Any) -> bytes:
     return _FLOAT(v) if branch == "float" else _DOUBLE(v)
 
 
-def _zz(n: int) -> bytes:
-    z = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while z >= 0x80:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
-    return bytes(out)
-
-
 #: the encodings of small ints (field ids, counts), looked up rather than computed
-_SMALL = {n: _zz(n) for n in range(-64, 1 << 14)}
+_SMALL = {n: long_bytes(n) for n in range(-64, 1 << 14)}
 
 
 def _int_map(m: Any, out: bytearray, blob: bool) -> None:

@@ -217,20 +217,22 @@ def _nanos(raw: Any) -> Any:
     return _SLOW
 
 
-def _fast_date(raw: Any, upper: bool) -> Any:
-    ns = _nanos(raw)
-    if ns is _SLOW:
-        return _SLOW
-    n = -(-ns // _NS_PER_DAY) if upper else ns // _NS_PER_DAY
-    return _PACK_I(n) if _INT32[0] <= n <= _INT32[1] else None
+def _fast_temporal(unit_ns: int, pack: Callable[[int], bytes], lo: int, hi: int) -> _FastEncoder:
+    """A temporal bound ``["n", ns]`` in units of ``unit_ns`` (days: date, micros: time and
+    timestamps), rounded outward: down for a lower bound, up for an upper one."""
+
+    def encode(raw: Any, upper: bool) -> Any:
+        ns = _nanos(raw)
+        if ns is _SLOW:
+            return _SLOW
+        n = -(-ns // unit_ns) if upper else ns // unit_ns
+        return pack(n) if lo <= n <= hi else None
+
+    return encode
 
 
-def _fast_micros(raw: Any, upper: bool) -> Any:
-    ns = _nanos(raw)
-    if ns is _SLOW:
-        return _SLOW
-    n = -(-ns // _NS_PER_US) if upper else ns // _NS_PER_US
-    return _PACK_Q(n) if _INT64[0] <= n <= _INT64[1] else None
+_fast_date = _fast_temporal(_NS_PER_DAY, _PACK_I, *_INT32)
+_fast_micros = _fast_temporal(_NS_PER_US, _PACK_Q, *_INT64)
 
 
 def _fast_none(raw: Any, upper: bool) -> Any:

@@ -35,9 +35,9 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import Any
 
 from kvstore.objstore import ObjectStore, open_store
@@ -45,7 +45,8 @@ from lakehouse import keys
 from lakehouse.context import Context
 from lakehouse.data.table import FileState, file_key_id
 from lakehouse.errors import VersionExpired
-from lakehouse.iceberg import metadata, objects, paths, remap, snapshots
+from lakehouse.iceberg import history, metadata, objects, paths, remap, snapshots
+from lakehouse.iceberg.history import CHANGE, DDL, FIRST, FULL, TableCache, classify, label
 from lakehouse.iceberg.state import Light, SnapshotState, decode, load
 from lakehouse.model import TableChange, TableDef, VersionInfo
 from lakehouse.view import LakehouseView
@@ -61,57 +62,17 @@ CONFLICT_RETRIES = 5
 #: attempts of one call when versions it reads expire meanwhile (each one an expiry)
 EXPIRY_RETRIES = 20
 
-#: kinds of snapshot candidates: the first listed one (a full read), a version whose
-#: record holds the table's TableChange, a definition change only, a rollback or export
-FIRST, CHANGE, DDL, FULL = "first", "change", "ddl", "full"
-
-
-@dataclass
-class _Table:
-    """What this process knows of one table's Iceberg history."""
-
-    lock: threading.Lock = field(default_factory=threading.Lock)
-    #: records up to this version were classified (-1: none)
-    scanned: int = -1
-    #: the version that created the table (None: before the versions scanned)
-    created: int | None = None
-    #: (version, kind) of every version that may be a snapshot, oldest first
-    cands: list[tuple[int, str]] = field(default_factory=list)
-    #: rollbacks and exports that left the table as it was: no snapshot
-    skipped: set[int] = field(default_factory=set)
-    lights: dict[int, Light] = field(default_factory=dict)
-    #: the newest snapshot's whole state
-    state: SnapshotState | None = None
-    #: metadata JSON names known to exist
-    found: set[str] = field(default_factory=set)
-    #: (snapshot, generation) -> its remapped manifest list (None: not needed)
-    remapped: dict[tuple[int, str], str | None] = field(default_factory=dict)
-    #: the chain ``lights``, ``state``, ``remapped`` and ``skipped`` are of
-    chain: int | None = None
-    #: ``cands`` lists every candidate from here on (or from ``created``): a catch-up
-    #: over an expiry skips the expired records, so a call whose oldest retained
-    #: version is older than this (it read the store before that expiry) cannot use
-    #: the cache
-    floor: int = 0
-
-    def use_chain(self, chain: int) -> None:
-        """Forget what is of another chain (after an expiry, or a re-creation)."""
-        if self.chain != chain:
-            self.lights, self.state, self.remapped, self.skipped = {}, None, {}, set()
-            self.chain = chain
-
-
-_CACHE: OrderedDict[tuple[str, str], _Table] = OrderedDict()
+_CACHE: OrderedDict[tuple[str, str], TableCache] = OrderedDict()
 _STORES: dict[tuple[str, str], ObjectStore] = {}
 _LOCK = threading.Lock()
 
 
-def _cached(root: str, table_id: str) -> _Table:
+def _cached(root: str, table_id: str) -> TableCache:
     with _LOCK:
         key = (root, table_id)
         t = _CACHE.get(key)
         if t is None:
-            t = _CACHE[key] = _Table()
+            t = _CACHE[key] = TableCache()
             while len(_CACHE) > MAX_CACHED_TABLES:
                 _CACHE.popitem(last=False)
         _CACHE.move_to_end(key)
@@ -182,11 +143,11 @@ def write_metadata(lh: Any, table: str, *, version: int | None = None) -> str:
             if cache.created is not None and cache.created > version:
                 # re-created later (a rollback brought it back): what the cache knows
                 # starts after the version asked for, so this call starts afresh
-                cache = _Table()
+                cache = TableCache()
             with cache.lock:
                 # a call that read the store before an expiry the cache has caught up
                 # over: the cache lacks its candidates below that expiry's oldest
-                mine = cache if oldest >= cache.floor else _Table()
+                mine = cache if oldest >= cache.floor else TableCache()
                 try:
                     return _Run(ctx, target, mine, d, version, oldest, snap.get).write()
                 except objects.ObjectConflict as exc:
@@ -229,43 +190,6 @@ def _oldest(ctx: Context, snap: Any) -> int:
     return ctx.u64(snap, keys.OLDEST, 0)
 
 
-def _classify(rec: VersionInfo, d: TableDef) -> tuple[str | None, bool, TableChange | None]:
-    """(kind or None when the record leaves the table alone, whether it created the
-    table, its TableChange)."""
-    q = d.qualified_name
-    tc = next(
-        (c for c in rec.data if c.table_id == d.table_id or (not c.table_id and c.table == q)),
-        None,
-    )
-    named = [c for c in rec.changes if c.kind == "table" and c.name == q]
-    create = any(c.op == "create" for c in named)
-    if not named and tc is None:
-        return None, False, None
-    if rec.rollback_of is not None or rec.source is not None:
-        return FULL, create, tc
-    if create:
-        return FIRST, True, tc
-    return (CHANGE if tc is not None else DDL), False, tc
-
-
-def _label(rec: VersionInfo, d: TableDef, tc: TableChange | None) -> str:
-    """The summary's ``lakehouse.operation``: what the version did to the table
-    (``create``, ``alter``, then the data operations, joined by commas)."""
-    if rec.rollback_of is not None:
-        return "rollback"
-    if rec.source is not None:
-        return "export"
-    ops = [  # a data change is stored as an alter that keeps the definition
-        str(c.op)
-        for c in rec.changes
-        if c.kind == "table"
-        and c.name == d.qualified_name
-        and (c.op != "alter" or c.old_id != c.new_id)
-    ]
-    ops += [str(op) for op in tc.ops] if tc is not None else []
-    return ",".join(dict.fromkeys(ops))
-
-
 class _Run:
     """One ``write_metadata`` call (under the table's cache lock)."""
 
@@ -273,7 +197,7 @@ class _Run:
         self,
         ctx: Context,
         t: objects.Target,
-        cache: _Table,
+        cache: TableCache,
         d: TableDef,
         v: int,
         oldest: int,
@@ -296,64 +220,12 @@ class _Run:
             return paths.location(self.t.root, name)
         return None
 
-    # -- which versions are snapshots -------------------------------------------------------
-    def _backwards(self) -> Iterator[tuple[int, str | None, bool]]:
-        for u in range(self.v, self.oldest - 1, -1):
-            kind, create, _ = _classify(self.record(u), self.d)
-            yield u, kind, create
-
-    def _scan(self) -> str | None:
-        """Classify the records up to the requested version; returns the metadata
-        JSON's location when the newest snapshot's metadata exists already."""
-        c = self.cache
-        if c.scanned < 0:
-            cands: list[tuple[int, str]] = []
-            created = None
-            quick = True
-            for u, kind, create in self._backwards():
-                if kind is not None and quick:
-                    quick = False
-                    if kind != FULL and (found := self._found(u)) is not None:
-                        return found
-                if kind is not None:
-                    cands.append((u, kind))
-                if create:
-                    created = u
-                    break
-            if quick and (found := self._found(self.oldest)) is not None:
-                return found
-            c.cands, c.created, c.scanned = sorted(cands), created, self.v
-            c.floor = 0 if created is not None else self.oldest
-        elif self.v > c.scanned:
-            start = c.scanned + 1
-            if self.oldest > start:
-                # versions after the ones scanned expired: their records are gone, and
-                # nothing before the oldest is listed any more (the first snapshot is
-                # a full read at the oldest, or the table's creation after it)
-                c.cands = [(u, k) for u, k in c.cands if u >= self.oldest]
-                c.floor = max(c.floor, self.oldest)
-                start = self.oldest
-            for u in range(start, self.v + 1):
-                kind, create, _ = _classify(self.record(u), self.d)
-                if create:
-                    c.created, c.cands = u, []
-                if kind is not None:
-                    c.cands.append((u, kind))
-            c.scanned = self.v
-        return None
-
-    def listed(self) -> list[tuple[int, str]]:
-        c = self.cache
-        first = c.created if c.created is not None and c.created >= self.oldest else self.oldest
-        rest = [(u, k) for u, k in c.cands if first < u <= self.v and u not in c.skipped]
-        return [(first, FIRST), *rest]
-
     # -- the call ----------------------------------------------------------------------------
     def write(self) -> str:
-        found = self._scan()
+        found = history.scan(self.cache, self.d, self.v, self.oldest, self.record, self._found)
         if found is not None:
             return found
-        listed = self.listed()
+        listed = history.listed(self.cache, self.v, self.oldest)
         self.chain = listed[0][0]
         self.cache.use_chain(self.chain)
         last, kind = listed[-1]
@@ -474,7 +346,7 @@ class _Run:
         """Snapshot ``u`` computed and written (None: a rollback or export that left
         the table as ``prev``)."""
         rec = self.record(u)
-        _, _, tc = _classify(rec, self.d)
+        _, _, tc = classify(rec, self.d)
         q = self.d.qualified_name
         if kind == FIRST:
             prev, prev_u = None, None
@@ -498,7 +370,7 @@ class _Run:
                 "timestamp_ms": rec.created_ms,
                 "labels": {
                     "lakehouse.version": str(u),
-                    "lakehouse.operation": _label(rec, du, tc),
+                    "lakehouse.operation": label(rec, du, tc),
                 },
             }
             try:

@@ -15,7 +15,7 @@ from typing import Any
 import fastavro
 import pytest
 
-from lakehouse.iceberg import avro, avro_binary
+from lakehouse.iceberg import avro, avro_binary, avro_entries
 
 PARTITION_FIELDS = [
     {"field-id": 1000, "name": "i", "type": "int"},
@@ -50,7 +50,7 @@ def fastavro_bytes(entries: list[dict[str, Any]], fields: list[dict[str, Any]]) 
     fastavro.writer(
         buf,
         enc.schema,
-        list(avro._tagged(entries, enc.part)),
+        list(avro_entries.tagged(entries, enc.part)),
         codec="deflate",
         metadata=metadata,
         sync_marker=digest[:16],

@@ -305,7 +305,9 @@ def expire_versions(
                 queued,
                 grace_ms,
             )
-            _queue_iceberg(ctx, grace_ms)
+            from lakehouse.iceberg import gc as iceberg_gc
+
+            iceberg_gc.queue_unreachable(ctx, grace_ms)
         _delete_due(ctx)
         if new_oldest > oldest and compact:
             db.compact()
@@ -384,9 +386,9 @@ def _delete_due(ctx: Context) -> int:
     due = [q for q in queue if q.due_ms <= now]
     if not due:
         return 0
-    iceberg = [q.path for q in due if q.path.startswith(ICEBERG_TAG)]
-    gone, kept = _delete_iceberg(ctx, iceberg) if iceberg else (set(), set())
-    due = [q for q in due if not q.path.startswith(ICEBERG_TAG)]
+    from lakehouse.iceberg import gc as iceberg_gc
+
+    gone, kept, due = iceberg_gc.delete_queued(ctx, due)  # the Iceberg objects among them
     pinned: set[str] = set()
     if due:
         # after the new oldest version was committed (see lakehouse.pins)
@@ -416,56 +418,6 @@ def _delete_due(ctx: Context) -> int:
             len(pinned & {q.path for q in due}),
         )
     return len(gone)
-
-
-#: queue entries (``L/gc``) naming an Iceberg object (a name under ``<url>/iceberg/``)
-#: rather than a data file: see :mod:`lakehouse.iceberg.gc`
-ICEBERG_TAG = "iceberg:"
-
-
-def _queue_iceberg(ctx: Context, grace_ms: int) -> int:
-    """Queue the Iceberg objects no retained version can reach (a lakehouse that never
-    wrote Iceberg metadata pays one check); returns how many were queued anew."""
-    from lakehouse.iceberg import gc
-
-    try:
-        s = gc.store(ctx)
-        found = set() if s is None else gc.garbage(ctx, s)
-    except OSError as exc:  # the next expiry or orphan removal looks again
-        log.warning("could not look for unreachable Iceberg objects: %s", exc)
-        return 0
-    queue = deletion_queue(ctx.db)
-    known = {q.path for q in queue}
-    now = ctx.now_ms()
-    new = [QueuedFile(ICEBERG_TAG + n, now, grace_ms) for n in sorted(found)]
-    new = [q for q in new if q.path not in known]
-    if new:
-        ctx.db.put(keys.PENDING_GC, codec.encode_gc_queue(queue + new))
-        log.info("%d unreachable Iceberg objects queued for deletion", len(new))
-    return len(new)
-
-
-def _delete_iceberg(ctx: Context, tagged: list[str]) -> tuple[set[str], set[str]]:
-    """Delete the queued Iceberg objects ``tagged`` that are still garbage; returns
-    (deleted, off the queue without deleting: reachable again, or gone)."""
-    from lakehouse.iceberg import gc
-
-    try:
-        s = gc.store(ctx)
-        still = set() if s is None else gc.garbage(ctx, s)
-    except OSError as exc:  # left queued for the next pass
-        log.warning("could not check queued Iceberg objects: %s", exc)
-        return set(), set()
-    names = [p[len(ICEBERG_TAG) :] for p in tagged]
-    if s is None:
-        return set(), set(tagged)
-    gone, dropped = gc.delete(s, names, still)
-    log.info(
-        "deleted %d unreachable Iceberg objects (%d reachable again or gone)",
-        len(gone),
-        len(dropped),
-    )
-    return {ICEBERG_TAG + n for n in gone}, {ICEBERG_TAG + n for n in dropped}
 
 
 def retry_pending_deletes(ctx: Context) -> None:
@@ -537,7 +489,9 @@ def remove_orphan_files(ctx: Context, *, older_than: Any = None) -> list[str]:
     with ctx.maintenance_lock:
         # unreachable Iceberg objects are queued, due once older_than passed (their names
         # carry versions, not times: see lakehouse.iceberg.gc), then this pass deletes them
-        _queue_iceberg(ctx, older_than // timedelta(milliseconds=1))
+        from lakehouse.iceberg import gc as iceberg_gc
+
+        iceberg_gc.queue_unreachable(ctx, older_than // timedelta(milliseconds=1))
         _delete_due(ctx)
         candidates = []
         for name in ctx.data.list(""):

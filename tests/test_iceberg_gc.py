@@ -27,8 +27,9 @@ from test_iceberg_metadata import ORDERS, check, check_sidecars, orders, static
 import lakehouse
 from kvstore.clock import FakeClock
 from kvstore.objstore import open_store
-from lakehouse import codec, keys, maintenance
+from lakehouse import codec, keys
 from lakehouse.data.table import file_key_id
+from lakehouse.iceberg import gc as iceberg_gc
 from lakehouse.iceberg import paths, write_metadata, writer
 from lakehouse.iceberg.writer import clear_cache
 
@@ -311,7 +312,7 @@ def test_remove_orphan_files_takes_a_dropped_tables_objects_and_leaves_live_ones
     c = marks["c"]
     before = objects(lh)
     # a crash after expiry's commit, before its Iceberg objects were queued
-    monkeypatch.setattr(maintenance, "_queue_iceberg", lambda ctx, grace_ms: 0)
+    monkeypatch.setattr(iceberg_gc, "queue_unreachable", lambda ctx, grace_ms: 0)
     lh.expire_versions(keep_last=lh.version - marks["mid"] + 1, grace=NO_GRACE)
     monkeypatch.undo()
     assert objects(lh) == before

@@ -38,11 +38,12 @@ Positional delete files and materialised files that manifests of a retained
 snapshot name only in ``DELETED`` entries go too: readers never open those files
 (the lakehouse's own data files of such entries go with expiry just the same).
 
-Garbage is not deleted here: :mod:`lakehouse.maintenance` queues it (``L/gc``,
-tagged ``iceberg:``) with the grace of ``expire_versions`` or the ``older_than``
-of ``remove_orphan_files``, so a reader holding a metadata JSON of an older
-oldest, or a writer in another process that read the oldest before the expiry,
-keeps going for that long. Object names carry versions, not times, and the
+Garbage is not deleted at once: :mod:`lakehouse.maintenance` queues it
+(:func:`queue_unreachable`: ``L/gc``, tagged ``iceberg:``) with the grace of
+``expire_versions`` or the ``older_than`` of ``remove_orphan_files``, and its
+deletion pass hands the due entries to :func:`delete_queued`, so a reader holding
+a metadata JSON of an older oldest, or a writer in another process that read the
+oldest before the expiry, keeps going for that long. Object names carry versions, not times, and the
 object stores expose no modification time, so an orphan's age is the time since
 a pass first found it unreachable. The deletion pass computes the garbage again
 and deletes only queued objects that are still garbage: an object that a
@@ -137,6 +138,62 @@ def delete(s: ObjectStore, names: Iterable[str], still: set[str]) -> tuple[set[s
         except OSError as exc:  # stays queued for the next pass
             log.warning("could not delete Iceberg object %s: %s", name, exc)
     return gone, dropped
+
+
+# -- the deletion queue (``L/gc`` of lakehouse.maintenance) ------------------------------
+#: queue entries naming an Iceberg object (a name under ``<url>/iceberg/``) rather
+#: than a data file
+TAG = "iceberg:"
+
+
+def queue_unreachable(ctx: Context, grace_ms: int) -> int:
+    """Queue the Iceberg objects no retained version can reach (a lakehouse that never
+    wrote Iceberg metadata pays one check); returns how many were queued anew. The
+    caller holds the maintenance lock."""
+    try:
+        s = store(ctx)
+        found = set() if s is None else garbage(ctx, s)
+    except OSError as exc:  # the next expiry or orphan removal looks again
+        log.warning("could not look for unreachable Iceberg objects: %s", exc)
+        return 0
+    raw = ctx.db.get(keys.PENDING_GC)
+    queue = [] if raw is None else codec.decode_gc_queue(raw)
+    known = {q.path for q in queue}
+    now = ctx.now_ms()
+    new = [codec.QueuedFile(TAG + n, now, grace_ms) for n in sorted(found)]
+    new = [q for q in new if q.path not in known]
+    if new:
+        ctx.db.put(keys.PENDING_GC, codec.encode_gc_queue(queue + new))
+        log.info("%d unreachable Iceberg objects queued for deletion", len(new))
+    return len(new)
+
+
+def delete_queued(
+    ctx: Context, due: list[codec.QueuedFile]
+) -> tuple[set[str], set[str], list[codec.QueuedFile]]:
+    """Delete the Iceberg objects among the due queue entries ``due`` that are still
+    garbage; returns (deleted, off the queue without deleting: reachable again, or
+    gone) as queue paths, and the entries of ``due`` that are no Iceberg objects."""
+    rest = [q for q in due if not q.path.startswith(TAG)]
+    tagged = [q.path for q in due if q.path.startswith(TAG)]
+    if not tagged:
+        return set(), set(), rest
+    try:
+        s = store(ctx)
+        still = set() if s is None else garbage(ctx, s)
+    except OSError as exc:  # left queued for the next pass
+        log.warning("could not check queued Iceberg objects: %s", exc)
+        return set(), set(), rest
+    if s is None:
+        return set(), set(tagged), rest
+    names = [p[len(TAG) :] for p in tagged]
+    gone, dropped = delete(s, names, still)
+    log.info(
+        "deleted %d unreachable Iceberg objects (%d reachable again or gone)",
+        len(gone),
+        len(dropped),
+    )
+    return {TAG + n for n in gone}, {TAG + n for n in dropped}, rest
 
 
 # -- what a retained version has ----------------------------------------------------------

@@ -184,6 +184,38 @@ def write(path: Path, data: bytes) -> str:
     return str(path)
 
 
+def manifest_and_row(
+    path: str,
+    entries: list[dict[str, Any]],
+    *,
+    content: str,
+    fields: list[dict[str, Any]],
+    spec: dict[str, Any],
+    seq: int,
+) -> tuple[bytes, dict[str, Any]]:
+    """Writes a manifest of ``entries`` (added at snapshot ``seq``) to ``path``; returns
+    its bytes and its manifest list row."""
+    data = avro.manifest_bytes(
+        entries=entries,
+        content=content,
+        partition_fields=fields,
+        schema_json=SCHEMA_JSON,
+        spec_json=spec,
+    )
+    write(Path(path), data)
+    row = avro.manifest_file_for(
+        entries,
+        manifest_path=path,
+        manifest_length=len(data),
+        partition_spec_id=spec["spec-id"],
+        content=content,
+        sequence_number=seq,
+        added_snapshot_id=seq,
+        partition_fields=fields,
+    )
+    return data, row
+
+
 def write_manifest(
     tmp_path: Path,
     entries: list[dict[str, Any]],
@@ -196,24 +228,8 @@ def write_manifest(
 ) -> tuple[bytes, str, str]:
     """Writes a manifest of ``entries`` and the manifest list of snapshot ``seq`` naming it;
     returns the manifest's bytes, its path and the list's path."""
-    data = avro.manifest_bytes(
-        entries=entries,
-        content=content,
-        partition_fields=fields,
-        schema_json=SCHEMA_JSON,
-        spec_json=spec,
-    )
-    mpath = write(tmp_path / f"{seq}-m0.avro", data)
-    mf = avro.manifest_file_for(
-        entries,
-        manifest_path=mpath,
-        manifest_length=len(data),
-        partition_spec_id=spec["spec-id"],
-        content=content,
-        sequence_number=seq,
-        added_snapshot_id=seq,
-        partition_fields=fields,
-    )
+    mpath = str(tmp_path / f"{seq}-m0.avro")
+    data, mf = manifest_and_row(mpath, entries, content=content, fields=fields, spec=spec, seq=seq)
     lpath = write(
         tmp_path / f"snap-{seq}.avro",
         avro.manifest_list_bytes([mf], snapshot_id=seq, parent_id=parent_id, sequence_number=seq),
@@ -691,24 +707,9 @@ def mini_table(tmp_path: Path) -> MiniTable:
     def manifest(
         name: str, entries: list[dict[str, Any]], content: str, seq: int
     ) -> dict[str, Any]:
-        data = avro.manifest_bytes(
-            entries=entries,
-            content=content,
-            partition_fields=fields,
-            schema_json=SCHEMA_JSON,
-            spec_json=spec,
-        )
-        path = write(meta_dir / name, data)
-        return avro.manifest_file_for(
-            entries,
-            manifest_path=path,
-            manifest_length=len(data),
-            partition_spec_id=0,
-            content=content,
-            sequence_number=seq,
-            added_snapshot_id=seq,
-            partition_fields=fields,
-        )
+        path = str(meta_dir / name)
+        _, row = manifest_and_row(path, entries, content=content, fields=fields, spec=spec, seq=seq)
+        return row
 
     m1 = manifest("1-m0.avro", data_entries, "data", 1)
     list1 = write(

@@ -19,6 +19,7 @@ pytest.importorskip("pyiceberg")
 
 from lakehouse import bench
 from lakehouse.bench import iceberg as ib
+from lakehouse.bench import iceberg_report as ir
 
 try:
     from lakehouse.iceberg import Server, write_metadata  # noqa: F401
@@ -74,7 +75,7 @@ def test_iceberg_bench_runs_and_reports(tmp_path: Path, capsys: pytest.CaptureFi
             w = v["wall_s"]
             assert 0 < w["min"] <= w["median"] <= w["max"], (key, name)
             if name in {"sqlcatalog", "add_files"}:
-                assert f"| {ib._ms(w['min'])} / {ib._ms(w['median'])} |" in text
+                assert f"| {ir._ms(w['min'])} / {ir._ms(w['median'])} |" in text
         for r in m["ratios"].values():
             assert 0 < r["min"] <= r["median"] <= r["max"]
     got = {t["key"]: t for t in res["targets"]}

@@ -20,6 +20,8 @@ form itself, for computations such as predicates that only read the values.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import lru_cache
 from typing import Any, TypeVar
 
 import pyarrow as pa
@@ -28,6 +30,7 @@ import pyarrow.compute as pc
 Rows = TypeVar("Rows", pa.Table, pa.RecordBatch, pa.Array, pa.ChunkedArray)
 
 
+@lru_cache(maxsize=1024)
 def plain_type(t: pa.DataType) -> pa.DataType:
     """``t`` with every view type in it (nested ones too) replaced by its large
     non-view type holding the same values; ``t`` itself when it has none."""
@@ -82,32 +85,34 @@ def plain(rows: Rows) -> Rows:
     return rows if t == rows.type else rows.cast(t)
 
 
-def _viewed(rows: Rows, out: Rows) -> Rows:
-    """``out`` (computed from ``plain(rows)``) cast back to the types of ``rows``."""
-    if isinstance(rows, (pa.Table, pa.RecordBatch)):
-        return out.cast(rows.schema)
-    return out.cast(rows.type)
-
-
-def _has_views(rows: Rows) -> bool:
+def _selected(rows: Rows, select: Callable[[Any], Any]) -> Rows:
+    """``select(rows)``, through the :func:`plain` types and back when ``rows`` holds
+    a view type (the schema is walked once)."""
     if isinstance(rows, (pa.Table, pa.RecordBatch)):
         schema = rows.schema  # (a new object on each access)
-        return plain_schema(schema) is not schema
-    return bool(plain_type(rows.type) != rows.type)
+        wanted = plain_schema(schema)
+        if wanted is schema:
+            return select(rows)
+        return select(rows.cast(wanted)).cast(schema)
+    t = plain_type(rows.type)
+    if t == rows.type:
+        return select(rows)
+    return select(rows.cast(t)).cast(rows.type)
+
+
+def _has_views(rows: pa.Table) -> bool:
+    schema = rows.schema  # (a new object on each access)
+    return plain_schema(schema) is not schema
 
 
 def filter_rows(rows: Rows, mask: Any) -> Rows:
     """``rows.filter(mask)`` (a boolean mask; null drops the row) for any column type."""
-    if not _has_views(rows):
-        return rows.filter(mask)
-    return _viewed(rows, plain(rows).filter(mask))
+    return _selected(rows, lambda r: r.filter(mask))
 
 
 def take_rows(rows: Rows, indices: Any) -> Rows:
     """``rows.take(indices)`` for any column type."""
-    if not _has_views(rows):
-        return rows.take(indices)
-    return _viewed(rows, plain(rows).take(indices))
+    return _selected(rows, lambda r: r.take(indices))
 
 
 def sort_indices(rows: pa.Table | pa.RecordBatch, **options: Any) -> pa.Array:

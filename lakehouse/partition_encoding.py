@@ -92,6 +92,12 @@ def unscaled(v: Any, scale: int) -> int:
     return int(-n if sign else n)
 
 
+def decimal_bytes(n: int) -> bytes:
+    """Unscaled decimal ``n`` as Iceberg stores it: two's-complement big-endian,
+    in the fewest bytes that hold it."""
+    return n.to_bytes((n if n >= 0 else ~n).bit_length() // 8 + 1, "big", signed=True)
+
+
 def to_int(v: Any, k: str, t: pa.DataType) -> int:
     """The integer an int/bool/date/time/ts value is keyed by: days for dates,
     microseconds for times and timestamps (nanoseconds for ``timestamp[ns]``)."""
@@ -244,8 +250,7 @@ def hash_bytes(v: Any, t: pa.DataType) -> bytes:
     if k in ("int", "date", "time", "ts"):
         return _LONG_LE.pack(iceberg_long(v, k, t))
     if k == "decimal":
-        n = unscaled(v, t.scale)
-        return n.to_bytes((n if n >= 0 else ~n).bit_length() // 8 + 1, "big", signed=True)
+        return decimal_bytes(unscaled(v, t.scale))
     if k == "str" and isinstance(v, str):
         return v.encode("utf-8")
     if k == "bytes" and isinstance(v, UUID):

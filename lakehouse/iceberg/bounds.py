@@ -88,7 +88,7 @@ def bound_bytes(iceberg_type: IcebergType, value: Any) -> bytes | None:
             n = unscaled(value, s)
             if n is None or abs(n) >= 10**p:
                 return None
-            return n.to_bytes((n if n >= 0 else ~n).bit_length() // 8 + 1, "big", signed=True)
+            return pe.decimal_bytes(n)
         if t == "string":
             return value.encode("utf-8") if isinstance(value, str) else None
         if t == "uuid":
@@ -251,7 +251,7 @@ def _fast_decimal(precision: int, scale: int) -> _FastEncoder:
             return None  # not a value of the column's type
         if abs(n) >= limit:
             return None
-        return n.to_bytes((n if n >= 0 else ~n).bit_length() // 8 + 1, "big", signed=True)
+        return pe.decimal_bytes(n)
 
     return encode
 

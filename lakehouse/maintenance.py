@@ -284,6 +284,7 @@ def expire_versions(
     elif older_than is not None:
         cutoff_ms = to_epoch_ms(older_than, "older_than")
     db = ctx.db
+    found: Any = None  # the Iceberg garbage this pass computed, for its deletion pass
     with ctx.maintenance_lock:
         for _ in range(ctx.commit_retries):
             done = _expire_once(ctx, keep_last, cutoff_ms, grace_ms)
@@ -307,8 +308,8 @@ def expire_versions(
             )
             from lakehouse.iceberg import gc as iceberg_gc
 
-            iceberg_gc.queue_unreachable(ctx, grace_ms)
-        _delete_due(ctx)
+            found = iceberg_gc.queue_unreachable(ctx, grace_ms)
+        _delete_due(ctx, found)
         if new_oldest > oldest and compact:
             db.compact()
         return new_oldest
@@ -378,9 +379,11 @@ def deletion_queue(db: Any) -> list[QueuedFile]:
     return _decode_queue(db.get(keys.PENDING_GC))
 
 
-def _delete_due(ctx: Context) -> int:
+def _delete_due(ctx: Context, found: Any = None) -> int:
     """Step 3: delete the queued files whose grace has passed and that no open
-    view or transaction of this process reads; the caller holds the maintenance lock."""
+    view or transaction of this process reads; the caller holds the maintenance lock.
+    ``found``: the Iceberg garbage this pass's ``queue_unreachable`` returned (None:
+    computed here when an Iceberg object is due)."""
     queue = deletion_queue(ctx.db)
     now = ctx.now_ms()
     due = [q for q in queue if q.due_ms <= now]
@@ -388,7 +391,7 @@ def _delete_due(ctx: Context) -> int:
         return 0
     from lakehouse.iceberg import gc as iceberg_gc
 
-    gone, kept, due = iceberg_gc.delete_queued(ctx, due)  # the Iceberg objects among them
+    gone, kept, due = iceberg_gc.delete_queued(ctx, due, found)  # the Iceberg objects among them
     pinned: set[str] = set()
     if due:
         # after the new oldest version was committed (see lakehouse.pins)
@@ -491,8 +494,8 @@ def remove_orphan_files(ctx: Context, *, older_than: Any = None) -> list[str]:
         # carry versions, not times: see lakehouse.iceberg.gc), then this pass deletes them
         from lakehouse.iceberg import gc as iceberg_gc
 
-        iceberg_gc.queue_unreachable(ctx, older_than // timedelta(milliseconds=1))
-        _delete_due(ctx)
+        found = iceberg_gc.queue_unreachable(ctx, older_than // timedelta(milliseconds=1))
+        _delete_due(ctx, found)
         candidates = []
         for name in ctx.data.list(""):
             ms = created_ms(name)

@@ -45,9 +45,11 @@ deletion pass hands the due entries to :func:`delete_queued`, so a reader holdin
 a metadata JSON of an older oldest, or a writer in another process that read the
 oldest before the expiry, keeps going for that long. Object names carry versions, not times, and the
 object stores expose no modification time, so an orphan's age is the time since
-a pass first found it unreachable. The deletion pass computes the garbage again
-and deletes only queued objects that are still garbage: an object that a
-retained version's metadata can reach is never deleted, whatever the clock.
+a pass first found it unreachable. The deletion pass deletes only queued objects
+that are still garbage (as the same pass's :func:`queue_unreachable` computed it
+under the maintenance lock, or computed afresh when that pass queued nothing): an
+object that a retained version's metadata can reach is never deleted, whatever
+the clock.
 
 The store listing comes before the lakehouse is read, so an object a writer
 wrote for a table or file created after the listing's moment is never taken for
@@ -62,6 +64,7 @@ import logging
 import os
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kvstore.objstore import ObjectStore, open_store
@@ -146,48 +149,66 @@ def delete(s: ObjectStore, names: Iterable[str], still: set[str]) -> tuple[set[s
 TAG = "iceberg:"
 
 
-def queue_unreachable(ctx: Context, grace_ms: int) -> int:
+@dataclass(frozen=True)
+class Found:
+    """The garbage a pass computed: the iceberg store (None: it holds nothing) and the
+    names of its unreachable objects."""
+
+    store: ObjectStore | None
+    names: set[str]
+
+
+def find(ctx: Context) -> Found:
+    """The iceberg store and its garbage now (raises OSError when the store fails)."""
+    s = store(ctx)
+    return Found(s, set() if s is None else garbage(ctx, s))
+
+
+def queue_unreachable(ctx: Context, grace_ms: int) -> Found | None:
     """Queue the Iceberg objects no retained version can reach (a lakehouse that never
-    wrote Iceberg metadata pays one check); returns how many were queued anew. The
-    caller holds the maintenance lock."""
+    wrote Iceberg metadata pays one check); returns what it found (None when the
+    store failed) for :func:`delete_queued` of the same pass. The caller holds the
+    maintenance lock."""
     try:
-        s = store(ctx)
-        found = set() if s is None else garbage(ctx, s)
+        found = find(ctx)
     except OSError as exc:  # the next expiry or orphan removal looks again
         log.warning("could not look for unreachable Iceberg objects: %s", exc)
-        return 0
+        return None
     raw = ctx.db.get(keys.PENDING_GC)
     queue = [] if raw is None else codec.decode_gc_queue(raw)
     known = {q.path for q in queue}
     now = ctx.now_ms()
-    new = [codec.QueuedFile(TAG + n, now, grace_ms) for n in sorted(found)]
+    new = [codec.QueuedFile(TAG + n, now, grace_ms) for n in sorted(found.names)]
     new = [q for q in new if q.path not in known]
     if new:
         ctx.db.put(keys.PENDING_GC, codec.encode_gc_queue(queue + new))
         log.info("%d unreachable Iceberg objects queued for deletion", len(new))
-    return len(new)
+    return found
 
 
 def delete_queued(
-    ctx: Context, due: list[codec.QueuedFile]
+    ctx: Context, due: list[codec.QueuedFile], found: Found | None = None
 ) -> tuple[set[str], set[str], list[codec.QueuedFile]]:
     """Delete the Iceberg objects among the due queue entries ``due`` that are still
-    garbage; returns (deleted, off the queue without deleting: reachable again, or
-    gone) as queue paths, and the entries of ``due`` that are no Iceberg objects."""
+    garbage (``found``: the garbage this pass's :func:`queue_unreachable` computed;
+    None: compute it now); returns (deleted, off the queue without deleting:
+    reachable again, or gone) as queue paths, and the entries of ``due`` that are no
+    Iceberg objects."""
     rest = [q for q in due if not q.path.startswith(TAG)]
     tagged = [q.path for q in due if q.path.startswith(TAG)]
     if not tagged:
         return set(), set(), rest
-    try:
-        s = store(ctx)
-        still = set() if s is None else garbage(ctx, s)
-    except OSError as exc:  # left queued for the next pass
-        log.warning("could not check queued Iceberg objects: %s", exc)
-        return set(), set(), rest
+    if not found:
+        try:
+            found = find(ctx)
+        except OSError as exc:  # left queued for the next pass
+            log.warning("could not check queued Iceberg objects: %s", exc)
+            return set(), set(), rest
+    s = found.store
     if s is None:
         return set(), set(tagged), rest
     names = [p[len(TAG) :] for p in tagged]
-    gone, dropped = delete(s, names, still)
+    gone, dropped = delete(s, names, found.names)
     log.info(
         "deleted %d unreachable Iceberg objects (%d reachable again or gone)",
         len(gone),

@@ -124,14 +124,16 @@ def long_value(t: str, value: Any) -> int | None:
 
 
 # -- column metrics -----------------------------------------------------------------------------
+def _div_out(n: int, d: int, upper: bool) -> int:
+    """``n / d`` rounded outward: up for an upper bound, down for a lower one."""
+    return -(-n // d) if upper else n // d
+
+
 def _temporal_long(raw: Any, t: pa.DataType, upper: bool) -> int | None:
     """A stored temporal bound in Iceberg's unit (days of a date, else microseconds)."""
-    per_ns = _NS_PER_DAY if pa.types.is_date(t) else _NS_PER_US
-    if isinstance(raw, list) and len(raw) == 2 and raw[0] == "n":
-        ns = raw[1]
-        if isinstance(ns, bool) or not isinstance(ns, int):
-            return None
-        return -(-ns // per_ns) if upper else ns // per_ns
+    ns = _nanos(raw)
+    if ns is not _SLOW:  # straight from nanoseconds, as _fast_temporal does
+        return _div_out(ns, _NS_PER_DAY if pa.types.is_date(t) else _NS_PER_US, upper)
     s = stat_scalar(raw, t, upper=upper)
     if s is None:
         return None
@@ -141,7 +143,7 @@ def _temporal_long(raw: Any, t: pa.DataType, upper: bool) -> int | None:
     if pa.types.is_date32(t):
         return n
     if pa.types.is_date64(t):
-        return -(-n // 86_400_000) if upper else n // 86_400_000
+        return _div_out(n, 86_400_000, upper)
     return int(n * _US_PER[t.unit])
 
 
@@ -151,9 +153,7 @@ def _bound(raw: Any, t: pa.DataType, ice: str, upper: bool) -> bytes | None:
     if ice in ("date", "time", "timestamp", "timestamptz"):
         return bound_bytes(ice, _temporal_long(raw, t, upper))
     if type(raw) is int and ice in ("int", "long"):
-        v: Any = raw  # bound_bytes checks the range
-    elif type(raw) is str and ice == "string":
-        v = raw
+        v: Any = raw  # as _fast_int/_fast_long: bound_bytes checks the Iceberg type's range
     else:
         s = stat_scalar(raw, t, upper=upper)
         if s is None:
@@ -225,7 +225,7 @@ def _fast_temporal(unit_ns: int, pack: Callable[[int], bytes], lo: int, hi: int)
         ns = _nanos(raw)
         if ns is _SLOW:
             return _SLOW
-        n = -(-ns // unit_ns) if upper else ns // unit_ns
+        n = _div_out(ns, unit_ns, upper)
         return pack(n) if lo <= n <= hi else None
 
     return encode

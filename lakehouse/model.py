@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from lakehouse.arrowtypes import child_fields, map_fields
+
 if TYPE_CHECKING:
     from lakehouse.partition import PartitionSpec
 
@@ -238,28 +240,7 @@ def rows_without_field_ids(rows: pa.Table) -> pa.Table:
 def _has_field_id(f: pa.Field) -> bool:
     if f.metadata and FIELD_ID_KEY in f.metadata:
         return True
-    return any(_has_field_id(c) for c in _child_fields(f.type))
-
-
-_LIST_TYPES = (
-    pa.ListType,
-    pa.LargeListType,
-    pa.FixedSizeListType,
-    pa.ListViewType,
-    pa.LargeListViewType,
-)
-
-
-def _child_fields(t: pa.DataType) -> list[pa.Field]:
-    if pa.types.is_struct(t):
-        return [t.field(i) for i in range(t.num_fields)]
-    if pa.types.is_map(t):
-        return [t.key_field, t.item_field]
-    if isinstance(t, _LIST_TYPES):
-        return [t.value_field]
-    if pa.types.is_dictionary(t):
-        return _child_fields(t.value_type)
-    return []
+    return any(_has_field_id(c) for c in child_fields(f.type))
 
 
 def _field_without_id(f: pa.Field) -> pa.Field:
@@ -267,27 +248,9 @@ def _field_without_id(f: pa.Field) -> pa.Field:
     if meta and FIELD_ID_KEY in meta:
         rest = {k: v for k, v in meta.items() if k != FIELD_ID_KEY}
         f = f.with_metadata(rest) if rest else f.remove_metadata()
-    return f.with_type(_type_without_ids(f.type)) if _child_fields(f.type) else f
-
-
-def _type_without_ids(t: pa.DataType) -> pa.DataType:
-    if pa.types.is_struct(t):
-        return pa.struct([_field_without_id(t.field(i)) for i in range(t.num_fields)])
-    if pa.types.is_map(t):
-        key, item = _field_without_id(t.key_field), _field_without_id(t.item_field)
-        return pa.map_(key, item, t.keys_sorted)
-    if pa.types.is_dictionary(t):
-        return pa.dictionary(t.index_type, _type_without_ids(t.value_type), t.ordered)
-    value = _field_without_id(t.value_field)
-    if pa.types.is_fixed_size_list(t):
-        return pa.list_(value, t.list_size)
-    if pa.types.is_large_list(t):
-        return pa.large_list(value)
-    if pa.types.is_list_view(t):
-        return pa.list_view(value)
-    if pa.types.is_large_list_view(t):
-        return pa.large_list_view(value)
-    return pa.list_(value)
+    t = f.type
+    bare = map_fields(t, _field_without_id)
+    return f if bare is t else f.with_type(bare)
 
 
 def _check_parquet_types(schema: pa.Schema) -> None:

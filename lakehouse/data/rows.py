@@ -27,6 +27,8 @@ from typing import Any, TypeVar
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakehouse.arrowtypes import map_fields
+
 Rows = TypeVar("Rows", pa.Table, pa.RecordBatch, pa.Array, pa.ChunkedArray)
 
 
@@ -38,32 +40,16 @@ def plain_type(t: pa.DataType) -> pa.DataType:
         return pa.large_string()
     if pa.types.is_binary_view(t):
         return pa.large_binary()
-    if pa.types.is_struct(t):
-        fields = [t.field(i) for i in range(t.num_fields)]
-        plain = [f.with_type(plain_type(f.type)) for f in fields]
-        return t if plain == fields else pa.struct(plain)
-    if pa.types.is_map(t):
-        key, item = t.key_field, t.item_field
-        pk, pi = key.with_type(plain_type(key.type)), item.with_type(plain_type(item.type))
-        return t if (pk, pi) == (key, item) else pa.map_(pk, pi, t.keys_sorted)
-    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
-        f = t.value_field
-        pf = f.with_type(plain_type(f.type))
-        if pf == f:
-            return t
-        if pa.types.is_fixed_size_list(t):
-            return pa.list_(pf, t.list_size)
-        return pa.large_list(pf) if pa.types.is_large_list(t) else pa.list_(pf)
-    if pa.types.is_list_view(t) or pa.types.is_large_list_view(t):
-        f = t.value_field
-        pf = f.with_type(plain_type(f.type))
-        if pf == f:
-            return t
-        return pa.large_list_view(pf) if pa.types.is_large_list_view(t) else pa.list_view(pf)
     if pa.types.is_dictionary(t):
         value = plain_type(t.value_type)
         return t if value == t.value_type else pa.dictionary(t.index_type, value, t.ordered)
-    return t
+    return map_fields(t, _plain_field)
+
+
+def _plain_field(f: pa.Field) -> pa.Field:
+    t = f.type
+    p = plain_type(t)
+    return f if p == t else f.with_type(p)
 
 
 def plain_schema(schema: pa.Schema) -> pa.Schema:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from lakehouse.data import record
@@ -289,6 +290,23 @@ def decode_gc_queue(data: bytes) -> list[QueuedFile]:
         return [QueuedFile(str(p), int(s), int(g)) for p, s, g in o["files"]]
     except (KeyError, ValueError, TypeError) as exc:
         raise CorruptionError(f"deletion queue: {exc!r}") from None
+
+
+def gc_queue(raw: bytes | None) -> list[QueuedFile]:
+    """The deletion queue stored as ``raw`` (None: no queue yet, empty)."""
+    return [] if raw is None else decode_gc_queue(raw)
+
+
+def enqueue_gc(
+    raw: bytes | None, paths: Iterable[str], now_ms: int, grace_ms: int
+) -> tuple[list[QueuedFile], list[QueuedFile]]:
+    """The deletion queue stored as ``raw`` and the entries, sorted, to append for
+    those of ``paths`` it does not hold yet (queued at ``now_ms`` with ``grace_ms``);
+    the caller stores ``queue + new``."""
+    queue = gc_queue(raw)
+    known = {q.path for q in queue}
+    new = [QueuedFile(p, now_ms, grace_ms) for p in sorted(set(paths) - known)]
+    return queue, new
 
 
 # -- version records ----------------------------------------------------------------------

@@ -347,10 +347,8 @@ def _expire_once(
     try:
         if ktx.get_for_update(keys.HEAD) != keys.encode_u64(head):
             return None  # a commit landed since the snapshot: recompute
-        queue = _decode_queue(ktx.get(keys.PENDING_GC))
-        known = {q.path for q in queue}
-        now = ctx.now_ms()  # from now on only expired versions reference them
-        new = [QueuedFile(p, now, grace_ms) for p in sorted(doomed - known)]
+        # from now on only expired versions reference them
+        queue, new = codec.enqueue_gc(ktx.get(keys.PENDING_GC), doomed, ctx.now_ms(), grace_ms)
         ktx.put(keys.OLDEST, keys.encode_u64(new_oldest))
         for u in range(oldest, new_oldest):
             ktx.delete(keys.record_key(u))
@@ -369,14 +367,10 @@ def _expire_once(
     return new_oldest, seq_keep, oldest, len(new)
 
 
-def _decode_queue(raw: bytes | None) -> list[QueuedFile]:
-    return [] if raw is None else codec.decode_gc_queue(raw)
-
-
 def deletion_queue(db: Any) -> list[QueuedFile]:
     """The data files queued for deletion (``L/gc``) as ``db`` (a kvstore DB,
     reader or snapshot) sees them: ``lakehouse verify`` reports them."""
-    return _decode_queue(db.get(keys.PENDING_GC))
+    return codec.gc_queue(db.get(keys.PENDING_GC))
 
 
 def _delete_due(ctx: Context, found: Any = None) -> int:

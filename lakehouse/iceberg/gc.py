@@ -174,12 +174,8 @@ def queue_unreachable(ctx: Context, grace_ms: int) -> Found | None:
     except OSError as exc:  # the next expiry or orphan removal looks again
         log.warning("could not look for unreachable Iceberg objects: %s", exc)
         return None
-    raw = ctx.db.get(keys.PENDING_GC)
-    queue = [] if raw is None else codec.decode_gc_queue(raw)
-    known = {q.path for q in queue}
-    now = ctx.now_ms()
-    new = [codec.QueuedFile(TAG + n, now, grace_ms) for n in sorted(found.names)]
-    new = [q for q in new if q.path not in known]
+    tagged = (TAG + n for n in found.names)
+    queue, new = codec.enqueue_gc(ctx.db.get(keys.PENDING_GC), tagged, ctx.now_ms(), grace_ms)
     if new:
         ctx.db.put(keys.PENDING_GC, codec.encode_gc_queue(queue + new))
         log.info("%d unreachable Iceberg objects queued for deletion", len(new))

@@ -18,6 +18,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from lakehouse.data.rows import plain_type
 from lakehouse.iceberg.typemap import (
     IcebergType,
     Node,
@@ -181,8 +182,6 @@ _UTC_NAMES = ("UTC", "+00:00", "Etc/UTC", "Z")
 _READABLE = {
     pa.uint32(): pa.int64(),
     pa.date64(): pa.date32(),
-    pa.string_view(): pa.large_string(),
-    pa.binary_view(): pa.large_binary(),
 }
 
 
@@ -201,7 +200,7 @@ def readable_type(t: pa.DataType) -> pa.DataType | None:
             return pa.time64("us")
         if pa.types.is_timestamp(t) and t.tz is not None and t.tz not in _UTC_NAMES:
             return pa.timestamp(t.unit, "UTC")
-        return _READABLE.get(t, t)
+        return _READABLE.get(t) or plain_type(t)  # a view type: its large non-view type
     try:
         column_type(0, t)
     except UnsupportedColumn:

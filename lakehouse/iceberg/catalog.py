@@ -138,7 +138,6 @@ class IcebergCatalog:
         self._documents = _Lru(DOCUMENTS_KEPT)
         self._loading: dict[Any, threading.Lock] = {}
         self._loading_lock = threading.Lock()
-        self._store: Any = None
         #: counters: refreshes done, their total seconds, metadata writes/finds, documents read
         self.stats = {"refreshes": 0, "refresh_s": 0.0, "metadata_calls": 0, "documents_read": 0}
 
@@ -328,11 +327,7 @@ class IcebergCatalog:
         name = None if root is None else paths.relative(root, location)
         if root is None or name is None:
             raise MetadataUnavailable(f"metadata {location} is not under the lakehouse")
-        if self._store is None:
-            from kvstore.objstore import open_store
-
-            self._store = open_store(root, dict(ctx.options.storage_options))
-        return bytes(self._store.get(name))
+        return bytes(paths.store(root, dict(ctx.options.storage_options)).get(name))
 
 
 def _exists(view: Any, name: str) -> bool:

@@ -67,7 +67,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kvstore.objstore import ObjectStore, open_store
+from kvstore.objstore import ObjectStore
 from lakehouse import codec, keys
 from lakehouse.data.table import file_key_id
 from lakehouse.errors import NotFound, VersionExpired
@@ -99,7 +99,7 @@ def store(ctx: Context) -> ObjectStore | None:
         return None
     if "://" not in root and not os.path.isdir(root):
         return None
-    return open_store(root, dict(ctx.options.storage_options))
+    return paths.store(root, dict(ctx.options.storage_options))
 
 
 def garbage(ctx: Context, s: ObjectStore) -> set[str]:

@@ -41,9 +41,29 @@ Importing this module is cheap (no pyarrow, no fastavro).
 from __future__ import annotations
 
 import re
+import threading
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kvstore.objstore import ObjectStore
 
 _DIGITS = 20
 _METADATA = re.compile(r"(\d{20})-(\d{20})\.metadata\.json$")
+_STORES: dict[tuple[str, str], ObjectStore] = {}
+_STORES_LOCK = threading.Lock()
+
+
+def store(root: str, storage_options: dict[str, Any]) -> ObjectStore:
+    """The iceberg store at ``root`` (its URL) with ``storage_options``, opened once
+    per process and shared by the writer, garbage collection and the catalog."""
+    key = (root, repr(sorted(storage_options.items())))
+    with _STORES_LOCK:
+        s = _STORES.get(key)
+        if s is None:
+            from kvstore.objstore import open_store
+
+            s = _STORES[key] = open_store(root, storage_options)
+        return s
 
 
 def table_dir(table_id: str) -> str:

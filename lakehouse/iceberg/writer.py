@@ -40,7 +40,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any
 
-from kvstore.objstore import ObjectStore, open_store
+from kvstore.objstore import ObjectStore
 from lakehouse import keys
 from lakehouse.context import Context
 from lakehouse.data.table import FileState, file_key_id
@@ -63,7 +63,6 @@ CONFLICT_RETRIES = 5
 EXPIRY_RETRIES = 20
 
 _CACHE: OrderedDict[tuple[str, str], TableCache] = OrderedDict()
-_STORES: dict[tuple[str, str], ObjectStore] = {}
 _LOCK = threading.Lock()
 
 
@@ -80,12 +79,7 @@ def _cached(root: str, table_id: str) -> TableCache:
 
 
 def _store(root: str, storage_options: dict[str, Any]) -> ObjectStore:
-    key = (root, repr(sorted(storage_options.items())))
-    with _LOCK:
-        s = _STORES.get(key)
-        if s is None:
-            s = _STORES[key] = open_store(root, storage_options)
-        return s
+    return paths.store(root, storage_options)
 
 
 def _forget(root: str, table_id: str) -> None:

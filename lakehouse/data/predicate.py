@@ -78,7 +78,7 @@ from lakehouse.data.literals import (
     python_scalar,
     widening_cast,
 )
-from lakehouse.data.rows import plain, plain_schema, plain_type
+from lakehouse.data.rows import plain_type, value_scanner
 from lakehouse.terms import Term
 
 __all__ = ["Predicate", "evaluate", "matches", "parse_value", "parse_where", "where_failed"]
@@ -133,7 +133,7 @@ def parse_where(where: str | pc.Expression, schema: pa.Schema) -> Predicate:
     from lakehouse.data.sql import Translator  # sqlglot loads on first use
     from lakehouse.data.sql_terms import where_terms
 
-    translator = Translator(where, plain_schema(schema))  # view types: see evaluate
+    translator = Translator(where, schema)
     tree = translator.parse()
     result = translator.typed(tree, pa.bool_())
     if not (pa.types.is_boolean(result.type) or pa.types.is_null(result.type)):
@@ -162,7 +162,7 @@ def parse_value(
     if isinstance(value, str):
         from lakehouse.data.sql import Translator
 
-        translator = Translator(value, plain_schema(schema))
+        translator = Translator(value, schema)
         try:
             term = translator.term(translator.parse())
         except ValueError as exc:
@@ -196,12 +196,10 @@ def evaluate(table: pa.Table | pa.RecordBatch, expression: pc.Expression) -> pa.
     safe cast cannot convert) raise ``pyarrow.ArrowInvalid``, a ValueError.
 
     Arrow has no compute kernels for view types, so ``table``'s view columns are
-    read as their large non-view types (:func:`lakehouse.data.rows.plain`), the
-    types :func:`parse_where` and :func:`parse_value` translate against.
+    read as their large non-view types (:func:`lakehouse.data.rows.value_scanner`),
+    the types :func:`parse_where` and :func:`parse_value` translate against.
     """
-    import pyarrow.dataset as ds  # loads pandas: only when needed
-
-    return ds.dataset(plain(table)).to_table(columns={"value": expression}).column("value")
+    return value_scanner(table, expression).to_table().column("value")
 
 
 def matches(table: pa.Table | pa.RecordBatch, predicate: Predicate) -> pa.Array:
@@ -242,11 +240,8 @@ def _text(expression: pc.Expression) -> str:
 
 def _check_expression(expression: pc.Expression, schema: pa.Schema) -> pc.Expression:
     """A user's ``pc.Expression``, bound against ``schema`` to check it names real columns."""
-    import pyarrow.dataset as ds
-
     try:
-        empty = plain_schema(schema).empty_table()  # as evaluate sees the rows
-        scanner = ds.dataset(empty).scanner(columns={"value": expression})
+        scanner = value_scanner(schema.empty_table(), expression)  # as evaluate sees the rows
     except ARROW_ERRORS as exc:
         message = first_line(exc)
         missing = _FIELD_REF.search(message)

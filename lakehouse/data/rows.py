@@ -71,6 +71,15 @@ def plain(rows: Rows) -> Rows:
     return rows if t == rows.type else rows.cast(t)
 
 
+def value_scanner(rows: pa.Table | pa.RecordBatch, expression: pc.Expression) -> Any:
+    """A ``pyarrow.dataset`` scanner computing ``expression`` as column ``"value"``
+    over ``rows`` read in their :func:`plain` types (Arrow has no compute kernels for
+    view types): the one path that types and evaluates expressions over rows."""
+    import pyarrow.dataset as ds  # loads pandas: only when needed
+
+    return ds.dataset(plain(rows)).scanner(columns={"value": expression})
+
+
 def _selected(rows: Rows, select: Callable[[Any], Any]) -> Rows:
     """``select(rows)``, through the :func:`plain` types and back when ``rows`` holds
     a view type (the schema is walked once)."""

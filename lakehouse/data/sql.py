@@ -35,6 +35,7 @@ from sqlglot.dialects.dialect import Dialect
 from sqlglot.errors import ParseError, SqlglotError
 
 from lakehouse.data.literals import ARROW_ERRORS, Literal, Term, Typed, first_line, literal_scalar
+from lakehouse.data.rows import plain_schema, value_scanner
 from lakehouse.data.sql_nodes import NODES
 
 _CLASS_NAME = re.compile(r"<class '(?:[\w.]+\.)?(\w+)'>")
@@ -53,7 +54,7 @@ class Translator:
     def __init__(self, text: str, schema: pa.Schema) -> None:
         self.text = text
         self.quoted = _shorten(text)
-        self.schema = schema
+        self.schema = plain_schema(schema)  # as value_scanner reads the rows
         self.names = schema.names
         self.columns: set[str] = set()
         self._empty: pa.Table | None = None
@@ -81,9 +82,7 @@ class Translator:
         if self._empty is None:
             self._empty = self.schema.empty_table()
         try:
-            import pyarrow.dataset as ds
-
-            scanner = ds.dataset(self._empty).scanner(columns={"value": expr})
+            scanner = value_scanner(self._empty, expr)
         except ARROW_ERRORS as exc:
             raise self.failed(what, exc) from None
         return scanner.projected_schema.field("value").type

@@ -105,7 +105,9 @@ def drop_deleted(
 
 
 def _sql_literal(v: Any) -> str:
-    return str(int(v)) if isinstance(v, int) else "'" + str(v).replace("'", "''") + "'"
+    from lakehouse.data.sql import string_literal  # loads sqlglot: only when needed
+
+    return str(int(v)) if isinstance(v, int) else string_literal(str(v))
 
 
 def _in_ranges(keys: Sequence[Any], spans: list[tuple[np.ndarray, np.ndarray]]) -> str:

@@ -199,8 +199,10 @@ def _rows_of(t: Target, f: DataFile) -> pa.Table:
 def materialise(t: Target, fid: str, f: DataFile) -> tuple[str, int]:
     """The location and size of ``f`` rewritten as Parquet with field ids (once)."""
     name = paths.materialised(t.table_id, fid)
-    if t.store.exists(name):
+    try:  # one request when it exists
         return paths.location(t.root, name), t.store.size(name)
+    except FileNotFoundError:
+        pass
     ids = {n: cid for cid, n in f.columns}
     rows = _rows_of(t, f)
     rows = types.readable_rows(rows.select([n for n in rows.column_names if n in ids]))

@@ -143,12 +143,16 @@ def _repoint(c: ManifestWriter, df: dict[str, Any], data_path: str, gen: str) ->
     old = paths.relative(c.t.root, str(df["file_path"]))
     assert old is not None
     name = old.removesuffix(".parquet") + f"-g{gen}.parquet"
-    if not c.t.store.exists(name):
+    try:  # one request when it exists
+        size = c.t.store.size(name)
+    except FileNotFoundError:
         rows = pq.read_table(pa.BufferReader(c.t.store.get(old)))
         positions = BitMap(rows.column("pos").to_numpy().astype("uint32"))
-        put(c.t.store, name, files.position_deletes_bytes(data_path, positions))
+        data = files.position_deletes_bytes(data_path, positions)
+        put(c.t.store, name, data)
+        size = len(data)
     bound = data_path.encode()
     df["file_path"] = paths.location(c.t.root, name)
-    df["file_size_in_bytes"] = c.t.store.size(name)
+    df["file_size_in_bytes"] = size
     df["lower_bounds"] = [{"key": files.FILE_PATH_ID, "value": bound}]
     df["upper_bounds"] = [{"key": files.FILE_PATH_ID, "value": bound}]

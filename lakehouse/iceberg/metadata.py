@@ -78,15 +78,18 @@ def build(
     location: str,
     snapshots: Sequence[Light],
     current: int,
+    mapping: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """The metadata JSON of table ``d`` (its definition at the effective version)
-    listing ``snapshots`` (oldest first; ``current`` is the current snapshot id)."""
+    listing ``snapshots`` (oldest first; ``current`` is the current snapshot id);
+    ``mapping``: their :func:`name_mapping` when the caller computed it already."""
     cur_schema, omitted, _ = schema_json(d)
     schemas: dict[int, dict[str, Any]] = {}
     for s in snapshots:
         schemas.setdefault(int(s.schema["schema-id"]), s.schema)
     schemas.setdefault(int(cur_schema["schema-id"]), cur_schema)
-    mapping, _ = name_mapping(d, snapshots)
+    if mapping is None:
+        mapping, _ = name_mapping(d, snapshots)
     props = dict(d.properties)
     props[types.NAME_MAPPING_PROPERTY] = json.dumps(mapping, separators=(",", ":"))
     if omitted:

@@ -232,7 +232,7 @@ class _Run:
         eff = int(lights[-1].snapshot["snapshot-id"])
         if eff != checked and (found := self._found(eff)) is not None:
             return found
-        _, lost = metadata.name_mapping(self.d, lights)
+        mapping, lost = metadata.name_mapping(self.d, lights)  # remapping keeps it
         if any(lost.values()):
             gen = remap.generation(lost)
             lights = [self._remapped(light, lost, gen) for light in lights]
@@ -241,6 +241,7 @@ class _Run:
             location=paths.table_location(self.t.root, self.t.table_id),
             snapshots=lights,
             current=eff,
+            mapping=mapping,
         )
         name = paths.metadata_json(self.t.table_id, eff, self.oldest)
         objects.put(self.t.store, name, metadata.encode(doc))

@@ -436,7 +436,7 @@ def _add_files_of(ctx: Context, u: int, snap: kvstore.Snapshot, out: set[str]) -
     files they bring back lists none, so its whole state is read instead."""
     rec = ctx.record(u, snap.get)
     out.update(rec.files_added)
-    if not rec.files_added and (rec.rollback_of is not None or rec.source is not None):
+    if not rec.files_added and rec.restores_state:
         out.update(_files_at(ctx, u))
 
 

@@ -557,6 +557,12 @@ class ObjectChange:
     def __str__(self) -> str:
         return f"{self.op} {self.kind} {self.name}"
 
+    @property
+    def changes_definition(self) -> bool:
+        """Whether the change is more than a data change (stored as an alter that
+        keeps the definition)."""
+        return self.op != "alter" or self.old_id != self.new_id
+
 
 @dataclass(frozen=True)
 class VersionInfo:
@@ -589,6 +595,11 @@ class VersionInfo:
     def created_at(self) -> datetime:
         """Creation time, timezone-aware UTC."""
         return ms_to_datetime(self.created_ms)
+
+    @property
+    def restores_state(self) -> bool:
+        """Whether the version set the whole state at once (a rollback or an export)."""
+        return self.rollback_of is not None or self.source is not None
 
     def summary(self) -> str:
         if self.rollback_of is not None:

@@ -239,13 +239,11 @@ def _retained_files(ctx: Context) -> tuple[int, dict[str, set[str]]]:
             _files(view, out, None)
         for u in range(oldest + 1, head + 1):
             rec = ctx.record(u, snap.get)
-            whole = rec.rollback_of is not None or rec.source is not None
+            whole = rec.restores_state
             named = {
                 c.name
                 for c in rec.changes
-                if c.kind == "table"
-                and c.op != "drop"
-                and (c.op != "alter" or c.old_id != c.new_id)
+                if c.kind == "table" and c.op != "drop" and c.changes_definition
             }
             for tc in rec.data:
                 if tc.table_id and DataOp.RESTORE not in tc.ops:

@@ -65,7 +65,7 @@ def classify(rec: VersionInfo, d: TableDef) -> tuple[str | None, bool, TableChan
     create = any(c.op == "create" for c in named)
     if not named and tc is None:
         return None, False, None
-    if rec.rollback_of is not None or rec.source is not None:
+    if rec.restores_state:
         return FULL, create, tc
     if create:
         return FIRST, True, tc
@@ -82,9 +82,7 @@ def label(rec: VersionInfo, d: TableDef, tc: TableChange | None) -> str:
     ops = [  # a data change is stored as an alter that keeps the definition
         str(c.op)
         for c in rec.changes
-        if c.kind == "table"
-        and c.name == d.qualified_name
-        and (c.op != "alter" or c.old_id != c.new_id)
+        if c.kind == "table" and c.name == d.qualified_name and c.changes_definition
     ]
     ops += [str(op) for op in tc.ops] if tc is not None else []
     return ",".join(dict.fromkeys(ops))

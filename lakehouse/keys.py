@@ -78,11 +78,15 @@ KIND_PREFIX = {"namespace": NAMESPACE_PREFIX, "table": TABLE_PREFIX, "view": VIE
 STATE_PREFIXES = (NAMESPACE_PREFIX, TABLE_PREFIX, VIEW_PREFIX, STATE_PREFIX, KEY_INDEX_PREFIX)
 
 
-def _utf8(name: str) -> bytes:
+def name_bytes(name: str) -> bytes:
+    """``name`` as it goes into a key (UTF-8); ValueError if it holds a NUL."""
     b = name.encode("utf-8")
     if SEP in b:
         raise ValueError(f"name {name!r} contains a NUL character")
     return b
+
+
+_utf8 = name_bytes
 
 
 # -- integers ----------------------------------------------------------------

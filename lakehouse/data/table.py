@@ -61,9 +61,7 @@ class LazyFiles(Mapping[str, FileState]):
 
     def _lookup(self, fid: str) -> FileState | None:
         if fid not in self._cache:
-            b = fid.encode()
-            if keys.SEP in b:
-                raise ValueError(f"name {fid!r} contains a NUL character")
+            b = keys.name_bytes(fid)
             raw = self._get(self._file_prefix + b)
             if raw is None:
                 self._cache[fid] = None

@@ -66,15 +66,6 @@ def store(root: str, storage_options: dict[str, Any]) -> ObjectStore:
         return s
 
 
-def table_dir(table_id: str) -> str:
-    """The folder of one table's objects."""
-    return table_id
-
-
-def metadata_dir(table_id: str) -> str:
-    return f"{table_id}/metadata"
-
-
 def metadata_json(table_id: str, version: int, oldest: int) -> str:
     """The metadata JSON as of effective version ``version``, floor ``oldest``."""
     return f"{table_id}/metadata/{version:0{_DIGITS}d}-{oldest:0{_DIGITS}d}.metadata.json"
@@ -124,7 +115,7 @@ def materialised(table_id: str, file_id: str) -> str:
 
 def table_location(root: str, table_id: str) -> str:
     """The Iceberg table's ``location``."""
-    return location(root, table_dir(table_id))
+    return location(root, table_id)  # a table's objects are in the folder of its id
 
 
 def location(root: str, name: str) -> str:

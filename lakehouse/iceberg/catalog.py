@@ -259,12 +259,14 @@ class IcebergCatalog:
                     location = self._locations.get(key)
                     if location is None:
                         try:
-                            location = self._write(f"{base}.{table}", version)
+                            location, data = self._write(f"{base}.{table}", version)
                         except VersionExpired as exc:
                             if versioned:  # the version the client named is gone
                                 raise _ExpiredNamespace(f"namespace {ns!r}: {exc}") from None
                             raise
                         self._locations.put(key, location)
+                        if data is not None:  # what it wrote: no need to read it back
+                            self._documents.put(location, data)
             return location
 
     def close(self) -> None:
@@ -299,12 +301,14 @@ class IcebergCatalog:
             if self._loading.get(key) is lock and not lock.locked():
                 del self._loading[key]
 
-    def _write(self, qualified: str, version: int) -> str:
-        from lakehouse.iceberg.writer import write_metadata
+    def _write(self, qualified: str, version: int) -> tuple[str, bytes | None]:
+        """(location, the bytes written; None when the document existed)."""
+        from lakehouse.iceberg.writer import write_metadata_bytes
 
         self.stats["metadata_calls"] += 1
         try:
-            return str(write_metadata(self._lh, qualified, version=version))
+            location, data = write_metadata_bytes(self._lh, qualified, version=version)
+            return str(location), data
         except VersionExpired:
             raise
         except NotFound as exc:  # dropped meanwhile: it is the table that is missing

@@ -104,6 +104,14 @@ def context_of(lh: Any) -> Context:
 
 def write_metadata(lh: Any, table: str, *, version: int | None = None) -> str:
     """See :func:`lakehouse.iceberg.write_metadata`."""
+    return write_metadata_bytes(lh, table, version=version)[0]
+
+
+def write_metadata_bytes(
+    lh: Any, table: str, *, version: int | None = None
+) -> tuple[str, bytes | None]:
+    """:func:`write_metadata`, and the bytes it wrote (None: it found the document
+    written already); the catalog keeps them rather than reading them back."""
     ctx = context_of(lh)
     ctx.check_open()
     root = ctx.layout.iceberg_url
@@ -143,7 +151,8 @@ def write_metadata(lh: Any, table: str, *, version: int | None = None) -> str:
                 # over: the cache lacks its candidates below that expiry's oldest
                 mine = cache if oldest >= cache.floor else TableCache()
                 try:
-                    return _Run(ctx, target, mine, d, version, oldest, snap.get).write()
+                    run = _Run(ctx, target, mine, d, version, oldest, snap.get)
+                    return run.write(), run.written
                 except objects.ObjectConflict as exc:
                     conflicts += 1
                     if conflicts == CONFLICT_RETRIES:
@@ -203,6 +212,8 @@ class _Run:
         self.get = get
         #: the first listed snapshot: the chain this call's objects are of (set by write)
         self.chain = oldest
+        #: the metadata JSON bytes write stored (None: it found one)
+        self.written: bytes | None = None
 
     def record(self, u: int) -> VersionInfo:
         return self.ctx.record(u, self.get)
@@ -244,7 +255,9 @@ class _Run:
             mapping=mapping,
         )
         name = paths.metadata_json(self.t.table_id, eff, self.oldest)
-        objects.put(self.t.store, name, metadata.encode(doc))
+        data = metadata.encode(doc)
+        objects.put(self.t.store, name, data)
+        self.written = data
         self.cache.found.add(name)
         log.info(
             "wrote Iceberg metadata of table %s at version %d (%d snapshots): %s",

@@ -233,20 +233,29 @@ class IcebergCatalog:
         A plain namespace's latest version can expire while the load waits its turn
         (a writer that expires versions quickly): the load then starts again at the
         new latest version; only a version namespace's own expiry is an answer."""
+        location = self.locate(ns, table)
+        return location, self.document(location)
+
+    def locate(self, ns: str, table: str) -> str:
+        """The metadata location :meth:`load` answers (written or found), without
+        reading the document (a conditional GET that matches needs no more)."""
         for attempt in range(1, LOAD_ATTEMPTS + 1):
             try:
-                location = self._location(ns, table)
-                break
+                return self._location(ns, table)
             except VersionExpired as exc:
                 if isinstance(exc, _ExpiredNamespace) or attempt == LOAD_ATTEMPTS:
                     raise
                 log.info("table %s.%s: %s; loading the latest version again", ns, table, exc)
+        raise AssertionError("unreachable")
+
+    def document(self, location: str) -> bytes:
+        """The metadata JSON bytes at ``location`` (one :meth:`locate` answered)."""
         with self._loading_for(location):
-            data = self._documents.get(location)
+            data: bytes | None = self._documents.get(location)
             if data is None:
                 data = self._read(location)
                 self._documents.put(location, data)
-        return location, data
+        return data
 
     def _location(self, ns: str, table: str) -> str:
         with self._resolved(ns) as (view, base, version, versioned):

@@ -260,11 +260,12 @@ class _Api:
         if method == "HEAD":  # 204 when it exists
             self._call(ns, table, lambda: self.catalog.table_id(ns, table))
             return _no_content()
-        location, data = self._call(ns, table, lambda: self.catalog.load(ns, table))
+        location = self._call(ns, table, lambda: self.catalog.locate(ns, table))
         # the location names immutable bytes (table, effective version): it is the ETag
         etag = '"' + hashlib.sha256(location.encode()).hexdigest()[:32] + '"'
         if etag in _etags(request.headers.get("if-none-match")):
             return Response(status_code=304, headers={"ETag": etag})
+        data = self._call(ns, table, lambda: self.catalog.document(location))
         body = b"".join(
             (b'{"metadata-location":', json.dumps(location).encode(), b',"metadata":', data)
         )
